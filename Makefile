@@ -1,0 +1,50 @@
+# The README's verbs. `make run` and `make test` are the whole quick start.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint format lab lab-down lab-status migrate clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "hangdesk needs Python 3.11+ ($(PYTHON) is $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python requirements.txt requirements-dev.txt requirements-lab.txt
+	$(BIN)/pip install --quiet -r requirements-dev.txt -r requirements-lab.txt
+	@touch $(STAMP)
+
+## Run the console: web + Celery worker + beat (SQLite and a file broker unless
+## DATABASE_URL / REDIS_URL are set). Ctrl-C stops everything.
+run: $(STAMP)
+	$(BIN)/python manage.py runconsole
+
+## The whole suite: lint, format check, tests on real Postgres/Redis/Celery/sshd/chromium.
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	DJANGO_SETTINGS_MODULE=console.settings.test $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+migrate: $(STAMP)
+	$(BIN)/python manage.py migrate
+
+lab: $(STAMP)
+	$(BIN)/python -m lab up $(LAB_ARGS)
+
+lab-down: $(STAMP)
+	$(BIN)/python -m lab down
+
+lab-status: $(STAMP)
+	$(BIN)/python -m lab status
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -1,0 +1,13 @@
+from .roles import Role, has_role
+from .selectors import worker_last_seen, workers_are_stale
+
+
+def console(request) -> dict:
+    if not request.user.is_authenticated:
+        return {}
+    return {
+        "can_respond": has_role(request.user, Role.RESPONDER),
+        "is_console_admin": has_role(request.user, Role.ADMIN),
+        "worker_last_seen": worker_last_seen(),
+        "workers_stale": workers_are_stale(),
+    }

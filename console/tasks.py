@@ -1,0 +1,8 @@
+from celery import shared_task
+
+from .services import worker_heartbeat_record
+
+
+@shared_task(bind=True, time_limit=30, soft_time_limit=20)
+def record_worker_heartbeat(self) -> None:
+    worker_heartbeat_record(hostname=self.request.hostname or "unknown")

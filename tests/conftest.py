@@ -1,0 +1,145 @@
+"""One shared world for every test: alice (admin), bob (responder), carol (viewer), a cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group
+
+from incidents.models import Cluster
+from incidents.services import cluster_create, node_create
+
+# A well-formed ed25519 public key blob (random bytes: no private half exists anywhere).
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGvMWB+brretqGfLz6OJdOfzHeoYv4p+Xobv7TaQ26J1"
+
+
+def pytest_report_header(config) -> list[str]:
+    banner = getattr(settings, "SERVICES_BANNER", None)
+    if not banner:
+        return []
+    return ["=" * 20 + " services under test " + "=" * 20, *banner]
+
+
+def _user(django_user_model, username: str, role: str | None):
+    user = django_user_model.objects.create_user(username, password=f"{username}-password")
+    if role:
+        # get_or_create: transactional tests truncate the groups the migration made.
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
+
+
+@pytest.fixture
+def alice(django_user_model):
+    """An admin: manages clusters and nodes."""
+    return _user(django_user_model, "alice", "admin")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    """A responder: opens and works incidents."""
+    return _user(django_user_model, "bob", "responder")
+
+
+@pytest.fixture
+def carol(django_user_model):
+    """A viewer: reads only."""
+    return _user(django_user_model, "carol", None)
+
+
+@pytest.fixture
+def cluster(db) -> Cluster:
+    cluster = cluster_create(
+        name="gpt-train",
+        description="70B pre-training, 4 nodes x 8 GPUs",
+        expected_world_size=32,
+        log_globs=["/var/log/train/*.log"],
+    )
+    for index in range(2):
+        node_create(
+            cluster=cluster,
+            name=f"gpu-{index}",
+            address=f"127.0.9.{index + 1}",
+            port=22,
+            username="root",
+            key_path="/etc/hangdesk/id_ed25519",
+            host_key=HOST_KEY,
+        )
+    return cluster
+
+
+@pytest.fixture
+def as_user(client):
+    """Log the test client in as a given user and return the client."""
+
+    def login(user):
+        client.force_login(user)
+        return client
+
+    return login
+
+
+def _database_url_of(database: dict) -> str:
+    if database["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{database['NAME']}"
+    user = database.get("USER") or "postgres"
+    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
+    host, port = database.get("HOST") or "127.0.0.1", database.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{database['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A real `celery worker` process on the test database and the test broker."""
+    from django.db import connection
+
+    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings.test",
+        "DATABASE_URL": _database_url_of(connection.settings_dict),
+    }
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "default,ssh",
+             "--pool", "threads", "--concurrency", "4", "--loglevel", "INFO",
+             "--hostname", f"test-worker-{os.getpid()}@%h"],
+            cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    _purge_test_queues()
+    worker.log_path = log_path
+    yield worker
+    worker.terminate()
+    try:
+        worker.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+
+def _purge_test_queues() -> None:
+    # Leftovers from an earlier, interrupted run must not be executed against this database.
+    from console.celery import app
+
+    with app.connection_for_write() as conn:
+        for queue in ("default", "ssh"):
+            with contextlib.suppress(Exception):
+                conn.default_channel.queue_purge(queue)
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition"):
+    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

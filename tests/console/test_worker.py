@@ -1,0 +1,25 @@
+"""A task sent through the real broker is run by a real worker process."""
+
+import pytest
+
+from console.models import WorkerHeartbeat
+from console.selectors import workers_are_stale
+from console.tasks import record_worker_heartbeat
+from tests.conftest import wait_for
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_worker_process_records_its_heartbeat(celery_worker_process):
+    assert workers_are_stale()
+    record_worker_heartbeat.delay()
+    heartbeat = wait_for(
+        lambda: WorkerHeartbeat.objects.first(), timeout=60, what="the worker's heartbeat row"
+    )
+    assert heartbeat.hostname.startswith("test-worker-")
+    assert not workers_are_stale()
+
+
+def test_pages_warn_when_no_worker_has_been_seen(as_user, carol):
+    page = as_user(carol).get("/").content.decode()
+    assert "No Celery worker has reported yet" in page
