@@ -7,5 +7,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("clusters/", include("incidents.cluster_urls")),
+    path("", include("collectors.urls")),
     path("", include("incidents.urls")),
 ]

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from collectors import selectors as snapshot_selectors
 from console.roles import Role, role_required
 
 from . import selectors, services
@@ -49,11 +50,14 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(
         Incident.objects.select_related("cluster", "commander", "opened_by"), pk=pk
     )
+    snapshot = snapshot_selectors.latest_snapshot(incident)
     return render(
         request,
         "incidents/detail.html",
         {
             "incident": incident,
+            "snapshot": snapshot,
+            "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
             "events": selectors.incident_timeline(incident),
             "status_form": StatusChangeForm(incident=incident),
             "note_form": NoteForm(),

@@ -132,7 +132,9 @@ def broker_from_env() -> tuple[str, dict]:
     if REDIS_URL:
         if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
             raise ImproperlyConfigured(f"REDIS_URL must start with redis:// (got {REDIS_URL!r})")
-        return REDIS_URL, {"visibility_timeout": 3600}
+        # A message whose worker died unacknowledged comes back after this long; it must
+        # outlast the longest task (collect_node: 180 s hard limit).
+        return REDIS_URL, {"visibility_timeout": 600}
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
     folder = str(BROKER_DIR)
     return "filesystem://", {
@@ -151,10 +153,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"collectors.tasks.*": {"queue": "ssh"}}
+CELERY_TASK_ROUTES = {"collectors.tasks.collect_node": {"queue": "ssh"}}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "console.tasks.record_worker_heartbeat", "schedule": 30.0},
+    "fail-stale-collections": {"task": "collectors.tasks.fail_stale_collections", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # A worker not seen for this long is reported as down on every page.

@@ -1,0 +1,96 @@
+"""NodeEvidence <-> named raw artifacts, in the layout of an evidence bundle.
+
+Names follow docs/bundle-format.md (`ps.txt`, `environ/<pid>`, `pyspy/<pid>.json`, ...),
+so what is stored for a snapshot is what a bundle holds, file for file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from analysis.evidence import NodeEvidence
+
+# A last line of defence; the remote side already caps each artifact.
+ARTIFACT_CAP_BYTES = 8 * 1024 * 1024
+TRUNCATION_MARKER = b"\n[... truncated by hangdesk at %d bytes ...]\n"
+
+
+def artifacts_from_evidence(evidence: NodeEvidence) -> Iterator[tuple[str, bytes, bool]]:
+    """(name, content, truncated) for every piece of raw evidence the node gave."""
+    truncated = set(evidence.truncated)
+
+    def item(name: str, content: str | bytes, source_name: str | None = None):
+        data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
+        cut = len(data) > ARTIFACT_CAP_BYTES
+        if cut:
+            data = data[:ARTIFACT_CAP_BYTES] + TRUNCATION_MARKER % ARTIFACT_CAP_BYTES
+        return name, data, cut or (source_name or name) in truncated
+
+    for name, text in (
+        ("ps.txt", evidence.ps),
+        ("dmesg.txt", evidence.dmesg),
+        ("nvidia-smi.txt", evidence.nvidia_smi),
+        ("shell-init.txt", evidence.shell_init),
+    ):
+        if text is not None:
+            yield item(name, text)
+    for pid, raw in sorted(evidence.environ.items()):
+        yield item(f"environ/{pid}", raw)
+    for pid, dump in sorted(evidence.pyspy.items()):
+        suffix = "json" if dump.lstrip().startswith(("[", "{")) else "txt"
+        yield item(f"pyspy/{pid}.{suffix}", dump)
+    for pid, error in sorted(evidence.pyspy_errors.items()):
+        yield item(f"pyspy/{pid}.error", error)
+    for name, text in sorted(evidence.system.items()):
+        yield item(f"system/{name}", text)
+    for path, text in sorted(evidence.logs.items()):
+        yield item(f"logs/{path}", text, source_name=path)
+    for path, raw in sorted(evidence.flight_recorder.items()):
+        yield item(f"flight_recorder/{path}", raw, source_name=path)
+    meta = {"hostname": evidence.hostname, "status": evidence.status}
+    yield "node.json", json.dumps(meta, sort_keys=True).encode(), False
+
+
+def evidence_from_artifacts(
+    node: str, artifacts: Iterable[tuple[str, bytes, bool]], *, status: str = "ok"
+) -> NodeEvidence:
+    """Rebuild a node's evidence from its artifacts; unknown names are ignored."""
+    evidence = NodeEvidence(node=node, status=status)
+    for name, data, was_truncated in artifacts:
+        head, _, rest = name.partition("/")
+        text = data.decode("utf-8", "replace")
+        if was_truncated:
+            evidence.truncated.append(rest if head in ("logs", "flight_recorder") else name)
+        if name == "ps.txt":
+            evidence.ps = text
+        elif name == "dmesg.txt":
+            evidence.dmesg = text
+        elif name == "nvidia-smi.txt":
+            evidence.nvidia_smi = text
+        elif name == "shell-init.txt":
+            evidence.shell_init = text
+        elif name == "node.json":
+            evidence.hostname = _json_object(data).get("hostname", "")
+        elif head == "environ" and rest.isdigit():
+            evidence.environ[int(rest)] = data
+        elif head == "pyspy":
+            pid, _, kind = rest.partition(".")
+            if pid.isdigit():
+                target = evidence.pyspy_errors if kind == "error" else evidence.pyspy
+                target[int(pid)] = text
+        elif head == "system" and rest:
+            evidence.system[rest] = text
+        elif head == "logs" and rest:
+            evidence.logs[rest] = text
+        elif head == "flight_recorder" and rest:
+            evidence.flight_recorder[rest] = data
+    return evidence
+
+
+def _json_object(data: bytes) -> dict:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,159 @@
+"""Snapshots: one visit to every node of a cluster, its raw evidence and its per-rank state."""
+
+from __future__ import annotations
+
+import zlib
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from incidents.models import Cluster, Incident, Node
+
+
+class SnapshotStatus(models.TextChoices):
+    RUNNING = "running", "Collecting"
+    ANALYSING = "analysing", "Analysing"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+ACTIVE_SNAPSHOT_STATUSES = (SnapshotStatus.RUNNING, SnapshotStatus.ANALYSING)
+
+
+class Snapshot(models.Model):
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="snapshots")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="snapshots")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    source = models.CharField(max_length=64, blank=True, help_text="who asked, when no person")
+    status = models.CharField(
+        max_length=16, choices=SnapshotStatus.choices, default=SnapshotStatus.RUNNING
+    )
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expected_world_size = models.PositiveIntegerField(null=True, blank=True)
+    diagnosis = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        constraints = [
+            # A second click while one runs must not start a duplicate.
+            models.UniqueConstraint(
+                fields=["incident"],
+                condition=Q(status__in=["running", "analysing"]),
+                name="one_active_snapshot_per_incident",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"snapshot {self.pk} of {self.cluster.name} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_SNAPSHOT_STATUSES
+
+    @property
+    def duration_s(self) -> float | None:
+        if not self.finished_at:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class NodeStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Collecting"
+    OK = "ok", "OK"
+    FAILED = "failed", "Failed"
+
+
+FINISHED_NODE_STATUSES = (NodeStatus.OK, NodeStatus.FAILED)
+
+
+class NodeCollection(models.Model):
+    """One node's part of a snapshot: claimed by one task, finished once."""
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="collections")
+    node = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True)
+    # Kept by value: the evidence must still say where it came from after a node is removed.
+    node_name = models.CharField(max_length=128)
+    address = models.CharField(max_length=253)
+    status = models.CharField(max_length=16, choices=NodeStatus.choices, default=NodeStatus.PENDING)
+    reason = models.TextField(blank=True)
+    # The task that owns the work; a redelivered copy of the same task may resume it,
+    # any other task leaves it alone.
+    task_id = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "node_name"], name="one_visit_per_node")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_name}: {self.status}"
+
+    @property
+    def duration_s(self) -> float | None:
+        if not (self.started_at and self.finished_at):
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class Artifact(models.Model):
+    """One raw output (a log tail, a stack dump, dmesg...), zlib-compressed."""
+
+    collection = models.ForeignKey(
+        NodeCollection, on_delete=models.CASCADE, related_name="artifacts"
+    )
+    # Bundle-style name: ps.txt, environ/<pid>, pyspy/<pid>.json, logs/<remote path>, ...
+    name = models.CharField(max_length=1024)
+    compressed = models.BinaryField()
+    size = models.PositiveIntegerField(help_text="bytes before compression")
+    truncated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "name"], name="unique_artifact_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def content(self) -> bytes:
+        return inflate(self.compressed)
+
+
+def inflate(compressed: bytes | memoryview) -> bytes:
+    return zlib.decompress(bytes(compressed))
+
+
+class RankRecord(models.Model):
+    """Parsed state of one rank in one snapshot, stored for bulk queries and the pages."""
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="ranks")
+    rank = models.IntegerField()
+    node_name = models.CharField(max_length=128, blank=True)
+    pid = models.IntegerField(null=True, blank=True)
+    local_rank = models.IntegerField(null=True, blank=True)
+    state = models.CharField(max_length=8, blank=True)
+    stack_signature = models.CharField(max_length=64, blank=True)
+    innermost_frame = models.CharField(max_length=255, blank=True)
+    last_step = models.IntegerField(null=True, blank=True)
+    last_step_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rank"]
+        # Not unique on rank: two processes claiming one rank is itself evidence.
+        indexes = [models.Index(fields=["snapshot", "stack_signature"])]
+
+    def __str__(self) -> str:
+        return f"rank {self.rank} on {self.node_name}"

@@ -1,0 +1,98 @@
+"""Snapshot reads: a fixed number of queries whatever the number of nodes or ranks."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+from django.db.models import Count, Q
+
+from analysis.evidence import SnapshotEvidence
+from incidents.models import Incident
+
+from .artifacts import evidence_from_artifacts
+from .models import (
+    ACTIVE_SNAPSHOT_STATUSES,
+    Artifact,
+    NodeStatus,
+    Snapshot,
+    SnapshotStatus,
+    inflate,
+)
+
+# An earlier snapshot this recent is compared with the new one to tell slow from dead.
+COMPARE_WITHIN = timedelta(minutes=30)
+
+
+def active_snapshot(incident: Incident) -> Snapshot | None:
+    return incident.snapshots.filter(status__in=ACTIVE_SNAPSHOT_STATUSES).first()
+
+
+def latest_snapshot(incident: Incident) -> Snapshot | None:
+    return incident.snapshots.order_by("-started_at", "-pk").first()
+
+
+def previous_snapshot(snapshot: Snapshot) -> Snapshot | None:
+    return (
+        Snapshot.objects.filter(
+            incident_id=snapshot.incident_id,
+            status=SnapshotStatus.DONE,
+            started_at__lt=snapshot.started_at,
+            started_at__gte=snapshot.started_at - COMPARE_WITHIN,
+        )
+        .order_by("-started_at")
+        .first()
+    )
+
+
+def node_counts(snapshot: Snapshot) -> dict[str, int]:
+    return snapshot.collections.aggregate(
+        total=Count("pk"),
+        ok=Count("pk", filter=Q(status=NodeStatus.OK)),
+        failed=Count("pk", filter=Q(status=NodeStatus.FAILED)),
+        running=Count("pk", filter=Q(status=NodeStatus.RUNNING)),
+        pending=Count("pk", filter=Q(status=NodeStatus.PENDING)),
+    )
+
+
+def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
+    """All stored artifacts of a snapshot as raw evidence, in two queries."""
+    collections = list(snapshot.collections.order_by("node_name"))
+    by_collection = defaultdict(list)
+    artifacts = Artifact.objects.filter(collection__snapshot=snapshot).values_list(
+        "collection_id", "name", "compressed", "truncated"
+    )
+    for collection_id, name, compressed, truncated in artifacts.iterator(chunk_size=2000):
+        by_collection[collection_id].append((name, inflate(compressed), truncated))
+    nodes = [
+        evidence_from_artifacts(c.node_name, by_collection[c.pk], status=c.reason or c.status)
+        for c in collections
+    ]
+    return SnapshotEvidence(
+        nodes=nodes,
+        expected_world_size=snapshot.expected_world_size,
+        collected_at=snapshot.started_at,
+        cluster=snapshot.cluster.name,
+    )
+
+
+def progress(snapshot: Snapshot) -> dict:
+    """What the progress panel shows: counts, a percentage and every node's state."""
+    counts = node_counts(snapshot)
+    finished = counts["ok"] + counts["failed"]
+    return {
+        "snapshot": snapshot,
+        "counts": counts,
+        "percent": round(100 * finished / counts["total"]) if counts["total"] else 100,
+        "collections": list(snapshot.collections.order_by("status", "node_name")),
+    }
+
+
+def artifact_index(snapshot: Snapshot) -> list[Artifact]:
+    """Artifact names and sizes without their content."""
+    return list(
+        Artifact.objects.filter(collection__snapshot=snapshot)
+        .select_related("collection")
+        .defer("compressed")
+        .order_by("collection__node_name", "name")
+    )

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from . import views
+
+app_name = "snapshots"
+urlpatterns = [
+    path("incidents/<int:pk>/snapshots/", views.snapshot_start, name="start"),
+    path("snapshots/<int:snapshot_pk>/", views.snapshot_detail, name="detail"),
+    path("snapshots/<int:snapshot_pk>/progress/", views.snapshot_progress, name="progress"),
+    path(
+        "snapshots/<int:snapshot_pk>/artifacts/<int:artifact_pk>/",
+        views.artifact_raw,
+        name="artifact",
+    ),
+]

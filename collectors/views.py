@@ -1,0 +1,57 @@
+"""Snapshot pages: start one, watch it, read its evidence."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from console.roles import Role, role_required
+from incidents.models import Incident
+
+from . import selectors, services
+from .models import Artifact, Snapshot
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
+    incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+    try:
+        snapshot, created = services.snapshot_start(incident=incident, by=request.user)
+    except services.SnapshotRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        if not created:
+            messages.info(request, f"Snapshot {snapshot.pk} is already running; showing it.")
+    return redirect(f"{incident.get_absolute_url()}#snapshot")
+
+
+def snapshot_progress(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
+    response = render(request, "collectors/_progress.html", selectors.progress(snapshot))
+    if request.headers.get("HX-Request") and not snapshot.is_active:
+        # The snapshot finished while this page watched it: reload once for the timeline
+        # and verdict; the reloaded page has nothing left to poll.
+        response["HX-Refresh"] = "true"
+    return response
+
+
+def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    snapshot = get_object_or_404(
+        Snapshot.objects.select_related("incident", "cluster", "requested_by"), pk=snapshot_pk
+    )
+    context = selectors.progress(snapshot)
+    context["artifacts"] = selectors.artifact_index(snapshot)
+    context["ranks"] = snapshot.ranks.all()[:10_000]
+    return render(request, "collectors/snapshot.html", context)
+
+
+def artifact_raw(request: HttpRequest, snapshot_pk: int, artifact_pk: int) -> HttpResponse:
+    artifact = get_object_or_404(Artifact, pk=artifact_pk, collection__snapshot_id=snapshot_pk)
+    # Raw evidence is shown as text, never rendered: it comes from the nodes.
+    response = HttpResponse(artifact.content, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = "inline"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
