@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -119,7 +120,11 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    # plotly.js exactly as the pinned plotly package ships it: one version, no CDN.
+    ("vendor/plotly", Path(plotly.__file__).parent / "package_data"),
+]
 # Served by WhiteNoise straight from the source folders; prod collects them (settings/prod.py).
 WHITENOISE_USE_FINDERS = True
 
