@@ -6,6 +6,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/", include("console.api_urls")),
     path("clusters/", include("incidents.cluster_urls")),
     path("", include("collectors.urls")),
     path("", include("incidents.urls")),

@@ -18,6 +18,7 @@ from .models import (
     EventKind,
     Incident,
     Node,
+    Severity,
     Status,
     TimelineEvent,
 )
@@ -90,7 +91,7 @@ def incident_open(
     opened_by: AbstractBaseUser,
     title: str,
     cluster: Cluster,
-    severity: str,
+    severity: str = Severity.SEV2,
     description: str = "",
     commander: AbstractBaseUser | None = None,
 ) -> Incident:

@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
     "console",
     "incidents",
     "collectors",
@@ -127,6 +129,30 @@ STATICFILES_DIRS = [
 ]
 # Served by WhiteNoise straight from the source folders; prod collects them (settings/prod.py).
 WHITENOISE_USE_FINDERS = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "console.api_auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["console.api_auth.RolePermission"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "console.api_errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "hangdesk API",
+    "DESCRIPTION": "Incidents, clusters and snapshots of hung distributed training jobs.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "IncidentStatusEnum": "incidents.models.Status",
+        "SnapshotStatusEnum": "collectors.models.SnapshotStatus",
+        "NodeStatusEnum": "collectors.models.NodeStatus",
+    },
+}
 
 # Celery. Snapshots fan out over SSH on their own queue so they can get their own workers.
 REDIS_URL = os.environ.get("REDIS_URL", "")

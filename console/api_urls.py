@@ -1,0 +1,49 @@
+"""/api/v1/: token or session authenticated; the OpenAPI schema at /api/schema/."""
+
+from django.contrib.auth.decorators import login_not_required
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+from collectors import apis as snapshot_apis
+from incidents import apis as incident_apis
+
+
+def api(view_class):
+    # The API answers 401/403 itself; the site-wide login redirect is for pages.
+    return login_not_required(view_class.as_view())
+
+
+urlpatterns = [
+    path("schema/", api(SpectacularAPIView), name="api-schema"),
+    path("v1/clusters/", api(incident_apis.ClusterListApi), name="api-clusters"),
+    path("v1/clusters/<slug:name>/", api(incident_apis.ClusterDetailApi), name="api-cluster"),
+    path("v1/clusters/<slug:name>/nodes/", api(incident_apis.NodeListApi), name="api-nodes"),
+    path(
+        "v1/clusters/<slug:name>/nodes/<str:node>/",
+        api(incident_apis.NodeDetailApi),
+        name="api-node",
+    ),
+    path("v1/incidents/", api(incident_apis.IncidentListApi), name="api-incidents"),
+    path("v1/incidents/<int:pk>/", api(incident_apis.IncidentDetailApi), name="api-incident"),
+    path(
+        "v1/incidents/<int:pk>/status/",
+        api(incident_apis.IncidentStatusApi),
+        name="api-incident-status",
+    ),
+    path(
+        "v1/incidents/<int:pk>/notes/", api(incident_apis.IncidentNoteApi), name="api-incident-note"
+    ),
+    path(
+        "v1/incidents/<int:pk>/snapshots/",
+        api(snapshot_apis.SnapshotStartApi),
+        name="api-snapshot-start",
+    ),
+    path(
+        "v1/snapshots/<int:snapshot_pk>/", api(snapshot_apis.SnapshotDetailApi), name="api-snapshot"
+    ),
+    path(
+        "v1/snapshots/<int:snapshot_pk>/diagnosis/",
+        api(snapshot_apis.SnapshotDiagnosisApi),
+        name="api-diagnosis",
+    ),
+]
