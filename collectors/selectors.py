@@ -96,3 +96,13 @@ def artifact_index(snapshot: Snapshot) -> list[Artifact]:
         .defer("compressed")
         .order_by("collection__node_name", "name")
     )
+
+
+def snapshot_bundle(snapshot: Snapshot) -> bytes:
+    """The snapshot's evidence as a .tar.gz bundle (docs/bundle-format.md)."""
+    from .bundles import write_bundle
+
+    return write_bundle(
+        snapshot_evidence(snapshot),
+        {"incident": snapshot.incident.reference, "snapshot": snapshot.pk},
+    )

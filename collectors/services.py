@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import analysis
-from analysis.evidence import NodeEvidence
+from analysis.evidence import NodeEvidence, SnapshotEvidence
 from incidents.models import EventKind, Incident
 from incidents.services import timeline_event_record
 
@@ -79,6 +79,59 @@ def snapshot_start(
     ids = [c.pk for c in collections]
     transaction.on_commit(lambda: _queue_node_tasks(ids))
     return snapshot, True
+
+
+def snapshot_import_bundle(
+    *, incident: Incident, evidence: SnapshotEvidence, by: AbstractBaseUser | None = None
+) -> Snapshot:
+    """Store a bundle's evidence as a snapshot of the incident, then analyse it like any other."""
+    if not evidence.nodes:
+        raise SnapshotRefused("The bundle holds no node directories: nothing to analyse.")
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            snapshot = Snapshot.objects.create(
+                incident=incident,
+                cluster=incident.cluster,
+                requested_by=by,
+                source="bundle",
+                status=SnapshotStatus.ANALYSING,
+                expected_world_size=evidence.expected_world_size
+                or incident.cluster.expected_world_size,
+            )
+            for node in evidence.nodes:
+                failed = remote.error_kind(node.status) is not None
+                collection = NodeCollection.objects.create(
+                    snapshot=snapshot,
+                    node_name=node.node,
+                    address="(bundle)",
+                    status=NodeStatus.FAILED if failed else NodeStatus.OK,
+                    reason=node.status,
+                    started_at=now,
+                    finished_at=now,
+                )
+                _store_artifacts(collection, node)
+            timeline_event_record(
+                incident=incident,
+                kind=EventKind.SNAPSHOT,
+                summary=f"Snapshot {snapshot.pk} imported from a bundle: "
+                f"{len(evidence.nodes)} nodes",
+                author=by,
+                source="bundle",
+                details={
+                    "snapshot": snapshot.pk,
+                    "nodes": len(evidence.nodes),
+                    "phase": "imported",
+                },
+            )
+    except IntegrityError as exc:
+        raise SnapshotRefused(
+            "A snapshot of this incident is still running; import the bundle once it is done."
+        ) from exc
+    from .tasks import analyse_snapshot
+
+    transaction.on_commit(lambda: analyse_snapshot.delay(snapshot.pk))
+    return snapshot
 
 
 def _queue_node_tasks(collection_ids: list[int]) -> None:
@@ -156,6 +209,11 @@ def _record_node_result(
         return False
     # Replace, never append: a redelivered task stores the node's evidence exactly once.
     Artifact.objects.filter(collection=collection).delete()
+    _store_artifacts(collection, evidence)
+    return True
+
+
+def _store_artifacts(collection: NodeCollection, evidence: NodeEvidence) -> None:
     Artifact.objects.bulk_create(
         Artifact(
             collection=collection,
@@ -166,7 +224,6 @@ def _record_node_result(
         )
         for name, content, truncated in artifacts_from_evidence(evidence)
     )
-    return True
 
 
 def node_collection_fail_stale(*, older_than: timedelta) -> int:

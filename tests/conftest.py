@@ -11,16 +11,17 @@ import time
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group
 
-from incidents.models import Cluster
-from incidents.services import cluster_create, node_create
+# Django models are imported inside the fixtures: the pure suites (analysis, lab) also
+# run with `-p no:django`, where importing a model here would fail.
 
 # A well-formed ed25519 public key blob (random bytes: no private half exists anywhere).
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGvMWB+brretqGfLz6OJdOfzHeoYv4p+Xobv7TaQ26J1"
 
 
 def pytest_report_header(config) -> list[str]:
+    if not settings.configured:
+        return []
     banner = getattr(settings, "SERVICES_BANNER", None)
     if not banner:
         return []
@@ -28,6 +29,8 @@ def pytest_report_header(config) -> list[str]:
 
 
 def _user(django_user_model, username: str, role: str | None):
+    from django.contrib.auth.models import Group
+
     user = django_user_model.objects.create_user(username, password=f"{username}-password")
     if role:
         # get_or_create: transactional tests truncate the groups the migration made.
@@ -54,7 +57,9 @@ def carol(django_user_model):
 
 
 @pytest.fixture
-def cluster(db) -> Cluster:
+def cluster(db):
+    from incidents.services import cluster_create, node_create
+
     cluster = cluster_create(
         name="gpt-train",
         description="70B pre-training, 4 nodes x 8 GPUs",

@@ -1,0 +1,229 @@
+"""Evidence bundles: a snapshot as plain files in a .tar.gz (or a directory), both ways.
+
+Layout (docs/bundle-format.md):  manifest.json, and per node  <node>/ps.txt,
+<node>/environ/<pid>, <node>/pyspy/<pid>.json|.txt, <node>/dmesg.txt, <node>/nvidia-smi.txt,
+<node>/logs/<name>, <node>/flight_recorder/<name>, <node>/shell-init.txt. Every file optional.
+
+Bundles come from outside, so reading one trusts nothing: no links, no absolute or
+escaping paths, bounded sizes and counts, and nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from analysis.evidence import SnapshotEvidence
+
+from .artifacts import artifacts_from_evidence, evidence_from_artifacts
+
+BUNDLE_FORMAT = 1
+MAX_MEMBERS = 100_000
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+MAX_MANIFEST_BYTES = 1024 * 1024
+
+
+class BundleRefused(Exception):
+    """The bundle is malformed or hostile; the message says which member and why."""
+
+
+@dataclass
+class BundleLimits:
+    max_members: int = MAX_MEMBERS
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_total_bytes: int = MAX_TOTAL_BYTES
+
+
+def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = None) -> bytes:
+    """The snapshot as a .tar.gz, in memory."""
+    buffer = io.BytesIO()
+    header = {
+        "format": BUNDLE_FORMAT,
+        "cluster": evidence.cluster,
+        "world_size": evidence.expected_world_size,
+        "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
+        "nodes": {node.node: {"status": node.status} for node in evidence.nodes},
+        **(manifest or {}),
+    }
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        _add(tar, "manifest.json", json.dumps(header, indent=2, sort_keys=True).encode())
+        for node in evidence.nodes:
+            for name, content, _truncated in artifacts_from_evidence(node):
+                _add(tar, f"{_safe_node_name(node.node)}/{_bundle_path(name)}", content)
+    return buffer.getvalue()
+
+
+def _add(tar: tarfile.TarFile, name: str, content: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(content)
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(content))
+
+
+def _bundle_path(artifact_name: str) -> str:
+    # logs and dumps are named by their remote path; keep it, minus the leading slash.
+    head, _, rest = artifact_name.partition("/")
+    if head in ("logs", "flight_recorder"):
+        return f"{head}/{rest.lstrip('/')}"
+    return artifact_name
+
+
+def _safe_node_name(name: str) -> str:
+    cleaned = name.replace("/", "_").strip(".") or "node"
+    return cleaned
+
+
+def read_bundle(path: Path, limits: BundleLimits | None = None) -> SnapshotEvidence:
+    """A bundle file (.tar.gz / .tgz / .tar) or a directory laid out the same way."""
+    limits = limits or BundleLimits()
+    if path.is_dir():
+        files = _files_from_directory(path, limits)
+    else:
+        try:
+            with tarfile.open(path, mode="r:*") as tar:
+                files = _files_from_tar(tar, limits)
+        except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+            if isinstance(exc, BundleRefused):
+                raise
+            raise BundleRefused(f"{path.name} is not a readable tar archive: {exc}") from exc
+    return _evidence_from_files(files)
+
+
+def read_bundle_bytes(data: bytes, limits: BundleLimits | None = None) -> SnapshotEvidence:
+    limits = limits or BundleLimits()
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+            files = _files_from_tar(tar, limits)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BundleRefused(f"not a readable tar archive: {exc}") from exc
+    return _evidence_from_files(files)
+
+
+def _checked_member_path(name: str) -> PurePosixPath:
+    path = PurePosixPath(name)
+    if path.is_absolute() or name.startswith(("/", "\\")):
+        raise BundleRefused(f"{name}: absolute paths are not allowed")
+    if any(part == ".." for part in path.parts):
+        raise BundleRefused(f"{name}: '..' is not allowed in a path")
+    if "\\" in name or "\0" in name:
+        raise BundleRefused(f"{name}: backslashes and NUL are not allowed in a path")
+    parts = [p for p in path.parts if p not in ("", ".")]
+    return PurePosixPath(*parts) if parts else PurePosixPath()
+
+
+def _files_from_tar(tar: tarfile.TarFile, limits: BundleLimits) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    total = 0
+    for count, member in enumerate(tar, start=1):
+        if count > limits.max_members:
+            raise BundleRefused(f"more than {limits.max_members} entries")
+        path = _checked_member_path(member.name)
+        if member.isdir():
+            continue
+        if member.issym() or member.islnk():
+            raise BundleRefused(f"{member.name}: links are not allowed")
+        if not member.isfile():
+            raise BundleRefused(f"{member.name}: only regular files are allowed")
+        if member.size > limits.max_file_bytes:
+            raise BundleRefused(
+                f"{member.name}: {member.size} bytes is over the {limits.max_file_bytes} limit"
+            )
+        total += member.size
+        if total > limits.max_total_bytes:
+            raise BundleRefused(f"more than {limits.max_total_bytes} bytes once unpacked")
+        extracted = tar.extractfile(member)
+        # Read one byte past the declared size: a lying header must not smuggle more in.
+        content = extracted.read(member.size + 1) if extracted else b""
+        if len(content) > member.size:
+            raise BundleRefused(f"{member.name}: holds more than its header says")
+        files[str(path)] = content
+    return files
+
+
+def _files_from_directory(root: Path, limits: BundleLimits) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    total = 0
+    for count, path in enumerate(sorted(root.rglob("*")), start=1):
+        if count > limits.max_members:
+            raise BundleRefused(f"more than {limits.max_members} entries")
+        relative = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            raise BundleRefused(f"{relative}: links are not allowed")
+        if path.is_dir():
+            continue
+        if not path.is_file():
+            raise BundleRefused(f"{relative}: only regular files are allowed")
+        size = path.stat().st_size
+        if size > limits.max_file_bytes:
+            raise BundleRefused(
+                f"{relative}: {size} bytes is over the {limits.max_file_bytes} limit"
+            )
+        total += size
+        if total > limits.max_total_bytes:
+            raise BundleRefused(f"more than {limits.max_total_bytes} bytes in all")
+        files[relative] = path.read_bytes()
+    return files
+
+
+def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
+    manifest = _manifest(files.pop("manifest.json", None))
+    per_node: dict[str, list[tuple[str, bytes, bool]]] = defaultdict(list)
+    for name, content in files.items():
+        node, _, rest = name.partition("/")
+        if not rest:
+            continue  # a stray top-level file: not evidence of any node
+        per_node[node].append((_artifact_name(rest), content, False))
+    statuses = manifest.get("nodes") if isinstance(manifest.get("nodes"), dict) else {}
+    nodes = [
+        evidence_from_artifacts(
+            node, items, status=str((statuses.get(node) or {}).get("status", "ok"))
+        )
+        for node, items in sorted(per_node.items())
+    ]
+    world_size = manifest.get("world_size")
+    return SnapshotEvidence(
+        nodes=nodes,
+        expected_world_size=world_size if isinstance(world_size, int) and world_size > 0 else None,
+        collected_at=_when(manifest.get("collected_at")),
+        cluster=str(manifest.get("cluster") or ""),
+    )
+
+
+def _artifact_name(bundle_path: str) -> str:
+    head, _, rest = bundle_path.partition("/")
+    if head in ("logs", "flight_recorder") and rest:
+        return f"{head}//{rest}" if "/" in rest else f"{head}/{rest}"
+    return bundle_path
+
+
+def _manifest(raw: bytes | None) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise BundleRefused("manifest.json is larger than 1 MiB")
+    try:
+        manifest = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BundleRefused(f"manifest.json is not valid JSON: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise BundleRefused("manifest.json must hold a JSON object")
+    fmt = manifest.get("format", BUNDLE_FORMAT)
+    if fmt != BUNDLE_FORMAT:
+        raise BundleRefused(f"manifest.json: format {fmt!r} is not supported (expected 1)")
+    return manifest
+
+
+def _when(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -1,0 +1,44 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from collectors import selectors
+from collectors.bundles import BundleRefused, read_bundle
+from collectors.models import Snapshot
+from collectors.services import SnapshotRefused, snapshot_import_bundle
+from incidents.models import Incident
+
+
+class Command(BaseCommand):
+    help = "Export a snapshot as an evidence bundle, or import a bundle into an incident."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        export = sub.add_parser("export", help="SNAPSHOT_ID OUT.tar.gz")
+        export.add_argument("snapshot_id", type=int)
+        export.add_argument("out", type=Path)
+        imported = sub.add_parser("import", help="INCIDENT_ID PATH (a .tar.gz or a directory)")
+        imported.add_argument("incident_id", type=int)
+        imported.add_argument("path", type=Path)
+
+    def handle(self, *args, action: str, **options):
+        if action == "export":
+            snapshot = Snapshot.objects.filter(pk=options["snapshot_id"]).first()
+            if snapshot is None:
+                raise CommandError(f"No snapshot {options['snapshot_id']}")
+            data = selectors.snapshot_bundle(snapshot)
+            options["out"].write_bytes(data)
+            self.stdout.write(f"wrote {options['out']} ({len(data)} bytes)")
+            return
+        incident = Incident.objects.filter(pk=options["incident_id"]).first()
+        if incident is None:
+            raise CommandError(f"No incident {options['incident_id']}")
+        if not options["path"].exists():
+            raise CommandError(f"{options['path']} does not exist")
+        try:
+            snapshot = snapshot_import_bundle(
+                incident=incident, evidence=read_bundle(options["path"])
+            )
+        except (BundleRefused, SnapshotRefused) as exc:
+            raise CommandError(f"bundle refused: {exc}") from exc
+        self.stdout.write(f"imported as snapshot {snapshot.pk} of {incident.reference}")

@@ -1,0 +1,42 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+import analysis
+from collectors.bundles import BundleRefused, read_bundle
+from collectors.models import Snapshot
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the diagnosis of a stored snapshot (SNAPSHOT_ID), or analyse an evidence "
+        "bundle offline (--bundle PATH: a .tar.gz or a directory; no database needed)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("snapshot_id", nargs="?", type=int)
+        parser.add_argument("--bundle", type=Path, help="a bundle file or directory")
+        parser.add_argument("--json", action="store_true", help="print the full JSON")
+
+    def handle(self, *args, snapshot_id: int | None, bundle: Path | None, **options):
+        if (snapshot_id is None) == (bundle is None):
+            raise CommandError("Give either SNAPSHOT_ID or --bundle PATH.")
+        if bundle is not None:
+            if not bundle.exists():
+                raise CommandError(f"{bundle} does not exist")
+            try:
+                diagnosis = analysis.diagnose(read_bundle(bundle))
+            except BundleRefused as exc:
+                raise CommandError(f"bundle refused: {exc}") from exc
+        else:
+            snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
+            if snapshot is None:
+                raise CommandError(f"No snapshot {snapshot_id}")
+            if snapshot.diagnosis is None:
+                raise CommandError(f"Snapshot {snapshot_id} is {snapshot.status}; no diagnosis yet")
+            diagnosis = snapshot.diagnosis
+        if options["json"]:
+            self.stdout.write(json.dumps(diagnosis, indent=2, sort_keys=True))
+        else:
+            self.stdout.write(f"{diagnosis['classification']}: {diagnosis['summary']}")

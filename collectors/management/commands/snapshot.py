@@ -1,0 +1,64 @@
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from collectors import selectors
+from collectors.services import SnapshotRefused, snapshot_start
+from incidents.models import Cluster, Incident
+from incidents.services import incident_open
+
+
+class Command(BaseCommand):
+    help = (
+        "Snapshot a cluster through the normal Celery path (a worker must be running). "
+        "Without --incident, opens one. With --wait, waits for the diagnosis."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("cluster")
+        parser.add_argument("--incident", type=int, help="an existing incident's id")
+        parser.add_argument("--wait", action="store_true", help="wait for the diagnosis")
+        parser.add_argument("--timeout", type=float, default=300, help="seconds to wait")
+        parser.add_argument("--json", action="store_true", help="print the diagnosis JSON")
+
+    def handle(self, *args, cluster: str, incident: int | None, **options):
+        target = Cluster.objects.filter(name=cluster).first()
+        if target is None:
+            raise CommandError(f"No cluster named {cluster}")
+        if incident is not None:
+            found = Incident.objects.filter(pk=incident, cluster=target).first()
+            if found is None:
+                raise CommandError(f"No incident {incident} on cluster {cluster}")
+        else:
+            found = incident_open(
+                opened_by=None, title=f"Snapshot of {cluster} from the command line", cluster=target
+            )
+        try:
+            snapshot, created = snapshot_start(incident=found, source="cli")
+        except SnapshotRefused as exc:
+            raise CommandError(str(exc)) from exc
+        self.stderr.write(
+            f"{'started' if created else 'following running'} snapshot {snapshot.pk} "
+            f"for {found.reference}"
+        )
+        if not options["wait"]:
+            return
+        deadline = time.monotonic() + options["timeout"]
+        while snapshot.is_active:
+            if time.monotonic() > deadline:
+                counts = selectors.node_counts(snapshot)
+                raise CommandError(
+                    f"snapshot {snapshot.pk} still {snapshot.status} after {options['timeout']} s "
+                    f"({counts['pending']} nodes pending: is a Celery worker running?)"
+                )
+            time.sleep(0.5)
+            snapshot.refresh_from_db()
+        if snapshot.diagnosis is None:
+            raise CommandError(f"snapshot {snapshot.pk} {snapshot.status}: {snapshot.error}")
+        if options["json"]:
+            self.stdout.write(json.dumps(snapshot.diagnosis, indent=2, sort_keys=True))
+        else:
+            self.stdout.write(
+                f"{snapshot.diagnosis['classification']}: {snapshot.diagnosis['summary']}"
+            )
