@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -12,6 +14,7 @@ from console.api_errors import Conflict
 from incidents.models import Incident
 
 from . import selectors, services
+from .bundles import BundleRefused, read_bundle_fileobj
 from .models import NodeCollection, Snapshot
 
 
@@ -91,3 +94,42 @@ class SnapshotDiagnosisApi(APIView):
         if snapshot.diagnosis is None:
             raise Conflict(f"Snapshot {snapshot.pk} is {snapshot.status}; no diagnosis yet.")
         return Response(snapshot.diagnosis)
+
+
+class BundleImportApi(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        request={
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {"bundle": {"type": "string", "format": "binary"}},
+            }
+        },
+        responses={201: SnapshotSerializer},
+    )
+    def post(self, request, pk: int):
+        """Import an evidence bundle (.tar.gz, field `bundle`) as a snapshot of the incident."""
+        incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+        upload = request.FILES.get("bundle")
+        if upload is None:
+            raise serializers.ValidationError({"bundle": "attach the bundle file as `bundle`"})
+        try:
+            evidence = read_bundle_fileobj(upload)
+        except BundleRefused as exc:
+            raise serializers.ValidationError({"bundle": str(exc)}) from exc
+        snapshot = services.snapshot_import_bundle(
+            incident=incident, evidence=evidence, by=request.user
+        )
+        return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
+
+
+class BundleExportApi(APIView):
+    @extend_schema(responses={(200, "application/gzip"): bytes})
+    def get(self, request, snapshot_pk: int):
+        snapshot = get_object_or_404(Snapshot.objects.select_related("incident"), pk=snapshot_pk)
+        response = HttpResponse(
+            selectors.snapshot_bundle(snapshot), content_type="application/gzip"
+        )
+        response["Content-Disposition"] = f'attachment; filename="snapshot-{snapshot.pk}.tar.gz"'
+        return response

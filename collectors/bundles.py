@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from analysis.evidence import SnapshotEvidence
 
@@ -97,9 +97,14 @@ def read_bundle(path: Path, limits: BundleLimits | None = None) -> SnapshotEvide
 
 
 def read_bundle_bytes(data: bytes, limits: BundleLimits | None = None) -> SnapshotEvidence:
+    return read_bundle_fileobj(io.BytesIO(data), limits)
+
+
+def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) -> SnapshotEvidence:
+    """A bundle archive from an open binary file (an upload, say)."""
     limits = limits or BundleLimits()
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+        with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
             files = _files_from_tar(tar, limits)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BundleRefused(f"not a readable tar archive: {exc}") from exc

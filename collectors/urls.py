@@ -5,7 +5,9 @@ from . import views
 app_name = "snapshots"
 urlpatterns = [
     path("incidents/<int:pk>/snapshots/", views.snapshot_start, name="start"),
+    path("incidents/<int:pk>/bundles/", views.bundle_import, name="bundle_import"),
     path("snapshots/<int:snapshot_pk>/", views.snapshot_detail, name="detail"),
+    path("snapshots/<int:snapshot_pk>/bundle/", views.bundle_export, name="bundle_export"),
     path("snapshots/<int:snapshot_pk>/progress/", views.snapshot_progress, name="progress"),
     path(
         "snapshots/<int:snapshot_pk>/artifacts/<int:artifact_pk>/",

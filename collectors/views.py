@@ -11,7 +11,10 @@ from console.roles import Role, role_required
 from incidents.models import Incident
 
 from . import selectors, services
+from .bundles import BundleRefused, read_bundle_fileobj
 from .models import Artifact, Snapshot
+
+MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
 
 
 @require_POST
@@ -46,6 +49,38 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     context["artifacts"] = selectors.artifact_index(snapshot)
     context["ranks"] = snapshot.ranks.all()[:10_000]
     return render(request, "collectors/snapshot.html", context)
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:
+    incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+    upload = request.FILES.get("bundle")
+    if upload is None:
+        messages.error(request, "Choose a bundle file (.tar.gz) to import.")
+    elif upload.size > MAX_BUNDLE_UPLOAD_BYTES:
+        messages.error(request, f"{upload.name} is over {MAX_BUNDLE_UPLOAD_BYTES >> 20} MiB.")
+    else:
+        try:
+            evidence = read_bundle_fileobj(upload)
+            snapshot = services.snapshot_import_bundle(
+                incident=incident, evidence=evidence, by=request.user
+            )
+        except (BundleRefused, services.SnapshotRefused) as exc:
+            messages.error(request, f"Bundle refused: {exc}")
+        else:
+            messages.success(request, f"Imported as snapshot {snapshot.pk}; analysing.")
+    return redirect(f"{incident.get_absolute_url()}#snapshot")
+
+
+def bundle_export(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    snapshot = get_object_or_404(
+        Snapshot.objects.select_related("incident", "cluster"), pk=snapshot_pk
+    )
+    response = HttpResponse(selectors.snapshot_bundle(snapshot), content_type="application/gzip")
+    filename = f"{snapshot.incident.reference}-snapshot-{snapshot.pk}.tar.gz"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
 
 
 def artifact_raw(request: HttpRequest, snapshot_pk: int, artifact_pk: int) -> HttpResponse:
