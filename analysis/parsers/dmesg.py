@@ -1,0 +1,113 @@
+"""Kernel log (`dmesg -T`, plain `dmesg`, syslog or ISO time): OOM kills, NVRM Xid, segfaults."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_OOM = re.compile(
+    r"(?:Out of memory|Memory cgroup out of memory)?:? ?Killed process (\d+) \(([^)]*)\)"
+)
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+), (.*)")
+_XID_PID = re.compile(r"pid=(\d+)")
+_SEGV = re.compile(r"\b([\w.-]+)\[(\d+)\]: segfault at")
+_STAMP = re.compile(r"^\s*(\[[^\]]+\]|\d{4}-\d\d-\d\dT[\d:,.+-]+|\w{3} +\d+ [\d:]+ \S+ kernel:)")
+
+# What an SRE should read from the Xid number (NVIDIA's Xid catalogue, abridged).
+XID_MEANING = {
+    13: "graphics engine exception (often an application bug)",
+    31: "GPU memory page fault (MMU fault)",
+    43: "GPU stopped processing",
+    45: "preemptive cleanup after a fault",
+    48: "double-bit ECC error",
+    61: "internal micro-controller breakpoint",
+    62: "internal micro-controller halt",
+    63: "ECC page retirement / row remapping event",
+    64: "ECC page retirement / row remapping failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+# Xids after which the GPU cannot be trusted: they explain a dead or stuck rank on their own.
+FATAL_XIDS = {48, 62, 64, 74, 79, 95, 119, 120}
+
+
+@dataclass(frozen=True)
+class OomKill:
+    pid: int
+    process: str
+    line: str
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    pci: str
+    xid: int
+    pid: int | None
+    meaning: str
+    line: str
+
+    @property
+    def fatal(self) -> bool:
+        return self.xid in FATAL_XIDS
+
+
+@dataclass(frozen=True)
+class Segfault:
+    pid: int
+    process: str
+    line: str
+
+
+@dataclass
+class KernelFacts:
+    oom_kills: list[OomKill]
+    xids: list[XidEvent]
+    segfaults: list[Segfault]
+    problems: list[str]
+
+
+def parse_dmesg(text: str | None) -> KernelFacts:
+    facts = KernelFacts([], [], [], [])
+    if not text:
+        return facts
+    lines = text.splitlines()
+    unstamped = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        if not _STAMP.match(line) and "NVRM" not in line:
+            unstamped += 1
+        if "Killed process" in line:
+            match = _OOM.search(line)
+            if match:
+                facts.oom_kills.append(OomKill(int(match.group(1)), match.group(2), line.strip()))
+                continue
+        if "NVRM: Xid" in line:
+            match = _XID.search(line)
+            if match:
+                xid = int(match.group(2))
+                pid = _XID_PID.search(match.group(3))
+                facts.xids.append(
+                    XidEvent(
+                        match.group(1),
+                        xid,
+                        int(pid.group(1)) if pid else None,
+                        XID_MEANING.get(xid, "see NVIDIA Xid catalogue"),
+                        line.strip(),
+                    )
+                )
+            else:
+                facts.problems.append(f"Xid line not understood: {line.strip()[:120]!r}")
+            continue
+        if "segfault at" in line:
+            match = _SEGV.search(line)
+            if match:
+                facts.segfaults.append(Segfault(int(match.group(2)), match.group(1), line.strip()))
+    if lines and unstamped == len([ln for ln in lines if ln.strip()]):
+        facts.problems.append("no kernel log timestamps found: is this dmesg output?")
+    return facts

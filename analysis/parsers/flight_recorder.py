@@ -1,0 +1,193 @@
+"""PyTorch flight-recorder dumps, read without ever executing anything from them.
+
+torch writes a pickle by default (`_dump_fr_trace`) or JSON (`_dump_fr_trace_json`). A pickle
+from a node is untrusted input: `pickle.load` on it can run arbitrary code. `SafeUnpickler`
+builds only what the pickle opcodes build natively (dict, list, tuple, str, bytes, int, float,
+bool, None) and refuses any global lookup (classes, functions, reduce calls) with a clear error.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_DUMP_BYTES = 64 * 1024 * 1024
+
+
+class UnsafePickleError(pickle.UnpicklingError):
+    """The dump asked to import something; plain flight-recorder dumps never do."""
+
+
+class SafeUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise UnsafePickleError(
+            f"refusing to load {module}.{name}: flight-recorder dumps contain only plain "
+            "containers and scalars"
+        )
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise UnsafePickleError("refusing a persistent reference in a flight-recorder dump")
+
+
+def safe_loads(data: bytes) -> Any:
+    if len(data) > MAX_DUMP_BYTES:
+        raise UnsafePickleError(f"dump of {len(data)} bytes is above the {MAX_DUMP_BYTES} cap")
+    return SafeUnpickler(io.BytesIO(data)).load()
+
+
+@dataclass(frozen=True, slots=True)
+class FrEntry:
+    pg: str
+    seq: int
+    op: str
+    input_sizes: str
+    output_sizes: str
+    state: str
+    completed: bool
+    is_p2p: bool
+    time_created_ns: int | None
+    # The frames torch recorded with the entry; read only for the entry that gets reported.
+    raw_frames: list = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def frame(self) -> str:
+        """The user's call site that issued the collective, "" when no stack was recorded."""
+        return _call_site(self.raw_frames)
+
+    @property
+    def signature(self) -> str:
+        """What all ranks must agree on for this collective: op and sizes."""
+        return f"{self.op} in={self.input_sizes} out={self.output_sizes}"
+
+
+@dataclass
+class FrDump:
+    path: str
+    rank: int | None
+    version: str = ""
+    entries: list[FrEntry] = field(default_factory=list)
+    pg_ranks: dict[str, list[int]] = field(default_factory=dict)
+    last_completed: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+_RANK_SUFFIX = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
+
+
+def rank_from_dump_path(path: str) -> int | None:
+    match = _RANK_SUFFIX.search(path.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def parse_flight_recorder(path: str, data: bytes | None) -> FrDump:
+    dump = FrDump(path=path, rank=rank_from_dump_path(path))
+    if not data:
+        dump.problems.append(f"{path}: empty flight-recorder dump")
+        return dump
+    try:
+        stripped = data.lstrip()
+        if stripped[:1] == b"{":
+            raw = json.loads(data.decode("utf-8", errors="replace"))
+        else:
+            raw = safe_loads(data)
+    except UnsafePickleError as exc:
+        dump.problems.append(f"{path}: {exc}")
+        return dump
+    except Exception as exc:  # any decoding failure is a problem to report
+        dump.problems.append(f"{path}: not a flight-recorder dump ({type(exc).__name__}: {exc})")
+        return dump
+    if not isinstance(raw, dict):
+        dump.problems.append(f"{path}: dump is a {type(raw).__name__}, expected a dict")
+        return dump
+    if "entries" not in raw:
+        dump.problems.append(f"{path}: no `entries`: not a flight-recorder dump")
+        return dump
+    dump.version = str(raw.get("version", ""))
+    if isinstance(raw.get("rank"), int):
+        dump.rank = raw["rank"]
+    for pg_name, config in (raw.get("pg_config") or {}).items():
+        ranks = config.get("ranks") if isinstance(config, dict) else None
+        parsed = _rank_list(ranks)
+        if parsed is not None:
+            dump.pg_ranks[str(pg_name)] = parsed
+    for pg_id, status in (raw.get("pg_status") or {}).items():
+        if isinstance(status, dict) and isinstance(status.get("last_completed_collective"), int):
+            dump.last_completed[str(pg_id)] = status["last_completed_collective"]
+    skipped = 0
+    for item in raw.get("entries") or []:
+        entry = _entry(item)
+        if entry is None:
+            skipped += 1
+        else:
+            dump.entries.append(entry)
+    if skipped:
+        dump.problems.append(f"{path}: {skipped} entries not understood")
+    return dump
+
+
+def _rank_list(value: Any) -> list[int] | None:
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int)]
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return [v for v in parsed if isinstance(v, int)] if isinstance(parsed, list) else None
+    return None
+
+
+def _pg_key(value: Any, pg_id: Any) -> str:
+    # Pickle gives a tuple (id, name), JSON a list; keep the id, which pg_status uses too.
+    if isinstance(value, list | tuple) and value:
+        return str(value[0])
+    if value is not None:
+        return str(value)
+    return str(pg_id)
+
+
+def _call_site(frames: list) -> str:
+    """The first recorded frame outside torch: the user's line that issued the collective."""
+    usable = [f for f in frames if isinstance(f, dict)]
+    chosen = next((f for f in usable if "/torch/" not in str(f.get("filename", ""))), None)
+    chosen = chosen or (usable[0] if usable else None)
+    if chosen is None:
+        return ""
+    filename = str(chosen.get("filename", "?")).rsplit("/", 1)[-1]
+    return f"{chosen.get('name', '?')} ({filename}:{chosen.get('line', '?')})"
+
+
+def _sizes(value: Any) -> str:
+    # Pickle and JSON dumps both give nested lists of ints; one compact spelling for both.
+    return repr(value).replace(" ", "")
+
+
+def _entry(item: Any) -> FrEntry | None:
+    if not isinstance(item, dict):
+        return None
+    seq = item.get("collective_seq_id")
+    if not isinstance(seq, int):
+        return None
+    if item.get("is_p2p"):
+        seq = item.get("p2p_seq_id", seq)
+    frames = item.get("frames")
+    state = str(item.get("state", ""))
+    return FrEntry(
+        pg=_pg_key(item.get("process_group"), item.get("pg_id")),
+        seq=seq,
+        op=str(item.get("profiling_name", "?")),
+        input_sizes=_sizes(item.get("input_sizes")),
+        output_sizes=_sizes(item.get("output_sizes")),
+        state=state,
+        # NCCL marks state=completed; gloo entries stay "scheduled" and are retired once done.
+        completed=state == "completed" or bool(item.get("retired")),
+        is_p2p=bool(item.get("is_p2p")),
+        time_created_ns=item.get("time_created_ns")
+        if isinstance(item.get("time_created_ns"), int)
+        else None,
+        raw_frames=frames if isinstance(frames, list) else [],
+    )

@@ -1,0 +1,137 @@
+"""`py-spy dump` output, JSON (`--json`) or text. Frames are kept innermost first, as py-spy
+prints them."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Frame:
+    name: str
+    filename: str
+    line: int | None
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.line}" if self.line is not None else self.filename
+        return f"{self.name} ({where})"
+
+
+@dataclass
+class PyThread:
+    thread_id: str
+    name: str
+    active: bool | None
+    frames: list[Frame] = field(default_factory=list)
+
+
+_THREAD = re.compile(r'^Thread (?P<id>\S+)(?: \((?P<status>[^)]*)\))?(?:: "(?P<name>[^"]*)")?\s*$')
+_FRAME = re.compile(r"^\s+(?P<name>.+?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
+
+
+def parse_pyspy(text: str | None) -> tuple[list[PyThread], list[str]]:
+    if not text or not text.strip():
+        return [], ["empty py-spy output"]
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return _parse_json(stripped)
+    return _parse_text(text)
+
+
+def _short(filename: str) -> str:
+    # Keep the tail that identifies the module (torch/distributed/x.py) without the venv prefix.
+    for marker in ("site-packages/", "dist-packages/", "lib/python"):
+        cut = filename.rfind(marker)
+        if cut >= 0:
+            tail = filename[cut + len(marker) :]
+            if marker == "lib/python":
+                tail = tail.split("/", 1)[-1]
+            return tail
+    return filename.rsplit("/", 1)[-1]
+
+
+def _parse_json(text: str) -> tuple[list[PyThread], list[str]]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return [], [f"py-spy JSON not readable: {exc}"]
+    if not isinstance(data, list):
+        return [], ["py-spy JSON is not a list of threads"]
+    threads: list[PyThread] = []
+    problems: list[str] = []
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(item.get("frames", []), list):
+            problems.append("py-spy JSON thread entry not understood")
+            continue
+        frames = []
+        for raw in item.get("frames") or []:
+            if not isinstance(raw, dict):
+                continue
+            filename = raw.get("short_filename") or _short(str(raw.get("filename") or "?"))
+            if "/" not in filename and raw.get("filename"):
+                filename = _short(str(raw["filename"]))
+            number = raw.get("line")
+            name = str(raw.get("name") or "?")
+            frames.append(Frame(name, filename, number if isinstance(number, int) else None))
+        threads.append(
+            PyThread(
+                thread_id=str(item.get("thread_id", "")),
+                name=str(item.get("thread_name") or ""),
+                active=item.get("active") if isinstance(item.get("active"), bool) else None,
+                frames=frames,
+            )
+        )
+    return threads, problems
+
+
+def _parse_text(text: str) -> tuple[list[PyThread], list[str]]:
+    threads: list[PyThread] = []
+    problems: list[str] = []
+    current: PyThread | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = _THREAD.match(line)
+        if match:
+            status = match.group("status") or ""
+            current = PyThread(
+                thread_id=match.group("id"),
+                name=match.group("name") or "",
+                active=("active" in status) if status else None,
+            )
+            threads.append(current)
+            continue
+        if line.startswith(("Process ", "Python v")):
+            continue
+        frame = _FRAME.match(line)
+        if frame and current is not None:
+            number = frame.group("line")
+            current.frames.append(
+                Frame(frame.group("name"), frame.group("file"), int(number) if number else None)
+            )
+            continue
+        if (
+            line.startswith(" ")
+            and current is not None
+            and line.strip().startswith(("Arguments", "Locals"))
+        ):
+            continue
+        if line.startswith("  ") and current is not None:
+            continue  # locals printed by --locals
+        problems.append(f"py-spy line not understood: {line.strip()[:120]!r}")
+    if not threads:
+        problems.append("no threads found in py-spy output")
+    return threads, problems
+
+
+def main_thread(threads: list[PyThread]) -> PyThread | None:
+    """The thread that runs the training loop: MainThread, else the deepest active one."""
+    for thread in threads:
+        if thread.name == "MainThread" and thread.frames:
+            return thread
+    with_frames = [t for t in threads if t.frames]
+    if not with_frames:
+        return None
+    return max(with_frames, key=lambda t: (bool(t.active), len(t.frames)))

@@ -1,0 +1,50 @@
+"""`grep -Hn NCCL_ /etc/profile /etc/bashrc ~/.bashrc ...` output: variables that leak into
+every later shell, typically left behind by an earlier debugging session."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LINE = re.compile(r"^(?P<path>[^:\s]+):(?:(?P<number>\d+):)?(?P<text>.*)$")
+_ASSIGN = re.compile(r"\b(NCCL_\w+)=(\"[^\"]*\"|'[^']*'|\S*)")
+
+
+@dataclass(frozen=True)
+class ShellInitSetting:
+    path: str
+    line_number: int | None
+    name: str
+    value: str
+    line: str
+
+
+def parse_shell_init(text: str | None) -> tuple[list[ShellInitSetting], list[str]]:
+    settings: list[ShellInitSetting] = []
+    problems: list[str] = []
+    if not text:
+        return settings, problems
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = _LINE.match(line.strip())
+        if not match:
+            problems.append(f"shell start-up line not understood: {line[:120]!r}")
+            continue
+        body = match.group("text").strip()
+        if body.startswith("#"):
+            continue  # commented out: harmless
+        assignments = _ASSIGN.findall(body)
+        if not assignments and "NCCL_" in body:
+            assignments = [(re.search(r"NCCL_\w+", body).group(0), "")]  # type: ignore[union-attr]
+        for name, value in assignments:
+            settings.append(
+                ShellInitSetting(
+                    match.group("path"),
+                    int(match.group("number")) if match.group("number") else None,
+                    name,
+                    value.strip("'\""),
+                    line.strip(),
+                )
+            )
+    return settings, problems

@@ -1,0 +1,326 @@
+"""From raw evidence to one row per rank, plus the node-level facts the verdict needs.
+
+How a rank is identified: a process's RANK environment variable is authoritative. Log lines give
+the rank from `[rankN]` / `rank=N` / `[Rank N]`, from a torchrun `[defaultN]:` prefix (a local
+rank, turned into a global one with the node's LOCAL_RANK -> RANK map), or from the file name
+(`rank3.log`, `trace_rank_3`). A process without RANK (the torchrun launcher) is not a rank.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.parsers.dmesg import KernelFacts, parse_dmesg
+from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ
+from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
+from analysis.parsers.logs import LineFact, LogFacts, WatchdogFact, parse_log
+from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
+from analysis.parsers.ps import PsRow, parse_ps
+from analysis.parsers.pyspy import main_thread, parse_pyspy
+from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
+from analysis.stacks import frame_kind, relevant_frame, stack_signature
+
+# Where ranks meet at start-up: a rank with another value never joins the others.
+RENDEZVOUS = frozenset({"MASTER_ADDR", "MASTER_PORT"})
+# Ranks whose launcher killed them because another rank failed: not the first to leave.
+TERMINATED_BY_LAUNCHER = frozenset({-15, 143})
+
+
+@dataclass
+class RankState:
+    """One rank as seen in one snapshot. `stack` is the main thread, innermost frame first."""
+
+    rank: int
+    node: str
+    pid: int | None = None
+    ppid: int | None = None
+    state: str = ""  # R/S/D/Z/T from ps, "" when unknown
+    local_rank: int | None = None
+    world_size: int | None = None
+    stack_signature: str = ""
+    innermost_frame: str = ""  # "all_reduce (torch/distributed/distributed_c10d.py:3252)"
+    stack: list[str] = field(default_factory=list)
+    last_step: int | None = None
+    last_step_at: datetime | None = None
+    exit_code: int | None = None
+    # Beyond the brief's columns, still plain values:
+    process_seen: bool = False  # a live process with this RANK was found
+    frame_kind: str = ""  # collective / init / outside / "" (no stack)
+    frame_name: str = ""  # "all_reduce"
+    step_time: float | None = None  # seconds, median of the last logged step times
+    stack_error: str = ""  # why there is no stack (py-spy failure)
+    exit_line: str = ""  # the launcher line that reported exit_code
+    gpu: int | None = None  # from nvidia-smi's process table, when the rank's pid is in it
+    gpu_util: int | None = None  # percent
+    gpu_memory_mib: int | None = None
+
+
+@dataclass
+class NodeFacts:
+    node: str
+    status: str
+    has_process_evidence: bool
+    kernel: KernelFacts
+    gpus: GpuFacts
+    shell_init: list[ShellInitSetting]
+    rank_pids: dict[int, int]  # pid -> rank, for live rank processes
+
+
+@dataclass
+class ParsedSnapshot:
+    ranks: dict[int, RankState]
+    env: dict[int, dict[str, str]]  # rank -> NCCL_/TORCH_/CUDA_/GLOO_ variables only
+    nodes: dict[str, NodeFacts]
+    logs: list[tuple[str, LogFacts]]  # (node, facts)
+    watchdog: list[tuple[str, int | None, WatchdogFact]]  # (node, global rank, fact)
+    dumps: list[FrDump]
+    expected_world_size: int | None
+    problems: list[dict[str, str]]
+    collected_at: datetime | None
+    has_process_evidence: bool
+
+    @property
+    def world_size(self) -> int:
+        if self.expected_world_size:
+            return self.expected_world_size
+        return max(self.ranks, default=-1) + 1
+
+
+def extract_ranks(evidence: SnapshotEvidence) -> list[RankState]:
+    """One RankState per rank found in the evidence, ordered by rank."""
+    parsed = parse_snapshot(evidence, flight_recorder=False)
+    return [parsed.ranks[r] for r in sorted(parsed.ranks)]
+
+
+def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> ParsedSnapshot:
+    ranks: dict[int, RankState] = {}
+    env: dict[int, dict[str, str]] = {}
+    nodes: dict[str, NodeFacts] = {}
+    logs: list[tuple[str, LogFacts]] = []
+    watchdog: list[tuple[str, int | None, WatchdogFact]] = []
+    dumps: list[FrDump] = []
+    problems: list[dict[str, str]] = []
+    world_sizes: list[int] = []
+
+    def problem(node: str, source: str, text: str) -> None:
+        problems.append({"node": node, "source": source, "problem": text})
+
+    for node_ev in sorted(evidence.nodes, key=lambda n: n.node):
+        facts = _parse_node(node_ev, ranks, env, world_sizes, problem)
+        nodes[node_ev.node] = facts
+        local_to_global = {
+            ranks[rank].local_rank: rank
+            for rank in facts.rank_pids.values()
+            if ranks[rank].local_rank is not None
+        }
+        for path in sorted(node_ev.logs):
+            log = parse_log(path, node_ev.logs[path])
+            logs.append((node_ev.node, log))
+            for text in log.problems:
+                problem(node_ev.node, path, text)
+            if log.world_size:
+                world_sizes.append(log.world_size)
+            _apply_log(node_ev.node, log, local_to_global, ranks, facts, watchdog, problem)
+        for path in sorted(node_ev.flight_recorder) if flight_recorder else ():
+            dump = parse_flight_recorder(path, node_ev.flight_recorder[path])
+            for text in dump.problems:
+                problem(node_ev.node, path, text)
+            if dump.entries or not dump.problems:
+                dumps.append(dump)
+        for name in node_ev.truncated:
+            problem(node_ev.node, name, "cut at the size cap: its head is missing")
+
+    expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
+    for state in ranks.values():
+        if state.world_size is None and expected:
+            state.world_size = expected
+    return ParsedSnapshot(
+        ranks=ranks,
+        env=env,
+        nodes=nodes,
+        logs=logs,
+        watchdog=watchdog,
+        dumps=dumps,
+        expected_world_size=expected,
+        problems=problems,
+        collected_at=evidence.collected_at or _latest(n.collected_at for n in evidence.nodes),
+        has_process_evidence=any(f.has_process_evidence for f in nodes.values()),
+    )
+
+
+def _latest(values) -> datetime | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> NodeFacts:
+    node = node_ev.node
+    if node_ev.status != "ok":
+        problem(node, "node", f"no evidence: {node_ev.status}")
+    ps_rows, ps_problems = parse_ps(node_ev.ps)
+    for text in ps_problems:
+        problem(node, "ps", text)
+    by_pid: dict[int, PsRow] = {row.pid: row for row in ps_rows}
+    rank_pids: dict[int, int] = {}
+    for pid in sorted(node_ev.environ):
+        variables, env_problems = parse_environ(node_ev.environ[pid])
+        for text in env_problems:
+            problem(node, f"environ {pid}", text)
+        rank = int_or_none(variables.get("RANK"))
+        if rank is None:
+            continue  # a launcher or helper process, not a rank
+        row = by_pid.get(pid)
+        if row is not None and row.state == "Z":
+            # A zombie is a rank that has exited; its environ is still readable.
+            pass
+        if rank in ranks and ranks[rank].process_seen:
+            problem(node, f"environ {pid}", f"RANK={rank} also held by pid {ranks[rank].pid}")
+            continue
+        state = ranks.setdefault(rank, RankState(rank=rank, node=node))
+        state.node = node
+        state.pid = pid
+        state.ppid = row.ppid if row else None
+        state.state = row.state if row else ""
+        state.local_rank = int_or_none(variables.get("LOCAL_RANK"))
+        state.world_size = int_or_none(variables.get("WORLD_SIZE"))
+        state.process_seen = row is None or row.state != "Z"
+        if state.world_size:
+            world_sizes.append(state.world_size)
+        env[rank] = {
+            k: v
+            for k, v in variables.items()
+            if k[:1] in "NTCGM" and (k.startswith(COMMS_PREFIXES) or k in RENDEZVOUS)
+        }
+        rank_pids[pid] = rank
+        _apply_stack(node_ev, pid, state, problem)
+    for pid in sorted(set(node_ev.pyspy) - set(rank_pids)):
+        if pid in node_ev.environ:
+            continue  # a non-rank process (launcher) that was dumped too
+        problem(node, f"py-spy {pid}", "stack without an environment: rank unknown")
+    gpus = _gpus(node, node_ev, problem)
+    by_index = {gpu.index: gpu for gpu in gpus.gpus}
+    for process in gpus.processes:
+        rank = rank_pids.get(process.pid)
+        if rank is not None and process.gpu in by_index:
+            state = ranks[rank]
+            state.gpu = process.gpu
+            state.gpu_util = by_index[process.gpu].utilization
+            state.gpu_memory_mib = process.memory_mib
+    return NodeFacts(
+        node=node,
+        status=node_ev.status,
+        has_process_evidence=node_ev.ps is not None or bool(node_ev.environ),
+        kernel=_kernel(node, node_ev, problem),
+        gpus=gpus,
+        shell_init=_shell(node, node_ev, problem),
+        rank_pids=rank_pids,
+    )
+
+
+def _kernel(node, node_ev, problem) -> KernelFacts:
+    kernel = parse_dmesg(node_ev.dmesg)
+    for text in kernel.problems:
+        problem(node, "dmesg", text)
+    return kernel
+
+
+def _gpus(node, node_ev, problem) -> GpuFacts:
+    gpus = parse_nvidia_smi(node_ev.nvidia_smi)
+    for text in gpus.problems:
+        problem(node, "nvidia-smi", text)
+    return gpus
+
+
+def _shell(node, node_ev, problem) -> list[ShellInitSetting]:
+    settings, shell_problems = parse_shell_init(node_ev.shell_init)
+    for text in shell_problems:
+        problem(node, "shell start-up files", text)
+    return settings
+
+
+def _apply_stack(node_ev: NodeEvidence, pid: int, state: RankState, problem) -> None:
+    raw = node_ev.pyspy.get(pid)
+    if raw is None:
+        state.stack_error = node_ev.pyspy_errors.get(pid, "no py-spy dump")
+        return
+    threads, stack_problems = parse_pyspy(raw)
+    for text in stack_problems:
+        problem(node_ev.node, f"py-spy {pid}", text)
+    thread = main_thread(threads)
+    if thread is None:
+        state.stack_error = "py-spy output had no frames"
+        return
+    state.stack = [str(f) for f in thread.frames]
+    state.stack_signature = stack_signature(thread.frames)
+    frame = relevant_frame(thread.frames)
+    state.innermost_frame = str(frame) if frame else ""
+    state.frame_name = frame.name if frame else ""
+    state.frame_kind = frame_kind(frame)
+
+
+def _apply_log(node, log: LogFacts, local_to_global, ranks, facts: NodeFacts, watchdog, problem):
+    def resolve(rank: int | None, local: int | None) -> int | None:
+        if rank is not None:
+            return rank
+        if local is not None:
+            return local_to_global.get(local)
+        return None
+
+    # torchrun's failure summary pairs rank and local rank: enough to place [defaultN] lines
+    # even when no process is left to read LOCAL_RANK from.
+    for exit_fact in log.exits:
+        if exit_fact.rank is not None and exit_fact.local_rank is not None:
+            local_to_global.setdefault(exit_fact.local_rank, exit_fact.rank)
+    unresolved = 0
+    step_times: dict[int, list[float]] = defaultdict(list)
+    for record in log.steps:
+        rank = resolve(record.rank, record.local_rank)
+        if rank is None:
+            unresolved += 1
+            continue
+        state = ranks.get(rank)
+        if state is None:
+            state = ranks[rank] = RankState(rank=rank, node=node)
+        if state.last_step is None or record.step >= state.last_step:
+            if record.at is not None or state.last_step != record.step:
+                state.last_step_at = record.at or (
+                    state.last_step_at if state.last_step == record.step else None
+                )
+            state.last_step = record.step
+        if record.step_time is not None:
+            step_times[rank].append(record.step_time)
+    for rank, times in step_times.items():
+        recent = sorted(times[-10:])
+        ranks[rank].step_time = recent[len(recent) // 2]
+    if unresolved:
+        problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
+    for exit_fact in log.exits:
+        rank = exit_fact.rank
+        if rank is None and exit_fact.pid is not None:
+            rank = facts.rank_pids.get(exit_fact.pid)
+        if rank is None:
+            rank = resolve(None, exit_fact.local_rank)
+        if rank is None:
+            continue
+        state = ranks.setdefault(rank, RankState(rank=rank, node=node))
+        if state.local_rank is None and exit_fact.rank is not None:
+            state.local_rank = exit_fact.local_rank
+        # The launcher's own failure line and its summary repeat one exit: keep the first cause.
+        if state.exit_code is None or state.exit_code in TERMINATED_BY_LAUNCHER:
+            state.exit_code = exit_fact.exit_code
+            state.exit_line = exit_fact.line.strip()
+            if state.pid is None:
+                state.pid = exit_fact.pid
+    for fact in log.watchdog:
+        watchdog.append((node, resolve(fact.rank, fact.local_rank), fact))
+
+
+def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:
+    if fact.rank is not None:
+        return fact.rank
+    if fact.local_rank is not None:
+        return local_to_global.get(fact.local_rank)
+    return None

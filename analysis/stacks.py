@@ -1,0 +1,120 @@
+"""Stack signatures, the innermost relevant frame, and grouping ranks by stack."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from analysis.parsers.pyspy import Frame
+
+# torch.distributed entry points: a rank whose stack holds one of these waits in a meeting.
+COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "all_reduce_coalesced",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "_all_gather_base",
+        "all_gather_coalesced",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "_reduce_scatter_base",
+        "all_to_all",
+        "all_to_all_single",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "gather",
+        "gather_object",
+        "scatter",
+        "scatter_object_list",
+        "barrier",
+        "monitored_barrier",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+        "batch_isend_irecv",
+        "destroy_process_group",
+    }
+)
+INIT_FRAMES = frozenset(
+    {
+        "init_process_group",
+        "init_device_mesh",
+        "_create_c10d_store",
+        "_env_rendezvous_handler",
+        "_tcp_rendezvous_handler",
+        "_store_based_barrier",
+        "next_rendezvous",
+        "_rendezvous",
+        "rendezvous",
+    }
+)
+# Frames that say nothing about where the program is: decorators and thread plumbing.
+_PLUMBING = frozenset(
+    {"wrapper", "_wrapped", "inner", "decorate_context", "run", "_bootstrap", "_bootstrap_inner"}
+)
+
+
+def base_name(function: str) -> str:
+    """`_exception_logger.<locals>.wrapper` -> `wrapper`; `SlowLoader.__next__` -> `__next__`."""
+    return function.rsplit(".", 1)[-1]
+
+
+def relevant_frame(frames: list[Frame]) -> Frame | None:
+    """The frame an SRE should read first; frames are innermost first."""
+    if not frames:
+        return None
+    for frame in frames:
+        if base_name(frame.name) in COLLECTIVES:
+            return frame
+    init = [f for f in frames if base_name(f.name) in INIT_FRAMES]
+    if init:
+        named = [f for f in init if base_name(f.name) == "init_process_group"]
+        return named[0] if named else init[-1]
+    for frame in frames:
+        if base_name(frame.name) == "__next__":
+            return frame
+    for frame in frames:
+        if base_name(frame.name) not in _PLUMBING and not frame.filename.startswith("threading"):
+            return frame
+    return frames[0]
+
+
+def frame_kind(frame: Frame | None) -> str:
+    """`collective`, `init`, or `outside` (CPU side: data, I/O, Python)."""
+    if frame is None:
+        return ""
+    name = base_name(frame.name)
+    if name in COLLECTIVES:
+        return "collective"
+    if name in INIT_FRAMES:
+        return "init"
+    return "outside"
+
+
+def stack_signature(frames: Iterable[Frame]) -> str:
+    """Short, stable hash of the call path (function, file, line), independent of pid/host."""
+    digest = hashlib.sha1(usedforsecurity=False)
+    for frame in frames:
+        digest.update(f"{frame.name}\0{frame.filename}\0{frame.line}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+def compact_ranks(ranks: Iterable[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
+    ordered = sorted(set(ranks))
+    if not ordered:
+        return ""
+    parts = []
+    start = previous = ordered[0]
+    for rank in ordered[1:]:
+        if rank == previous + 1:
+            previous = rank
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = rank
+    parts.append(str(start) if start == previous else f"{start}-{previous}")
+    return ", ".join(parts)

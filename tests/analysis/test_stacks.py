@@ -1,0 +1,54 @@
+"""Stack groups and compact rank sets."""
+
+import pytest
+
+from analysis import compact_ranks, diagnose
+from analysis.parsers.pyspy import main_thread, parse_pyspy
+from analysis.stacks import relevant_frame
+from tests.analysis.sample_evidence import load_snapshot, read_public
+
+
+@pytest.mark.parametrize(
+    ("ranks", "text"),
+    [
+        ([0, 1, 2, 5], "0-2, 5"),
+        ([], ""),
+        ([7], "7"),
+        ([*range(7), *range(8, 40)], "0-6, 8-39"),
+        ([3, 1, 2, 2], "1-3"),
+    ],
+)
+def test_it_writes_rank_sets_compactly(ranks, text):
+    assert compact_ranks(ranks) == text
+
+
+def test_it_groups_ranks_by_stack_largest_group_first():
+    groups = diagnose(load_snapshot("outside"))["stack_groups"]
+    assert [(g["frame"], g["ranks"]) for g in groups] == [
+        ("all_reduce", "0-2"),
+        ("SlowLoader.__next__", "3"),
+    ]
+    assert groups[0]["location"].startswith("torch/distributed/distributed_c10d.py:")
+    assert groups[0]["stack"][0].startswith("all_reduce")
+
+
+def test_it_names_init_process_group_for_a_rendezvous_hang():
+    groups = diagnose(load_snapshot("init"))["stack_groups"]
+    frames = {g["frame"] for g in groups}
+    assert "init_process_group" in frames
+    assert "(absent)" in frames
+
+
+def test_it_names_the_innermost_collective_through_wrappers():
+    threads, _ = parse_pyspy(read_public("pyspy_threads_public.txt"))
+    frame = relevant_frame(main_thread(threads).frames)
+    assert frame.name == "all_gather_into_tensor"
+    assert frame.filename == "torch/distributed/distributed_c10d.py"
+
+
+def test_it_lists_absent_ranks_as_their_own_group():
+    snapshot = load_snapshot("outside")
+    snapshot.expected_world_size = 6
+    groups = diagnose(snapshot)["stack_groups"]
+    absent = [g for g in groups if g["kind"] == "missing"]
+    assert absent and absent[0]["ranks"] == "4-5"
