@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 
 from analysis.evidence import NodeEvidence
 
@@ -48,7 +49,11 @@ def artifacts_from_evidence(evidence: NodeEvidence) -> Iterator[tuple[str, bytes
         yield item(f"logs/{path}", text, source_name=path)
     for path, raw in sorted(evidence.flight_recorder.items()):
         yield item(f"flight_recorder/{path}", raw, source_name=path)
-    meta = {"hostname": evidence.hostname, "status": evidence.status}
+    meta = {
+        "hostname": evidence.hostname,
+        "status": evidence.status,
+        "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
+    }
     yield "node.json", json.dumps(meta, sort_keys=True).encode(), False
 
 
@@ -71,7 +76,9 @@ def evidence_from_artifacts(
         elif name == "shell-init.txt":
             evidence.shell_init = text
         elif name == "node.json":
-            evidence.hostname = _json_object(data).get("hostname", "")
+            meta = _json_object(data)
+            evidence.hostname = str(meta.get("hostname") or "")
+            evidence.collected_at = parse_when(meta.get("collected_at"))
         elif head == "environ" and rest.isdigit():
             evidence.environ[int(rest)] = data
         elif head == "pyspy":
@@ -86,6 +93,15 @@ def evidence_from_artifacts(
         elif head == "flight_recorder" and rest:
             evidence.flight_recorder[rest] = data
     return evidence
+
+
+def parse_when(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def _json_object(data: bytes) -> dict:

@@ -15,13 +15,12 @@ import json
 import tarfile
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from analysis.evidence import SnapshotEvidence
 
-from .artifacts import artifacts_from_evidence, evidence_from_artifacts
+from .artifacts import artifacts_from_evidence, evidence_from_artifacts, parse_when
 
 BUNDLE_FORMAT = 1
 MAX_MEMBERS = 100_000
@@ -196,7 +195,7 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
     return SnapshotEvidence(
         nodes=nodes,
         expected_world_size=world_size if isinstance(world_size, int) and world_size > 0 else None,
-        collected_at=_when(manifest.get("collected_at")),
+        collected_at=parse_when(manifest.get("collected_at")),
         cluster=str(manifest.get("cluster") or ""),
     )
 
@@ -223,12 +222,3 @@ def _manifest(raw: bytes | None) -> dict[str, Any]:
     if fmt != BUNDLE_FORMAT:
         raise BundleRefused(f"manifest.json: format {fmt!r} is not supported (expected 1)")
     return manifest
-
-
-def _when(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

@@ -33,6 +33,8 @@ class Snapshot(models.Model):
     )
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When the evidence was gathered, if not when this snapshot started (an imported bundle).
+    collected_at = models.DateTimeField(null=True, blank=True)
     expected_world_size = models.PositiveIntegerField(null=True, blank=True)
     diagnosis = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)

@@ -71,7 +71,7 @@ def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
     return SnapshotEvidence(
         nodes=nodes,
         expected_world_size=snapshot.expected_world_size,
-        collected_at=snapshot.started_at,
+        collected_at=snapshot.collected_at or snapshot.started_at,
         cluster=snapshot.cluster.name,
     )
 

@@ -96,6 +96,7 @@ def snapshot_import_bundle(
                 requested_by=by,
                 source="bundle",
                 status=SnapshotStatus.ANALYSING,
+                collected_at=evidence.collected_at,
                 expected_world_size=evidence.expected_world_size
                 or incident.cluster.expected_world_size,
             )

@@ -46,4 +46,14 @@ urlpatterns = [
         api(snapshot_apis.SnapshotDiagnosisApi),
         name="api-diagnosis",
     ),
+    path(
+        "v1/incidents/<int:pk>/bundles/",
+        api(snapshot_apis.BundleImportApi),
+        name="api-bundle-import",
+    ),
+    path(
+        "v1/snapshots/<int:snapshot_pk>/bundle/",
+        api(snapshot_apis.BundleExportApi),
+        name="api-bundle-export",
+    ),
 ]

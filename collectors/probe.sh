@@ -1,0 +1,350 @@
+# hangdesk remote probe: gathers the evidence of one node in a single run.
+#
+# POSIX sh (dash, bash, busybox ash). Settings come from HD_* variables that the caller puts
+# in front of this file as shell-quoted assignments; every value is used as data ("$VAR"),
+# never eval'd, so a pattern or glob cannot run code. Unset settings fall back to defaults,
+# which makes the file runnable on its own:   ssh node 'sh -s' < probe.sh
+#
+# Output on stdout: the line "HDPROBE1 <nonce>", then frames "HD1 <key> <size>\n" followed by
+# exactly <size> raw bytes, ending with the frame "HD1 end 0".
+#
+# How: every step runs in the background and writes its artifact into a private temp dir,
+# then moves it into $HD_DIR/out/ when complete; the main shell only ships finished files.
+# So slow steps overlap (one py-spy per process, all at once), and a probe stopped by its
+# time budget still delivers everything that was finished. Every external command is
+# bounded by `timeout`.
+
+[ -n "${HD_PATTERN+x}" ] ||
+	HD_PATTERN='torchrun|torch[.]distributed[.](run|launch)|pretrain_[A-Za-z0-9_]*[.]py|megatron|[A-Za-z0-9_]*train[A-Za-z0-9_]*[.]py'
+[ -n "${HD_LOG_GLOBS+x}" ] || HD_LOG_GLOBS='/var/log/train/*.log'
+[ -n "${HD_FR_GLOBS+x}" ] || HD_FR_GLOBS='/var/log/train/fr/*'
+[ -n "${HD_PYSPY+x}" ] || HD_PYSPY='py-spy'
+[ -n "${HD_TAIL_BYTES+x}" ] || HD_TAIL_BYTES=262144
+[ -n "${HD_CAP_BYTES+x}" ] || HD_CAP_BYTES=2097152
+[ -n "${HD_CMD_TIMEOUT+x}" ] || HD_CMD_TIMEOUT=20
+[ -n "${HD_MAX_PROCS+x}" ] || HD_MAX_PROCS=128
+[ -n "${HD_MAX_FILES+x}" ] || HD_MAX_FILES=256
+[ -n "${HD_NONCE+x}" ] || HD_NONCE=standalone
+
+# --- plumbing ------------------------------------------------------------------------------
+
+hd_cleanup() {
+	trap - EXIT
+	if [ -n "${HD_DIR:-}" ] && [ -d "$HD_DIR" ]; then
+		# Stop bounded commands still running (their `timeout` has its own process group,
+		# so the signal that stopped us did not reach them).
+		set +f
+		for _b in "$HD_DIR"/.running.*; do
+			[ -f "$_b" ] && kill -TERM "${_b##*.running.}" 2>/dev/null
+		done
+		rm -rf "$HD_DIR"
+	fi
+}
+
+hd_stopped() { # the time budget is up: ship what is finished, then go
+	if [ "${HD_EMITTING:-0}" = 0 ]; then # a half-written frame cannot be continued
+		hd_flush
+		hd_emit errors "$HD_DIR/errors"
+	fi
+	hd_cleanup
+	exit 143
+}
+
+hd_error() { # step message
+	printf '%s: %s\n' "$1" "$2" >>"$HD_DIR/errors"
+}
+
+# Run a command under `timeout`; remember its pid while it runs so cleanup can stop it.
+hd_bounded() {
+	timeout -k 2 "$HD_CMD_TIMEOUT" "$@" &
+	_bp=$!
+	: >"$HD_DIR/.running.$_bp"
+	wait "$_bp"
+	_brc=$?
+	rm -f "$HD_DIR/.running.$_bp"
+	return "$_brc"
+}
+
+hd_size() { # file -> byte count on stdout
+	_sz=$(wc -c <"$1")
+	printf '%s' "${_sz##* }"
+}
+
+hd_emit() { # key file
+	[ -f "$2" ] || return 0
+	HD_EMITTING=1
+	printf 'HD1 %s %s\n' "$1" "$(hd_size "$2")"
+	cat "$2"
+	HD_EMITTING=0
+}
+
+hd_publish() { # key file: hand a finished artifact to the emitter
+	mv -f "$2" "$HD_DIR/out/$1"
+}
+
+hd_publish_text() { # key text
+	printf '%s' "$2" >"$HD_DIR/w.$1"
+	hd_publish "$1" "$HD_DIR/w.$1"
+}
+
+hd_flush() { # ship every finished artifact
+	set +f
+	for _out in "$HD_DIR"/out/*; do
+		[ -f "$_out" ] || continue
+		hd_emit "${_out##*/}" "$_out"
+		rm -f "$_out"
+	done
+	set -f
+}
+
+# hd_cap file cap key end|start: the file holds at most cap+1 bytes; cut it back to cap
+# bytes (keeping the end for tails, the start for heads) and record the truncation.
+hd_cap() {
+	if [ "$(hd_size "$1")" -gt "$2" ]; then
+		if [ "$4" = end ]; then
+			tail -c "$2" "$1" >"$1.cut"
+		else
+			head -c "$2" "$1" >"$1.cut"
+		fi
+		mv -f "$1.cut" "$1"
+		: >"$HD_DIR/out/trunc.$3"
+	fi
+}
+
+hd_capture() { # key command...: stdout of a bounded command, its last HD_CAP_BYTES
+	_ck=$1
+	shift
+	_cw="$HD_DIR/w.$_ck"
+	hd_bounded "$@" >"$_cw" 2>"$_cw.err"
+	_crc=$?
+	if [ "$_crc" -eq 0 ]; then
+		hd_cap "$_cw" "$HD_CAP_BYTES" "$_ck" end
+		hd_publish "$_ck" "$_cw"
+	else
+		hd_error "$_ck" "$* exited $_crc: $(head -c 2000 "$_cw.err")"
+		rm -f "$_cw"
+	fi
+	rm -f "$_cw.err"
+	return "$_crc"
+}
+
+hd_spawn() { # name command...: run a step in the background, leave a marker when done
+	_name=$1
+	shift
+	{
+		"$@"
+		: >"$HD_DIR/.done.$_name"
+	} </dev/null &
+	HD_SPAWNED=$((HD_SPAWNED + 1))
+}
+
+hd_all_done() {
+	set +f
+	set -- "$HD_DIR"/.done.*
+	set -f
+	[ -e "$1" ] || set --
+	[ "$#" -ge "$HD_SPAWNED" ]
+}
+
+# --- the steps -----------------------------------------------------------------------------
+
+hd_processes() {
+	_w="$HD_DIR/w.ps"
+	ps -eo pid,ppid,stat,etimes,args >"$_w.all" 2>"$_w.err" ||
+		hd_error ps "$(head -c 2000 "$_w.err")"
+	# Match the command line only (fields 5..), never the probe or its children.
+	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v max="$HD_MAX_PROCS" '
+		NR == 1 { print; next }
+		{
+			args = $0
+			sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +[0-9]+ /, "", args)
+			if ($1 == self || $2 == self || $1 == parent) next
+			if (args ~ ENVIRON["HD_PATTERN"] && ++n <= max) print
+		}' "$_w.all" >"$_w" 2>"$_w.err" ||
+		hd_error ps "process_pattern: $(head -c 2000 "$_w.err")"
+	awk 'NR > 1 { print $1 }' "$_w" >"$HD_DIR/pids"
+	rm -f "$_w.all" "$_w.err"
+	hd_publish ps "$_w"
+}
+
+hd_environ() { # pid
+	_w="$HD_DIR/w.env.$1"
+	hd_bounded head -c "$((HD_CAP_BYTES + 1))" "/proc/$1/environ" >"$_w" 2>"$_w.err" ||
+		hd_error "environ.$1" "$(head -c 500 "$_w.err")"
+	rm -f "$_w.err"
+	hd_cap "$_w" "$HD_CAP_BYTES" "env.$1" start
+	hd_publish "env.$1" "$_w"
+}
+
+hd_pyspy() { # pid
+	_w="$HD_DIR/w.pyspy.$1"
+	hd_bounded "$HD_PYSPY" dump --json --pid "$1" >"$_w" 2>"$_w.err"
+	_rc=$?
+	if [ "$_rc" -eq 0 ] && [ -s "$_w" ]; then
+		hd_publish "pyspy.$1" "$_w"
+		rm -f "$_w.err"
+		return 0
+	fi
+	if [ "$_rc" -eq 124 ] || [ "$_rc" -eq 137 ]; then
+		# A process py-spy cannot read in time will not be readable as text either.
+		_why="py-spy dump --json timed out after ${HD_CMD_TIMEOUT}s"
+	else
+		_why="py-spy dump --json exited $_rc: $(head -c 2000 "$_w.err")"
+		hd_bounded "$HD_PYSPY" dump --pid "$1" >"$_w" 2>"$_w.err"
+		_rc=$?
+		if [ "$_rc" -eq 0 ] && [ -s "$_w" ]; then
+			hd_publish "pyspy.$1" "$_w"
+			rm -f "$_w.err"
+			return 0
+		fi
+		_why="$_why; text dump exited $_rc: $(head -c 2000 "$_w.err")"
+	fi
+	rm -f "$_w" "$_w.err"
+	hd_publish_text "pyspyerr.$1" "$_why"
+}
+
+hd_kernel_log() {
+	_w="$HD_DIR/w.dmesg"
+	for _cmd in "dmesg -T" "dmesg" "journalctl -k --no-pager -n 20000"; do
+		# shellcheck disable=SC2086  # constant command strings, split on purpose
+		if hd_bounded $_cmd >"$_w" 2>"$_w.err" && [ -s "$_w" ]; then
+			hd_cap "$_w" "$HD_CAP_BYTES" dmesg end
+			hd_publish dmesg "$_w"
+			hd_publish_text dmesg.source "$_cmd"
+			rm -f "$_w.err"
+			return 0
+		fi
+		hd_error dmesg "$_cmd: $(head -c 500 "$_w.err")"
+	done
+	rm -f "$_w" "$_w.err"
+}
+
+hd_gpus() {
+	if ! command -v nvidia-smi >/dev/null 2>&1; then
+		hd_publish_text nvsmi.absent 'not installed'
+		return 0
+	fi
+	hd_capture nvsmi nvidia-smi
+	hd_capture nvsmi.query nvidia-smi \
+		--query-gpu=index,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu \
+		--format=csv
+	hd_capture nvsmi.apps nvidia-smi \
+		--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv
+}
+
+hd_system() {
+	hd_capture sys.df_shm df -h /dev/shm
+	hd_capture sys.df_root df -h /
+	hd_capture sys.loadavg cat /proc/loadavg
+	hd_capture sys.free free -m
+	hd_capture sys.date date -u +%Y-%m-%dT%H:%M:%SZ
+}
+
+hd_shell_init() {
+	_w="$HD_DIR/w.shellinit"
+	set +f
+	set -- /etc/profile /etc/bashrc /etc/bash.bashrc /etc/environment /etc/profile.d/* \
+		"$HOME/.bashrc" "$HOME/.bash_profile" "$HOME/.profile"
+	set -f
+	: >"$_w"
+	for _f in "$@"; do
+		[ -f "$_f" ] || continue
+		hd_bounded grep -H -e NCCL_ -- "$_f" >>"$_w" 2>/dev/null
+	done
+	hd_cap "$_w" "$HD_CAP_BYTES" shellinit start
+	hd_publish shellinit "$_w"
+}
+
+# hd_files kind cap end|start globs: copy every regular file matching one of the
+# newline-separated globs, capped, and publish it with its path.
+hd_files() {
+	_kind=$1
+	_cap=$2
+	_keep=$3
+	_n=0
+	printf '%s\n' "$4" >"$HD_DIR/globs.$_kind"
+	while IFS= read -r _g; do
+		[ -n "$_g" ] || continue
+		# Glob expansion only: IFS empty means no word splitting, and expanded values are
+		# never re-parsed, so quotes, ';' or '$(...)' in a glob are plain characters.
+		set +f
+		_saved_ifs=$IFS
+		IFS=''
+		# shellcheck disable=SC2086  # expanding the glob is the point
+		set -- $_g
+		IFS=$_saved_ifs
+		set -f
+		for _f in "$@"; do
+			[ -f "$_f" ] || continue # FIFOs, devices and directories would hang or mislead
+			_n=$((_n + 1))
+			if [ "$_n" -gt "$HD_MAX_FILES" ]; then
+				hd_error "$_kind" "more than $HD_MAX_FILES files match; the rest were skipped"
+				return 0
+			fi
+			_w="$HD_DIR/w.$_kind.$_n"
+			if [ "$_keep" = end ]; then
+				hd_bounded tail -c "$((_cap + 1))" "$_f" >"$_w" 2>"$_w.err"
+			else
+				hd_bounded head -c "$((_cap + 1))" "$_f" >"$_w" 2>"$_w.err"
+			fi
+			_rc=$?
+			if [ "$_rc" -ne 0 ]; then
+				hd_error "$_kind" "$_f: exited $_rc: $(head -c 500 "$_w.err")"
+				rm -f "$_w" "$_w.err"
+				continue
+			fi
+			rm -f "$_w.err"
+			hd_cap "$_w" "$_cap" "$_kind.$_n" "$_keep"
+			hd_publish_text "$_kind.$_n.path" "$_f"
+			hd_publish "$_kind.$_n" "$_w"
+		done
+	done <"$HD_DIR/globs.$_kind"
+}
+
+# --- main ----------------------------------------------------------------------------------
+
+hd_main() {
+	set -f
+	umask 077
+	export RUST_BACKTRACE=0 LC_ALL=C
+	HD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hangdesk.XXXXXX" 2>/dev/null ||
+		mktemp -d /dev/shm/hangdesk.XXXXXX 2>/dev/null)
+	printf 'HDPROBE1 %s\n' "$HD_NONCE"
+	if [ -z "$HD_DIR" ] || ! mkdir "$HD_DIR/out"; then
+		printf 'no writable temp dir in %s or /dev/shm\n' "${TMPDIR:-/tmp}" >&2
+		return 1
+	fi
+	trap hd_cleanup EXIT
+	trap hd_stopped TERM INT HUP
+	trap 'hd_cleanup; exit 141' PIPE
+
+	# The cheap, essential facts first, shipped at once.
+	hd_publish_text hostname "$(uname -n)"
+	hd_processes
+	while read -r _pid; do
+		hd_environ "$_pid"
+	done <"$HD_DIR/pids"
+	hd_flush
+
+	# Everything else side by side; ship each artifact as soon as it is finished.
+	HD_SPAWNED=0
+	while read -r _pid; do
+		hd_spawn "pyspy.$_pid" hd_pyspy "$_pid"
+	done <"$HD_DIR/pids"
+	hd_spawn dmesg hd_kernel_log
+	hd_spawn gpus hd_gpus
+	hd_spawn system hd_system
+	hd_spawn shellinit hd_shell_init
+	hd_spawn logs hd_files log "$HD_TAIL_BYTES" end "$HD_LOG_GLOBS"
+	hd_spawn fr hd_files fr "$HD_CAP_BYTES" start "$HD_FR_GLOBS"
+	until hd_all_done; do
+		hd_flush
+		sleep 0.1 2>/dev/null || sleep 1
+	done
+	wait
+	hd_flush
+	hd_emit errors "$HD_DIR/errors"
+	printf 'HD1 end 0\n'
+}
+
+hd_main </dev/null

@@ -1,0 +1,730 @@
+"""Collect the evidence of one node over SSH: one connection, one remote command.
+
+The only module in the project that imports paramiko. `collect_node()` connects with the
+node's pinned host key (anything else is refused before authentication), sends the constant
+probe script `probe.sh` to `sh -s` with the plan's values as shell-quoted assignments in front
+of it, reads the framed output under a byte cap and a deadline, and turns it into a
+`NodeEvidence`. Expected failures never raise: they become `NodeEvidence.status`, and
+`error_kind()` / `raise_for_status()` tell a task whether a retry is worth it.
+
+Wire format (written by probe.sh): a line `HDPROBE1 <nonce>` (anything before it, e.g. a
+chatty ~/.bashrc, is ignored), then frames `HD1 <key> <size>\\n` + <size> raw bytes, and
+finally `HD1 end 0`. Binary and non-UTF-8 content passes untouched.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import math
+import re
+import secrets
+import shlex
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import paramiko
+
+from analysis.evidence import NodeEvidence
+
+PROBE_PATH = Path(__file__).with_name("probe.sh")
+
+# POSIX ERE (the probe matches it with awk against the ps command line); also a valid Python
+# regex. Keep in step with the default in probe.sh.
+DEFAULT_PROCESS_PATTERN = (
+    r"torchrun|torch[.]distributed[.](run|launch)|pretrain_[A-Za-z0-9_]*[.]py|megatron"
+    r"|[A-Za-z0-9_]*train[A-Za-z0-9_]*[.]py"
+)
+
+HOST_KEY_TYPES = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+)
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+@dataclass
+class NodeTarget:
+    name: str
+    address: str
+    port: int
+    username: str
+    # Private key file on the worker machine; None means "ask the ssh-agent".
+    key_path: str | None
+    # One known_hosts-style public key ("ssh-ed25519 AAAA..."); no key, no connection.
+    host_key: str
+
+
+@dataclass
+class CollectionPlan:
+    process_pattern: str = DEFAULT_PROCESS_PATTERN
+    log_globs: list[str] = field(default_factory=lambda: ["/var/log/train/*.log"])
+    flight_recorder_globs: list[str] = field(default_factory=lambda: ["/var/log/train/fr/*"])
+    pyspy_command: str = "py-spy"
+    tail_bytes: int = 256 * KiB
+    artifact_cap_bytes: int = 2 * MiB
+    command_timeout_s: float = 20.0
+    total_timeout_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    # Bytes read from one node in total; a node that sends more is cut off.
+    max_total_bytes: int = 64 * MiB
+    max_processes: int = 128
+    max_files: int = 256
+
+    def __post_init__(self) -> None:
+        validate_process_pattern(self.process_pattern)
+        for pattern in [*self.log_globs, *self.flight_recorder_globs]:
+            validate_glob(pattern)
+        if not self.pyspy_command or "\n" in self.pyspy_command or "\0" in self.pyspy_command:
+            raise ValueError("pyspy_command must be one command path on one line")
+        sizes = (
+            "tail_bytes",
+            "artifact_cap_bytes",
+            "max_total_bytes",
+            "max_processes",
+            "max_files",
+        )
+        for name in sizes:
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be positive")
+        # A command timeout above the total is allowed: the total bounds everything anyway.
+        for name in ("command_timeout_s", "total_timeout_s", "connect_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive")
+
+
+def validate_process_pattern(pattern: str) -> str:
+    """A process pattern is matched remotely by awk (POSIX ERE); reject what cannot work."""
+    if not pattern or "\n" in pattern or "\0" in pattern:
+        raise ValueError("process pattern must be a non-empty single line")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"process pattern is not a valid regular expression: {exc}") from exc
+    python_only = _PYTHON_ONLY_REGEX.search(pattern)
+    if python_only:
+        raise ValueError(
+            f"process pattern uses {python_only.group()!r}, which awk on the node does not "
+            "understand: write it as a POSIX extended regex ([0-9] for \\d, (a|b) for (?:a|b))"
+        )
+    return pattern
+
+
+# Python regex syntax that POSIX awk either rejects or reads differently.
+_PYTHON_ONLY_REGEX = re.compile(r"\\[dDwWsSbBAZ]|\(\?|[*+?}]\?")
+
+
+def validate_glob(pattern: str) -> str:
+    """Globs are expanded on the node; they must be absolute single-line paths."""
+    if not pattern.startswith("/") or "\n" in pattern or "\0" in pattern:
+        raise ValueError(f"glob must be an absolute path on one line: {pattern!r}")
+    return pattern
+
+
+# --- host keys ---------------------------------------------------------------------------
+
+
+class InvalidHostKey(ValueError):
+    """The text given as a host key is not one usable known_hosts-style public key."""
+
+
+@dataclass(frozen=True)
+class HostKey:
+    key_type: str
+    key: paramiko.PKey
+    fingerprint: str
+
+
+def parse_host_key(line: str) -> HostKey:
+    """Parse `ssh-ed25519 AAAA... [comment]`, optionally preceded by known_hosts host names."""
+    fields = line.strip().split()
+    if fields and fields[0] not in HOST_KEY_TYPES and len(fields) >= 3:
+        if fields[0].startswith("@"):
+            raise InvalidHostKey(f"known_hosts markers are not supported: {fields[0]}")
+        fields = fields[1:]  # drop the host-name column of a known_hosts line
+    if len(fields) < 2:
+        raise InvalidHostKey("expected '<key type> <base64 key>', e.g. 'ssh-ed25519 AAAA...'")
+    key_type, encoded = fields[0], fields[1]
+    if key_type not in HOST_KEY_TYPES:
+        raise InvalidHostKey(
+            f"unsupported host key type {key_type!r}; use one of {', '.join(HOST_KEY_TYPES)}"
+        )
+    try:
+        blob = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidHostKey("the key is not valid base64") from exc
+    try:
+        key = paramiko.PKey.from_type_string(key_type, blob)
+    except Exception as exc:  # paramiko raises a variety of parse errors
+        raise InvalidHostKey(f"not a valid {key_type} public key ({type(exc).__name__})") from exc
+    if key.get_name() != key_type and not (key_type == "ssh-rsa" and "rsa" in key.get_name()):
+        raise InvalidHostKey(f"key type {key_type!r} does not match the key ({key.get_name()})")
+    return HostKey(key_type=key_type, key=key, fingerprint=_fingerprint_blob(blob))
+
+
+def fingerprint(host_key_line: str) -> str:
+    """OpenSSH-style SHA256 fingerprint of a known_hosts-style key line."""
+    return parse_host_key(host_key_line).fingerprint
+
+
+def _fingerprint_blob(blob: bytes) -> str:
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return f"SHA256:{digest}"
+
+
+def _fingerprint_key(key: paramiko.PKey) -> str:
+    return _fingerprint_blob(key.asbytes())
+
+
+# --- failures ----------------------------------------------------------------------------
+
+ErrorKind = Literal["transient", "permanent"]
+
+# Status prefix -> whether retrying can help. "ok" and "partial" are not errors.
+_STATUS_KINDS: dict[str, ErrorKind] = {
+    "unreachable": "transient",
+    "connection lost": "transient",
+    "ssh error": "transient",
+    "host key mismatch": "permanent",
+    "host key rejected": "permanent",
+    "host key invalid": "permanent",
+    "auth failed": "permanent",
+    "probe failed": "permanent",
+}
+
+
+class CollectionError(Exception):
+    """A node gave no (complete) evidence. `str()` is the NodeEvidence.status."""
+
+    kind: ErrorKind = "transient"
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class TransientCollectionError(CollectionError):
+    """Timeouts, refused or reset connections: worth a retry."""
+
+    kind: ErrorKind = "transient"
+
+
+class PermanentCollectionError(CollectionError):
+    """Host key, authentication, broken node set-up: a retry gives the same answer."""
+
+    kind: ErrorKind = "permanent"
+
+
+class NodeUnreachable(TransientCollectionError):
+    pass
+
+
+class ConnectionLost(TransientCollectionError):
+    pass
+
+
+class HostKeyMismatch(PermanentCollectionError):
+    pass
+
+
+class AuthenticationFailed(PermanentCollectionError):
+    pass
+
+
+class ProbeFailed(PermanentCollectionError):
+    pass
+
+
+_ERRORS_BY_PREFIX: dict[str, type[CollectionError]] = {
+    "unreachable": NodeUnreachable,
+    "connection lost": ConnectionLost,
+    "ssh error": TransientCollectionError,
+    "host key mismatch": HostKeyMismatch,
+    "host key rejected": HostKeyMismatch,
+    "host key invalid": HostKeyMismatch,
+    "auth failed": AuthenticationFailed,
+    "probe failed": ProbeFailed,
+}
+
+
+def error_kind(status: str) -> ErrorKind | None:
+    """'transient', 'permanent', or None for "ok" / "partial: ..." (evidence was gathered)."""
+    prefix = status.split(":", 1)[0]
+    return _STATUS_KINDS.get(prefix)
+
+
+def raise_for_status(evidence: NodeEvidence) -> None:
+    """Raise the matching CollectionError for a failed node (for `autoretry_for`)."""
+    prefix = evidence.status.split(":", 1)[0]
+    error = _ERRORS_BY_PREFIX.get(prefix)
+    if error is not None:
+        raise error(evidence.status)
+
+
+# --- the probe script --------------------------------------------------------------------
+
+
+def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
+    """The full script for `sh -s`: shell-quoted settings, then the constant probe.
+
+    Also usable with plain OpenSSH: `ssh node 'sh -s' < script` (see bench/).
+    """
+    settings = {
+        "HD_PATTERN": plan.process_pattern,
+        "HD_LOG_GLOBS": "\n".join(plan.log_globs),
+        "HD_FR_GLOBS": "\n".join(plan.flight_recorder_globs),
+        "HD_PYSPY": plan.pyspy_command,
+        "HD_TAIL_BYTES": str(int(plan.tail_bytes)),
+        "HD_CAP_BYTES": str(int(plan.artifact_cap_bytes)),
+        "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),
+        "HD_MAX_PROCS": str(int(plan.max_processes)),
+        "HD_MAX_FILES": str(int(plan.max_files)),
+        "HD_NONCE": nonce,
+    }
+    preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())
+    return preamble.encode() + PROBE_PATH.read_bytes()
+
+
+# --- reading the framed output -----------------------------------------------------------
+
+_HEADER = re.compile(rb"HD1 ([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*) (\d{1,12})")
+_MAX_HEADER = 200
+_MAX_NOISE = 16 * KiB
+
+
+class FrameReader:
+    """Incremental parser of the probe's frames, bounded per frame and in total."""
+
+    def __init__(self, nonce: str, *, frame_cap: int, total_cap: int) -> None:
+        self.marker = f"HDPROBE1 {nonce}\n".encode()
+        self.frame_cap = frame_cap
+        self.total_cap = total_cap
+        self.frames: dict[str, bytes] = {}
+        self.cut: set[str] = set()  # keys cut locally at frame_cap
+        self.noise = bytearray()  # bytes before the start marker (e.g. a chatty .bashrc)
+        self.total = 0
+        self.started = False
+        self.ended = False
+        self.error: str | None = None
+        self._buf = bytearray()
+        self._key: str | None = None
+        self._body = bytearray()
+        self._left = 0
+
+    @property
+    def over_cap(self) -> bool:
+        return self.total > self.total_cap
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.ended or self.error is not None:
+            return
+        self._buf += data
+        while self._buf and self.error is None and not self.ended:
+            if not self.started:
+                if not self._seek_start():
+                    return
+            elif self._key is None:
+                if not self._read_header():
+                    return
+            else:
+                self._read_body()
+
+    def _seek_start(self) -> bool:
+        at = self._buf.find(self.marker)
+        if at < 0:
+            keep = len(self.marker) - 1
+            spill = self._buf[:-keep] if len(self._buf) > keep else b""
+            self.noise += spill[: max(0, _MAX_NOISE - len(self.noise))]
+            del self._buf[: len(spill)]
+            return False
+        self.noise += self._buf[:at][: max(0, _MAX_NOISE - len(self.noise))]
+        del self._buf[: at + len(self.marker)]
+        self.started = True
+        return True
+
+    def _read_header(self) -> bool:
+        end = self._buf.find(b"\n", 0, _MAX_HEADER)
+        if end < 0:
+            if len(self._buf) >= _MAX_HEADER:
+                self.error = "malformed probe output (header too long)"
+            return False
+        match = _HEADER.fullmatch(bytes(self._buf[:end]))
+        del self._buf[: end + 1]
+        if match is None:
+            self.error = "malformed probe output (bad frame header)"
+            return False
+        key, size = match.group(1).decode(), int(match.group(2))
+        if key == "end":
+            self.ended = True
+            return False
+        self._key, self._left, self._body = key, size, bytearray()
+        if size == 0:
+            self._finish_frame()
+        return True
+
+    def _read_body(self) -> None:
+        take = min(self._left, len(self._buf))
+        room = max(0, self.frame_cap - len(self._body))
+        self._body += self._buf[: min(take, room)]
+        if take > room:
+            self.cut.add(self._key or "")
+        del self._buf[:take]
+        self._left -= take
+        if self._left == 0:
+            self._finish_frame()
+
+    def _finish_frame(self) -> None:
+        assert self._key is not None
+        self.frames[self._key] = bytes(self._body)
+        self._key, self._body = None, bytearray()
+
+
+def _text(data: bytes) -> str:
+    # Keeps every byte visible (\xff) without producing strings a database refuses.
+    return data.decode("utf-8", "backslashreplace")
+
+
+_SYSTEM_NAMES = {
+    "sys.df_shm": "df -h /dev/shm",
+    "sys.df_root": "df -h /",
+    "sys.loadavg": "loadavg",
+    "sys.free": "free -m",
+    "sys.date": "date",
+    "dmesg.source": "dmesg source",
+    "nvsmi.query": "nvidia-smi gpus",
+    "nvsmi.apps": "nvidia-smi processes",
+    "nvsmi.absent": "nvidia-smi",
+    "errors": "probe errors",
+}
+
+
+def evidence_from_frames(node: str, reader: FrameReader) -> NodeEvidence:
+    """Map the probe's frames onto NodeEvidence (fields are left empty when absent)."""
+    frames = reader.frames
+    evidence = NodeEvidence(node=node)
+    names: dict[str, str] = {}  # frame key -> artifact name used in `truncated`
+    for key, data in frames.items():
+        kind, _, rest = key.partition(".")
+        if key == "hostname":
+            evidence.hostname = _text(data).strip()
+        elif key == "ps":
+            evidence.ps, names[key] = _text(data), "ps"
+        elif kind == "env" and rest.isdigit():
+            evidence.environ[int(rest)], names[key] = data, f"environ:{int(rest)}"
+        elif kind == "pyspy" and rest.isdigit():
+            evidence.pyspy[int(rest)], names[key] = _text(data), f"pyspy:{int(rest)}"
+        elif kind == "pyspyerr" and rest.isdigit():
+            evidence.pyspy_errors[int(rest)] = _text(data)
+        elif key == "dmesg":
+            evidence.dmesg, names[key] = _text(data), "dmesg"
+        elif key == "nvsmi":
+            evidence.nvidia_smi, names[key] = _text(data), "nvidia_smi"
+        elif key == "shellinit":
+            evidence.shell_init, names[key] = _text(data), "shell_init"
+        elif key in _SYSTEM_NAMES:
+            evidence.system[_SYSTEM_NAMES[key]] = _text(data)
+            names[key] = f"system:{_SYSTEM_NAMES[key]}"
+        elif kind in ("log", "fr") and rest.isdigit() and f"{key}.path" in frames:
+            path = _text(frames[f"{key}.path"])
+            if kind == "log":
+                evidence.logs[path], names[key] = _text(data), f"logs:{path}"
+            else:
+                evidence.flight_recorder[path], names[key] = data, f"flight_recorder:{path}"
+    cut = {key.removeprefix("trunc.") for key in frames if key.startswith("trunc.")}
+    cut |= reader.cut
+    evidence.truncated = sorted(names.get(key, key) for key in cut)
+    if reader.noise.strip():
+        evidence.system["output before probe"] = _text(bytes(reader.noise))
+    return evidence
+
+
+def parse_probe_output(node: str, output: bytes, *, nonce: str = "standalone") -> NodeEvidence:
+    """Evidence from a complete probe output captured some other way (e.g. plain ssh)."""
+    reader = FrameReader(nonce, frame_cap=len(output), total_cap=len(output))
+    reader.feed(output)
+    evidence = evidence_from_frames(node, reader)
+    if not reader.ended:
+        evidence.status = f"partial: {reader.error or 'probe output ended early'}"
+    return evidence
+
+
+# --- SSH ---------------------------------------------------------------------------------
+
+
+def _host_key_names(address: str, port: int) -> list[str]:
+    return [address, f"[{address}]:{port}"]
+
+
+def _load_client_key(key_path: str) -> paramiko.PKey:
+    try:
+        return paramiko.PKey.from_path(key_path)
+    except paramiko.PasswordRequiredException as exc:
+        raise AuthenticationFailed(
+            f"auth failed: private key {key_path} is passphrase-protected"
+        ) from exc
+    except (OSError, paramiko.SSHException, ValueError) as exc:
+        # The message names the file and the reason; it never contains key material.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise AuthenticationFailed(
+            f"auth failed: cannot load private key {key_path}: {reason}"
+        ) from exc
+
+
+def _open_socket(target: NodeTarget, timeout: float) -> socket.socket:
+    where = f"{target.address}:{target.port}"
+    try:
+        return socket.create_connection((target.address, target.port), timeout=timeout)
+    except TimeoutError as exc:
+        raise NodeUnreachable(
+            f"unreachable: connect to {where} timed out after {timeout:g}s"
+        ) from exc
+    except socket.gaierror as exc:
+        raise NodeUnreachable(f"unreachable: cannot resolve {target.address}: {exc}") from exc
+    except ConnectionRefusedError as exc:
+        raise NodeUnreachable(f"unreachable: connection refused by {where}") from exc
+    except OSError as exc:
+        raise NodeUnreachable(f"unreachable: {where}: {exc.strerror or exc}") from exc
+
+
+class _Watchdog:
+    """Shuts the socket at the hard deadline so nothing inside paramiko can block past it."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.fired = False
+        self._sock = sock
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _connect(
+    target: NodeTarget, plan: CollectionPlan, sock: socket.socket, host_key: HostKey
+) -> paramiko.SSHClient:
+    pkey = _load_client_key(target.key_path) if target.key_path is not None else None
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    for name in _host_key_names(target.address, target.port):
+        client.get_host_keys().add(name, host_key.key.get_name(), host_key.key)
+    timeout = plan.connect_timeout_s
+    try:
+        client.connect(
+            hostname=target.address,
+            port=target.port,
+            username=target.username,
+            pkey=pkey,
+            sock=sock,
+            look_for_keys=False,
+            allow_agent=target.key_path is None,
+            # Whole handshake; longer than the banner wait so a silent server is named as such.
+            timeout=2 * timeout,
+            banner_timeout=timeout,
+            auth_timeout=timeout,
+            channel_timeout=timeout,
+        )
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise HostKeyMismatch(
+            f"host key mismatch: expected {host_key.fingerprint}, "
+            f"got {_fingerprint_key(exc.key)} ({exc.key.get_name()})"
+        ) from exc
+    except paramiko.AuthenticationException as exc:
+        client.close()
+        raise AuthenticationFailed(f"auth failed: {target.username}@{target.name}: {exc}") from exc
+    except paramiko.SSHException as exc:
+        client.close()
+        message = str(exc)
+        if "banner" in message:
+            raise NodeUnreachable(
+                f"unreachable: no SSH banner from {target.address}:{target.port} "
+                f"within {timeout:g}s"
+            ) from exc
+        if "No existing session" in message:  # start_client gave up waiting for key exchange
+            raise NodeUnreachable(
+                f"unreachable: SSH handshake with {target.address}:{target.port} did not finish "
+                f"within {2 * timeout:g}s"
+            ) from exc
+        if "No authentication methods available" in message:
+            raise AuthenticationFailed(
+                f"auth failed: {target.username}@{target.name}: no key_path and no key in the "
+                "ssh-agent"
+            ) from exc
+        if "known_hosts" in message:
+            raise HostKeyMismatch(f"host key rejected: {message}") from exc
+        raise TransientCollectionError(f"ssh error: {message}") from exc
+    except (OSError, EOFError) as exc:
+        client.close()
+        raise ConnectionLost(
+            f"connection lost: during SSH handshake: {exc or type(exc).__name__}"
+        ) from exc
+    return client
+
+
+@dataclass
+class _ProbeRun:
+    reader: FrameReader
+    exit_status: int | None = None
+    stderr: bytes = b""
+    stopped: str | None = None  # why reading stopped before the end of the output
+    remote_budget: int = 0  # seconds the node's `timeout` grants the probe
+
+
+def _run_probe(
+    client: paramiko.SSHClient, plan: CollectionPlan, deadline: float, watchdog: _Watchdog
+) -> _ProbeRun:
+    nonce = secrets.token_hex(8)
+    run = _ProbeRun(
+        FrameReader(
+            nonce,
+            frame_cap=max(plan.tail_bytes, plan.artifact_cap_bytes) + 64 * KiB,
+            total_cap=plan.max_total_bytes,
+        )
+    )
+    # The remote side stops itself first (with `timeout -k 2`), leaving time to ship results.
+    margin = min(3.0, plan.total_timeout_s * 0.2)
+    remote_budget = run.remote_budget = max(1, math.floor(deadline - time.monotonic() - margin - 2))
+    stderr = bytearray()
+    try:
+        transport = client.get_transport()
+        assert transport is not None
+        channel = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
+        channel.settimeout(max(0.1, deadline - time.monotonic()))
+        channel.exec_command(f"timeout -k 2 {remote_budget} sh -s")
+        channel.sendall(render_probe(plan, nonce=nonce))
+        channel.shutdown_write()
+        channel.settimeout(0.25)  # short reads, so the deadline is checked often
+        while True:
+            while channel.recv_stderr_ready():
+                stderr += channel.recv_stderr(64 * KiB)[: max(0, 8 * KiB - len(stderr))]
+            if time.monotonic() >= deadline:
+                run.stopped = f"time budget of {plan.total_timeout_s:g}s used up"
+                break
+            try:
+                data = channel.recv(256 * KiB)
+            except TimeoutError:
+                continue
+            if not data:
+                if watchdog.fired:  # the socket was shut under us: EOF, not the real end
+                    run.stopped = f"time budget of {plan.total_timeout_s:g}s used up"
+                break
+            run.reader.feed(data)
+            if run.reader.over_cap:
+                run.stopped = f"output cut at {plan.max_total_bytes} bytes"
+                break
+            if run.reader.error:
+                run.stopped = run.reader.error
+                break
+        while channel.recv_stderr_ready():
+            stderr += channel.recv_stderr(64 * KiB)[: max(0, 8 * KiB - len(stderr))]
+        wait_until = min(deadline, time.monotonic() + 2)
+        while run.stopped is None and not channel.exit_status_ready():
+            if time.monotonic() >= wait_until:
+                break
+            time.sleep(0.02)
+        if channel.exit_status_ready():
+            run.exit_status = channel.recv_exit_status()
+        channel.close()
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        if watchdog.fired:
+            run.stopped = f"time budget of {plan.total_timeout_s:g}s used up"
+        else:
+            run.stopped = f"connection lost: {exc or type(exc).__name__}"
+    run.stderr = bytes(stderr)
+    return run
+
+
+def _status(run: _ProbeRun) -> str:
+    if run.reader.ended:
+        return "ok"
+    detail = _text(run.stderr).strip()[-500:]
+    if run.stopped and run.stopped.startswith("connection lost"):
+        return f"{run.stopped} (partial evidence kept)" if run.reader.frames else run.stopped
+    if not run.reader.started:
+        if run.stopped and run.stopped.startswith("time budget"):
+            return f"unreachable: no probe output before the {run.stopped}"
+        noise = _text(bytes(run.reader.noise)).strip()[:200]
+        return f"probe failed: exit status {run.exit_status}: {detail or noise or 'no output'}"
+    if run.stopped:
+        return f"partial: {run.stopped}"
+    if run.exit_status in (124, 137):  # `timeout` on the node stopped the probe
+        return f"partial: the probe used up its {run.remote_budget}s on the node"
+    return f"partial: probe exited with status {run.exit_status} before finishing: {detail}"
+
+
+def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeEvidence:
+    """Gather one node's evidence. Expected failures come back as `status`, never raised."""
+    plan = plan or CollectionPlan()
+    started = time.monotonic()
+    deadline = started + plan.total_timeout_s
+    collected_at = datetime.now(UTC)
+    try:
+        host_key = parse_host_key(target.host_key)
+    except InvalidHostKey as exc:
+        return NodeEvidence(
+            node=target.name, collected_at=collected_at, status=f"host key invalid: {exc}"
+        )
+    try:
+        sock = _open_socket(target, min(plan.connect_timeout_s, plan.total_timeout_s))
+    except CollectionError as exc:
+        return NodeEvidence(node=target.name, collected_at=collected_at, status=exc.status)
+    # A little after the deadline, so the read loop normally stops first and cleanly.
+    watchdog = _Watchdog(sock, deadline + 0.5)
+    client: paramiko.SSHClient | None = None
+    try:
+        client = _connect(target, plan, sock, host_key)
+        run = _run_probe(client, plan, deadline, watchdog)
+    except CollectionError as exc:
+        status = exc.status
+        if watchdog.fired and not isinstance(exc, PermanentCollectionError):
+            status = f"unreachable: no answer within the {plan.total_timeout_s:g}s time budget"
+        return NodeEvidence(node=target.name, collected_at=collected_at, status=status)
+    finally:
+        watchdog.cancel()
+        if client is not None:
+            client.close()
+        sock.close()
+    evidence = evidence_from_frames(target.name, run.reader)
+    evidence.collected_at = collected_at
+    evidence.status = _status(run)
+    if not run.reader.ended:
+        for pid in _pids(evidence.ps):
+            if pid not in evidence.pyspy and pid not in evidence.pyspy_errors:
+                evidence.pyspy_errors[pid] = "not collected: the probe stopped before py-spy ended"
+        if run.reader.over_cap:
+            evidence.truncated.append("output")
+    if run.stderr.strip():
+        evidence.system["probe stderr"] = _text(run.stderr)
+    evidence.system["collection"] = (
+        f"{time.monotonic() - started:.2f}s, {run.reader.total} bytes, "
+        f"remote exit status {run.exit_status}"
+    )
+    return evidence
+
+
+def _pids(ps: str | None) -> list[int]:
+    pids = []
+    for line in (ps or "").splitlines()[1:]:
+        first = line.split(maxsplit=1)[:1]
+        if first and first[0].isdigit():
+            pids.append(int(first[0]))
+    return pids
