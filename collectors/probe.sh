@@ -339,7 +339,7 @@ hd_main() {
 	hd_spawn fr hd_files fr "$HD_CAP_BYTES" start "$HD_FR_GLOBS"
 	until hd_all_done; do
 		hd_flush
-		sleep 0.1 2>/dev/null || sleep 1
+		sleep 0.05 2>/dev/null || sleep 1
 	done
 	wait
 	hd_flush

@@ -83,7 +83,9 @@ class CollectionPlan:
     max_processes: int = 128
     max_files: int = 256
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        """Raise ValueError naming the first unusable setting (collect_node() reports it as
+        an "invalid plan" status rather than raising)."""
         validate_process_pattern(self.process_pattern)
         for pattern in [*self.log_globs, *self.flight_recorder_globs]:
             validate_glob(pattern)
@@ -202,6 +204,7 @@ _STATUS_KINDS: dict[str, ErrorKind] = {
     "host key invalid": "permanent",
     "auth failed": "permanent",
     "probe failed": "permanent",
+    "invalid plan": "permanent",
 }
 
 
@@ -256,21 +259,25 @@ _ERRORS_BY_PREFIX: dict[str, type[CollectionError]] = {
     "host key invalid": HostKeyMismatch,
     "auth failed": AuthenticationFailed,
     "probe failed": ProbeFailed,
+    "invalid plan": PermanentCollectionError,
 }
 
 
 def error_kind(status: str) -> ErrorKind | None:
-    """'transient', 'permanent', or None for "ok" / "partial: ..." (evidence was gathered)."""
+    """None for "ok" / "partial: ..." (evidence was gathered), else 'transient' when a retry
+    can help, 'permanent' otherwise (including statuses this module does not know)."""
     prefix = status.split(":", 1)[0]
-    return _STATUS_KINDS.get(prefix)
+    if prefix in ("ok", "partial"):
+        return None
+    return _STATUS_KINDS.get(prefix, "permanent")
 
 
 def raise_for_status(evidence: NodeEvidence) -> None:
     """Raise the matching CollectionError for a failed node (for `autoretry_for`)."""
-    prefix = evidence.status.split(":", 1)[0]
-    error = _ERRORS_BY_PREFIX.get(prefix)
-    if error is not None:
-        raise error(evidence.status)
+    kind = error_kind(evidence.status)
+    if kind is not None:
+        prefix = evidence.status.split(":", 1)[0]
+        raise _ERRORS_BY_PREFIX.get(prefix, PermanentCollectionError)(evidence.status)
 
 
 # --- the probe script --------------------------------------------------------------------
@@ -281,6 +288,7 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
 
     Also usable with plain OpenSSH: `ssh node 'sh -s' < script` (see bench/).
     """
+    plan.validate()
     settings = {
         "HD_PATTERN": plan.process_pattern,
         "HD_LOG_GLOBS": "\n".join(plan.log_globs),
@@ -677,6 +685,12 @@ def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> Node
     started = time.monotonic()
     deadline = started + plan.total_timeout_s
     collected_at = datetime.now(UTC)
+    try:
+        plan.validate()
+    except ValueError as exc:
+        return NodeEvidence(
+            node=target.name, collected_at=collected_at, status=f"invalid plan: {exc}"
+        )
     try:
         host_key = parse_host_key(target.host_key)
     except InvalidHostKey as exc:

@@ -7,6 +7,8 @@ from datetime import timedelta
 
 from django.db.models import Count, Q
 
+import analysis
+from analysis import guide
 from analysis.evidence import SnapshotEvidence
 from incidents.models import Incident
 
@@ -106,3 +108,33 @@ def snapshot_bundle(snapshot: Snapshot) -> bytes:
         snapshot_evidence(snapshot),
         {"incident": snapshot.incident.reference, "snapshot": snapshot.pk},
     )
+
+
+# Above this many ranks the per-rank table starts folded: the chart and the groups say more.
+RANK_TABLE_OPEN_UP_TO = 64
+
+
+def diagnosis_view(snapshot: Snapshot) -> dict | None:
+    """Everything the diagnosis panel shows, from the stored diagnosis alone (no re-analysis)."""
+    diagnosis = snapshot.diagnosis
+    if not diagnosis:
+        return None
+    classification = diagnosis.get("classification", "unknown")
+    per_rank = diagnosis.get("per_rank") or []
+    # Suspects and absentees first: at 3 a.m. nobody scrolls to rank 3,071.
+    ordered = sorted(
+        per_rank, key=lambda r: (not r.get("suspect"), r.get("status") != "missing", r["rank"])
+    )
+    return {
+        "diagnosis": diagnosis,
+        "class_name": guide.class_name(classification),
+        "choices": list(guide.CLASS_NAMES.items()),
+        "next_steps": guide.NEXT_STEPS.get(classification, []),
+        "questions": guide.decision_questions(diagnosis),
+        "figure": analysis.timeline_figure(diagnosis),
+        "rank_rows": ordered,
+        "rank_table_open": len(per_rank) <= RANK_TABLE_OPEN_UP_TO,
+        "real_env_diffs": [
+            d for d in diagnosis.get("env_diffs", []) if not d.get("expected_per_rank")
+        ],
+    }

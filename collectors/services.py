@@ -12,6 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import analysis
+from analysis import guide
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from incidents.models import EventKind, Incident
 from incidents.services import timeline_event_record
@@ -337,4 +338,30 @@ def _rank_record(snapshot: Snapshot, rank) -> RankRecord:
         last_step=rank.last_step,
         last_step_at=rank.last_step_at,
         exit_code=rank.exit_code,
+    )
+
+
+def snapshot_record_decision(
+    *, snapshot: Snapshot, by: AbstractBaseUser, classification: str, note: str = ""
+):
+    """A responder's call on a snapshot: agree with the verdict or override it, pinned."""
+    if classification not in guide.CLASS_NAMES:
+        raise ValueError(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
+    suggested = (snapshot.diagnosis or {}).get("classification")
+    agreed = classification == suggested
+    verb = "confirmed" if agreed else f"overrode {suggested or 'no verdict'} with"
+    summary = f"Decision on snapshot {snapshot.pk}: {verb} {guide.class_name(classification)}"
+    return timeline_event_record(
+        incident=snapshot.incident,
+        kind=EventKind.DECISION,
+        summary=f"{summary} — {note}" if note else summary,
+        author=by,
+        details={
+            "snapshot": snapshot.pk,
+            "classification": classification,
+            "suggested": suggested,
+            "agreed": agreed,
+            "note": note,
+        },
+        pinned=True,
     )

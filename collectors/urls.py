@@ -9,6 +9,7 @@ urlpatterns = [
     path("snapshots/<int:snapshot_pk>/", views.snapshot_detail, name="detail"),
     path("snapshots/<int:snapshot_pk>/bundle/", views.bundle_export, name="bundle_export"),
     path("snapshots/<int:snapshot_pk>/progress/", views.snapshot_progress, name="progress"),
+    path("snapshots/<int:snapshot_pk>/decision/", views.snapshot_decide, name="decide"),
     path(
         "snapshots/<int:snapshot_pk>/artifacts/<int:artifact_pk>/",
         views.artifact_raw,

@@ -31,6 +31,21 @@ def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(f"{incident.get_absolute_url()}#snapshot")
 
 
+@require_POST
+@role_required(Role.RESPONDER)
+def snapshot_decide(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    snapshot = get_object_or_404(Snapshot.objects.select_related("incident"), pk=snapshot_pk)
+    classification = request.POST.get("classification", "")
+    note = request.POST.get("note", "")[:400]
+    try:
+        services.snapshot_record_decision(
+            snapshot=snapshot, by=request.user, classification=classification, note=note
+        )
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    return redirect(f"{snapshot.incident.get_absolute_url()}#timeline")
+
+
 def snapshot_progress(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
     response = render(request, "collectors/_progress.html", selectors.progress(snapshot))
@@ -47,6 +62,7 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     )
     context = selectors.progress(snapshot)
     context["artifacts"] = selectors.artifact_index(snapshot)
+    context["view"] = selectors.diagnosis_view(snapshot)
     context["ranks"] = snapshot.ranks.all()[:10_000]
     return render(request, "collectors/snapshot.html", context)
 

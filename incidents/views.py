@@ -58,6 +58,7 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "incident": incident,
             "snapshot": snapshot,
             "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
+            "view": snapshot_selectors.diagnosis_view(snapshot) if snapshot else None,
             "events": selectors.incident_timeline(incident),
             "status_form": StatusChangeForm(incident=incident),
             "note_form": NoteForm(),

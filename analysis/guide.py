@@ -1,0 +1,154 @@
+"""The guided decision workflow: the four questions an SRE answers first, answered from a
+diagnosis, and where to look next for each verdict (../shared/DOMAIN.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CLASS_NAMES = {
+    "A": "A — someone did not come",
+    "B": "B — meetings in a different order",
+    "C": "C — the dance steps differ",
+    "straggler": "Slow rank (straggler)",
+    "init": "Init / rendezvous hang",
+    "healthy": "Healthy — still progressing",
+    "unknown": "Unknown — not enough evidence",
+}
+
+NEXT_STEPS = {
+    "A": [
+        "Read the first rank that left: its log tail and exit code (137 = SIGKILL/OOM, 139 = segfault).",
+        "Read dmesg on its node: the OOM killer, NVRM Xid (79 fell off the bus, 48 ECC, 74 NVLink).",
+        "If the rank is alive but outside the collective: data loading, I/O, /dev/shm, a Python lock.",
+    ],
+    "B": [
+        "Find the code path that differs: a collective under `if rank == 0:`, a data-dependent branch, "
+        "variable-length batches, an exception path.",
+        "The flight recorder's first unmatched sequence id names the collective and the ranks.",
+    ],
+    "C": [
+        "Compare the environment: NCCL_* left in /etc/profile, /etc/bashrc, ~/.bashrc by an earlier "
+        "debugging session; NCCL_SOCKET_IFNAME / NCCL_IB_HCA that differ between nodes.",
+        "Then the network: links, IB ports (ibstat), the interfaces NCCL chose (NET/IB : Using ...).",
+    ],
+    "straggler": [
+        "Look at the slow rank's node: data sharding, CPU contention, NUMA, throttling, ECC, storage.",
+        "The others are waiting for it in collectives; fixing the slow node fixes the job.",
+    ],
+    "init": [
+        "Check MASTER_ADDR / MASTER_PORT, DNS and the firewall; look for a duplicate node_rank.",
+        "The ranks that never arrived are the ones to look at; the others wait for them.",
+    ],
+    "healthy": ["Steps are still completing. Take another snapshot if the job slows again."],
+    "unknown": [
+        "Collect more: make sure py-spy can attach (root / SYS_PTRACE) and the log globs match.",
+        "Take a second snapshot some seconds later to tell slow from dead.",
+    ],
+}
+
+
+def class_name(classification: str) -> str:
+    return CLASS_NAMES.get(classification, classification)
+
+
+def decision_questions(diagnosis: dict[str, Any]) -> list[dict[str, str]]:
+    """The four questions, each with an answer and the evidence it rests on."""
+    return [
+        _init_or_training(diagnosis),
+        _who_is_there(diagnosis),
+        _last_step(diagnosis),
+        _slow_or_dead(diagnosis),
+    ]
+
+
+def _init_or_training(d: dict) -> dict[str, str]:
+    question = "Stuck at initialisation or during training?"
+    if d.get("classification") == "init" or d.get("last_completed_step") is None:
+        return {
+            "question": question,
+            "answer": "At initialisation: no step was completed by every rank.",
+            "basis": _groups_line(d),
+        }
+    return {
+        "question": question,
+        "answer": f"During training: every rank completed step {d['last_completed_step']}.",
+        "basis": f"furthest step reached by any rank: {d.get('max_step')}",
+    }
+
+
+def _who_is_there(d: dict) -> dict[str, str]:
+    question = "All ranks stuck, or only some missing?"
+    missing, exited = d.get("missing_ranks_compact", ""), _compact(d.get("exited_ranks", []))
+    seen = f"{d.get('ranks_seen', 0)} of {d.get('world_size', 0)} ranks seen"
+    if missing or exited:
+        parts = [f"missing: {missing}" if missing else "", f"exited: {exited}" if exited else ""]
+        return {
+            "question": question,
+            "answer": "Some did not come — " + "; ".join(p for p in parts if p) + ".",
+            "basis": seen,
+        }
+    outside = [g for g in d.get("stack_groups", []) if g.get("kind") != "collective"]
+    if outside and len(d.get("stack_groups", [])) > 1:
+        group = outside[0]
+        return {
+            "question": question,
+            "answer": f"All present, but ranks {group['ranks']} are outside the collective "
+            f"({group['frame']}).",
+            "basis": _groups_line(d),
+        }
+    return {
+        "question": question,
+        "answer": "All ranks are present.",
+        "basis": f"{seen}; {_groups_line(d)}",
+    }
+
+
+def _last_step(d: dict) -> dict[str, str]:
+    question = "What was the last completed step doing?"
+    fr = (d.get("flight_recorder") or {}).get("first_mismatch")
+    watchdog = d.get("watchdog") or {}
+    if fr:
+        basis = f"flight recorder: group {fr.get('pg')} collective #{fr.get('seq')}"
+    elif watchdog:
+        basis = f"watchdog: {watchdog.get('op') or 'collective'} #{watchdog.get('seq')}"
+    else:
+        basis = "no flight-recorder dump or watchdog line"
+    groups = d.get("stack_groups") or []
+    doing = f"largest group of ranks is in {groups[0]['frame']}" if groups else "no stacks"
+    return {
+        "question": question,
+        "answer": f"After step {d.get('last_completed_step')}: {doing}.",
+        "basis": basis,
+    }
+
+
+def _slow_or_dead(d: dict) -> dict[str, str]:
+    question = "Slow or dead?"
+    progress = d.get("progress") or {}
+    method, progressing = progress.get("method"), progress.get("progressing")
+    if method == "two_snapshots":
+        basis = "compared with the previous snapshot"
+    elif method == "last_step_age":
+        basis = (
+            f"last step {progress.get('age_s')} s ago (stuck after {progress.get('threshold_s')} s)"
+        )
+    else:
+        basis = "one observation only"
+    if progressing is True:
+        answer = "Slow: steps are still completing."
+    elif progressing is False:
+        answer = "Dead: nothing moved."
+    else:
+        answer = "Unknown: take a second snapshot in a few seconds and compare."
+    return {"question": question, "answer": answer, "basis": basis}
+
+
+def _groups_line(d: dict) -> str:
+    groups = d.get("stack_groups") or []
+    return "; ".join(f"ranks {g['ranks']}: {g['frame']}" for g in groups[:3]) or "no stacks"
+
+
+def _compact(ranks: list[int]) -> str:
+    from analysis.stacks import compact_ranks
+
+    return compact_ranks(ranks)

@@ -1,0 +1,81 @@
+"""The diagnosis on the incident page: verdict, four questions, chart, groups, decisions."""
+
+import json
+
+import pytest
+
+from collectors.services import snapshot_analyse, snapshot_import_bundle
+from incidents.models import EventKind
+from incidents.services import incident_open
+from tests.analysis.sample_evidence import load_snapshot
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def analysed(bob, cluster, django_capture_on_commit_callbacks):
+    def make(scenario: str):
+        incident = incident_open(opened_by=bob, title="hung", cluster=cluster, severity="SEV1")
+        with django_capture_on_commit_callbacks():
+            snapshot = snapshot_import_bundle(incident=incident, evidence=load_snapshot(scenario))
+        snapshot_analyse(snapshot_id=snapshot.pk)
+        snapshot.refresh_from_db()
+        return incident, snapshot
+
+    return make
+
+
+def test_the_incident_page_explains_a_rank_stuck_outside_the_collective(as_user, bob, analysed):
+    incident, _ = analysed("outside")
+    page = as_user(bob).get(incident.get_absolute_url()).content.decode()
+    assert "INVALID_TEMPLATE_VARIABLE" not in page
+    assert "A — someone did not come" in page
+    assert "suspects: ranks <strong>3</strong>" in page
+    assert "All present, but ranks 3 are outside the collective (SlowLoader.__next__)" in page
+    assert "Dead: nothing moved." in page
+    assert "never reached by ranks <strong>3</strong>" in page  # the flight recorder's word
+    assert "<strong>0-2</strong>" in page  # the stack group waiting in all_reduce
+
+
+def test_the_chart_gets_a_figure_with_every_rank(as_user, bob, analysed):
+    incident, _ = analysed("mismatch")
+    page = as_user(bob).get(incident.get_absolute_url()).content.decode()
+    start = page.index('id="rank-timeline-figure"')
+    figure = json.loads(page[page.index(">", start) + 1 : page.index("</script>", start)])
+    assert sorted({y for trace in figure["data"] for y in trace["y"]}) == [0, 1, 2, 3]
+    ringed = [t for t in figure["data"] if "suspect" in t.get("name", "").lower()]
+    assert [t["y"] for t in ringed] == [[0]]  # rank 0 ran the extra broadcast
+    assert "vendor/plotly/plotly.min.js" in page
+
+
+def test_a_responder_records_a_decision_that_overrides_the_verdict(as_user, bob, analysed):
+    incident, snapshot = analysed("mismatch")
+    client = as_user(bob)
+    client.post(
+        f"/snapshots/{snapshot.pk}/decision/", {"classification": "C", "note": "IB flapping"}
+    )
+    decision = incident.events.get(kind=EventKind.DECISION)
+    assert decision.pinned and decision.author == bob
+    assert decision.details == {
+        "snapshot": snapshot.pk,
+        "classification": "C",
+        "suggested": "B",
+        "agreed": False,
+        "note": "IB flapping",
+    }
+    assert "overrode B with C — the dance steps differ — IB flapping" in decision.summary
+    response = client.post(
+        f"/snapshots/{snapshot.pk}/decision/", {"classification": "Z"}, follow=True
+    )
+    assert "classification must be one of" in response.content.decode()
+    assert incident.events.filter(kind=EventKind.DECISION).count() == 1
+
+
+def test_a_viewer_sees_the_verdict_but_cannot_decide(as_user, carol, analysed):
+    incident, snapshot = analysed("mismatch")
+    client = as_user(carol)
+    assert "Record decision" not in client.get(incident.get_absolute_url()).content.decode()
+    assert (
+        client.post(f"/snapshots/{snapshot.pk}/decision/", {"classification": "B"}).status_code
+        == 403
+    )
