@@ -78,15 +78,23 @@ def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
     )
 
 
+# Up to this many nodes the progress panel lists them all; above, only those not yet OK.
+LIST_ALL_NODES_UP_TO = 16
+
+
 def progress(snapshot: Snapshot) -> dict:
-    """What the progress panel shows: counts, a percentage and every node's state."""
+    """What the progress panel shows: counts, a percentage and the nodes worth a look."""
     counts = node_counts(snapshot)
     finished = counts["ok"] + counts["failed"]
+    collections = snapshot.collections.order_by("status", "node_name")
+    if counts["total"] > LIST_ALL_NODES_UP_TO:
+        collections = collections.exclude(status=NodeStatus.OK)
     return {
         "snapshot": snapshot,
         "counts": counts,
         "percent": round(100 * finished / counts["total"]) if counts["total"] else 100,
-        "collections": list(snapshot.collections.order_by("status", "node_name")),
+        "collections": list(collections),
+        "ok_hidden": counts["total"] > LIST_ALL_NODES_UP_TO and counts["ok"],
     }
 
 

@@ -63,7 +63,6 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     context = selectors.progress(snapshot)
     context["artifacts"] = selectors.artifact_index(snapshot)
     context["view"] = selectors.diagnosis_view(snapshot)
-    context["ranks"] = snapshot.ranks.all()[:10_000]
     return render(request, "collectors/snapshot.html", context)
 
 

@@ -1,0 +1,109 @@
+"""Server time of the incident page for a 4,096-rank snapshot, and of storing its analysis.
+
+Builds the same replicated evidence as bench_analysis.py (real captured stacks, environments,
+logs and flight-recorder dumps), imports it into an incident as a snapshot, analyses it the
+way the worker does (diagnosis + per-rank rows), then renders the incident page with Django's
+test client — the server's whole time, templates included, without a network.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \
+        .venv/bin/python bench/bench_incident_page.py [--ranks 4096] [--nodes 512] [--repeat 5]
+
+Without DATABASE_URL it uses a throw-away SQLite file. The database is created if missing and
+its hangdesk tables are emptied first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
+os.environ.setdefault("HANGDESK_VAR_DIR", tempfile.mkdtemp(prefix="hangdesk-bench-"))
+os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranks", type=int, default=4096)
+    parser.add_argument("--nodes", type=int, default=512)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from bench.bench_analysis import build_snapshot
+    from collectors.services import snapshot_analyse, snapshot_import_bundle
+    from incidents.services import cluster_create, incident_open
+
+    _ensure_database()
+    call_command("migrate", verbosity=0)
+    call_command("flush", interactive=False, verbosity=0)
+    from django.contrib.auth.models import User
+
+    user = User.objects.create_superuser("bench", "", "bench-password-1")
+    cluster = cluster_create(name="bench", expected_world_size=args.ranks)
+    incident = incident_open(opened_by=user, title="bench", cluster=cluster, severity="SEV1")
+    evidence = build_snapshot(args.ranks, args.nodes, stuck_rank=args.ranks // 2 + 7)
+
+    started = time.perf_counter()
+    snapshot = snapshot_import_bundle(incident=incident, evidence=evidence, by=user)
+    stored = time.perf_counter()
+    snapshot_analyse(snapshot_id=snapshot.pk)
+    analysed = time.perf_counter()
+    snapshot.refresh_from_db()
+    print(f"database: {connection.vendor}; ranks {args.ranks}, nodes {args.nodes}")
+    print(f"store evidence (import): {stored - started:.2f} s")
+    print(
+        f"analyse + store verdict and {snapshot.ranks.count()} rank rows: "
+        f"{analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
+    )
+
+    client = Client()
+    client.force_login(user)
+    url = incident.get_absolute_url()
+    client.get(url)  # warm template and connection caches
+    times, size = [], 0
+    for _ in range(args.repeat):
+        with CaptureQueriesContext(connection) as queries:
+            start = time.perf_counter()
+            response = client.get(url)
+            times.append(time.perf_counter() - start)
+        assert response.status_code == 200
+        size = len(response.content)
+    print(
+        f"incident page: median {statistics.median(times):.3f} s, best {min(times):.3f} s "
+        f"over {args.repeat}; {len(queries)} queries; {size / 1024:.0f} KiB of HTML"
+    )
+
+
+def _ensure_database() -> None:
+    from django.conf import settings
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    import psycopg
+
+    name = settings.DATABASES["default"]["NAME"]
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "dbname"}
+    with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            admin.execute(f'CREATE DATABASE "{name}"')
+
+
+if __name__ == "__main__":
+    main()
