@@ -1,0 +1,87 @@
+"""python -m lab up|down|status -- see docs/lab.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from lab import cluster, scenarios
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lab", description="hangdesk's hanging lab")
+    p.add_argument(
+        "--state-dir", type=Path, default=None, help="default: $HANGDESK_LAB_DIR or .lab"
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    u = sub.add_parser("up", help="start a lab")
+    u.add_argument("--nodes", type=int, default=2)
+    u.add_argument("--ranks-per-node", type=int, default=2)
+    u.add_argument("--scenario", default="healthy", choices=sorted(scenarios.SCENARIOS))
+    u.add_argument("--light", action="store_true", help="no torch: stand-in ranks (benchmarks)")
+    u.add_argument("--base-address", default=None, help="first node address, e.g. 127.42.1.1")
+    u.add_argument("--port", type=int, default=22, help="sshd port on every node address")
+    u.add_argument("--master-port", type=int, default=29500)
+    u.add_argument("--fault-step", type=int, default=10)
+    u.add_argument("--step-time", type=float, default=0.5)
+    u.add_argument("--watchdog-timeout", type=float, default=10.0)
+    u.add_argument("--json", type=Path, default=None, help="also write the node JSON here")
+    sub.add_parser("down", help="stop the lab and remove what it created")
+    s = sub.add_parser("status", help="show the lab")
+    s.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    state_dir = args.state_dir or cluster.default_state_dir()
+
+    if args.cmd == "up":
+        opts = cluster.LabOptions(
+            nodes=args.nodes,
+            ranks_per_node=args.ranks_per_node,
+            scenario=args.scenario,
+            state_dir=state_dir,
+            base_address=args.base_address,
+            port=args.port,
+            master_port=args.master_port,
+            light=args.light,
+            fault_step=args.fault_step,
+            step_time=args.step_time,
+            watchdog_timeout=args.watchdog_timeout,
+        )
+        try:
+            node_json = cluster.up(opts)
+        except cluster.LabError as exc:
+            print(f"lab: cannot start: {exc}", file=sys.stderr)
+            return 2
+        text = json.dumps(node_json, indent=2)
+        if args.json:
+            args.json.write_text(text)
+        print(text)
+        print(
+            f"lab: up in {node_json['ready_seconds']} s; node list: {state_dir}/nodes.json",
+            file=sys.stderr,
+        )
+        return 0
+    if args.cmd == "down":
+        problems = cluster.down(state_dir)
+        for line in problems:
+            print(f"lab: left over: {line}", file=sys.stderr)
+        print("lab: down" if not problems else "lab: down with leftovers", file=sys.stderr)
+        return 1 if problems else 0
+    info = cluster.status(state_dir)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    if not info["running"]:
+        print(f"lab: not running ({info['state_dir']})")
+        return 0
+    print(f"lab: scenario {info['scenario']}, state {info['state_dir']}")
+    for n in info["nodes"]:
+        print(f"  {n['name']:<12} {n['address']:<15} alive={n['alive']} sshd={n['sshd']}")
+    for rank, r in sorted(info["ranks"].items()):
+        print(f"  rank{rank:<4} {r['host']:<12} last step {r['step']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

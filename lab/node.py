@@ -1,0 +1,142 @@
+"""PID 1 of one lab node: runs inside `unshare --pid --fork --uts --mount --mount-proc`.
+
+It gives the node its hostname and its fixed paths (/var/log/train, ~/.bashrc) through bind
+mounts of per-node directories, starts the node's ranks and its sshd, keeps the ranks'
+sockets open after they die (see train.hand_sockets_to_launcher), reaps children and logs
+their exits like a launcher does. When it exits, the kernel kills everything in the node.
+
+Usage (by lab.cluster only): python -m lab.node <node-config.json>
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+LOG_DIR = "/var/log/train"
+BASHRC = "/root/.bashrc"
+
+
+def bind(source: str, target: str, is_dir: bool) -> None:
+    if is_dir:
+        os.makedirs(target, exist_ok=True)
+    elif not os.path.exists(target):
+        open(target, "a").close()
+    subprocess.run(["mount", "--bind", source, target], check=True, timeout=10)
+
+
+def launcher_log(msg: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    with open(os.path.join(LOG_DIR, "launcher.log"), "a") as f:
+        f.write(f"{stamp} {msg}\n")
+
+
+def exit_code(status: int) -> int:
+    """Shell-style exit code: 128 + signal for a killed process (137 = SIGKILL)."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def start_rank(cfg: dict, rank_cfg: dict) -> tuple[subprocess.Popen, socket.socket]:
+    ours, theirs = socket.socketpair()
+    env = dict(cfg["base_env"])
+    env.update(rank_cfg["env"])
+    env["HANGDESK_LAB_HOLDER_FD"] = str(theirs.fileno())
+    rank = rank_cfg["rank"]
+    out = open(os.path.join(LOG_DIR, f"rank{rank}.log"), "ab")  # noqa: SIM115 -- for the child
+    # Through the node's shell start-up file, as a job started from a login shell would be:
+    # whatever the file exports reaches the rank's environment.
+    cmd = ["bash", "-c", f'. {BASHRC}; exec "$@"', "rank", *rank_cfg["argv"]]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+        cwd=cfg["workdir"], start_new_session=False,
+    )  # fmt: skip
+    out.close()
+    theirs.close()
+    if rank_cfg.get("cgroup"):
+        # Only this rank goes into the small memory cgroup; pids are read in our namespace.
+        with open(os.path.join(rank_cfg["cgroup"], "cgroup.procs"), "w") as f:
+            f.write(str(proc.pid))
+    launcher_log(f"started rank {rank} (local_rank {rank_cfg['local_rank']}) pid {proc.pid}")
+    return proc, ours
+
+
+def main(config_path: str) -> int:
+    with open(config_path) as f:
+        cfg = json.load(f)
+    socket.sethostname(cfg["hostname"])
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    bind(cfg["log_dir"], LOG_DIR, is_dir=True)
+    bind(cfg["bashrc"], BASHRC, is_dir=False)
+
+    stopping = False
+
+    def on_term(_sig, _frame):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+
+    sshd = subprocess.Popen([cfg["sshd"], "-D", "-e", "-f", cfg["sshd_config"]])
+    ranks: dict[int, int] = {}  # pid -> rank
+    holders: dict[socket.socket, int] = {}
+    held_fds: list[int] = []
+    for rank_cfg in cfg["ranks"]:
+        proc, sock = start_rank(cfg, rank_cfg)
+        ranks[proc.pid] = rank_cfg["rank"]
+        holders[sock] = rank_cfg["rank"]
+
+    checked = time.monotonic()
+    while not stopping:
+        if time.monotonic() - checked > 5:
+            checked = time.monotonic()
+            # A lab whose state dir was deleted (e.g. pytest's old tmp dirs) stops itself,
+            # so a test run killed before its teardown does not leave nodes behind forever.
+            stopping = not os.path.exists(config_path)
+        readable, _, _ = select.select(list(holders), [], [], 0.5)
+        for sock in readable:
+            try:
+                _msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 256)
+            except OSError:
+                fds = []
+            held_fds.extend(fds)
+            if not fds:
+                del holders[sock]
+                sock.close()
+            else:
+                launcher_log(f"holding {len(fds)} connections of rank {holders[sock]}")
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in ranks:
+                code = exit_code(status)
+                launcher_log(
+                    f"rank {ranks[pid]} (pid {pid}) exited with exitcode {code}"
+                    + (f" (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else "")
+                )
+            elif pid == sshd.pid:
+                launcher_log(f"sshd exited with exitcode {exit_code(status)}")
+
+    # Orderly stop: ranks and sshd first; anything left dies with this PID 1.
+    for pid in ranks:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    sshd.terminate()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
