@@ -19,6 +19,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from console.demo import demo_start, demo_stop
+
 
 class Command(BaseCommand):
     help = "Run the console: web server, Celery worker and beat, until Ctrl-C."
@@ -28,16 +30,38 @@ class Command(BaseCommand):
         parser.add_argument(
             "--port", type=int, default=int(os.environ.get("HANGDESK_PORT", "8000"))
         )
+        parser.add_argument(
+            "--no-demo",
+            action="store_true",
+            default=os.environ.get("HANGDESK_DEMO", "1") == "0",
+            help="do not start the demo lab (also: HANGDESK_DEMO=0)",
+        )
 
-    def handle(self, *args, host: str, port: int, **options):
+    def handle(self, *args, host: str, port: int, no_demo: bool, **options):
         call_command("migrate", interactive=False, verbosity=0)
         self._announce_services()
         self._ensure_first_admin()
         children = self._start_children(host, port)
-        self.stdout.write(
-            self.style.SUCCESS(f"\nhangdesk is up: http://{host}:{port}/  (Ctrl-C stops it)\n")
-        )
-        self._supervise(children)
+        url = f"http://{host}:{port}"
+        demo = None if no_demo else self._start_demo(url)
+        self.stdout.write(self.style.SUCCESS(f"\nhangdesk is up: {url}/  (Ctrl-C stops it)\n"))
+        try:
+            self._supervise(children)
+        finally:
+            if demo and demo.ok:
+                self.stdout.write("stopping the demo lab...")
+                for problem in demo_stop():
+                    self.stderr.write(problem)
+
+    def _start_demo(self, url: str):
+        self.stdout.write("starting the demo lab (a hung training job on this machine)...")
+        demo = demo_start()
+        if demo.ok:
+            self.stdout.write(f"demo: {demo.message}")
+            self.stdout.write(self.style.SUCCESS(f"demo incident: {url}{demo.incident_url}"))
+        else:
+            self.stdout.write(self.style.WARNING(f"no demo: {demo.message}"))
+        return demo
 
     def _announce_services(self) -> None:
         database = settings.DATABASES["default"]
