@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from django.conf import settings
+
+from tests.helpers import wait_for  # noqa: F401 - re-exported for the suites
+from tests.labkit import Lab, lab_factory  # noqa: F401 - registers the lab fixture everywhere
 
 # Django models are imported inside the fixtures: the pure suites (analysis, lab) also
 # run with `-p no:django`, where importing a model here would fail.
@@ -137,14 +139,3 @@ def _purge_test_queues() -> None:
         for queue in ("default", "ssh"):
             with contextlib.suppress(Exception):
                 conn.default_channel.queue_purge(queue)
-
-
-def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition"):
-    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -5,7 +5,7 @@ import pytest
 from console.models import WorkerHeartbeat
 from console.selectors import workers_are_stale
 from console.tasks import record_worker_heartbeat
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from lab import cgroups, cluster, demo
-
-from .conftest import FAST, Lab, wait_for
+from tests.helpers import wait_for
+from tests.labkit import FAST, Lab
 
 pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from .conftest import wait_for
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
 
