@@ -8,11 +8,11 @@
 # Output on stdout: the line "HDPROBE1 <nonce>", then frames "HD1 <key> <size>\n" followed by
 # exactly <size> raw bytes, ending with the frame "HD1 end 0".
 #
-# How: every step runs in the background and writes its artifact into a private temp dir,
-# then moves it into $HD_DIR/out/ when complete; the main shell only ships finished files.
-# So slow steps overlap (one py-spy per process, all at once), and a probe stopped by its
-# time budget still delivers everything that was finished. Every external command is
-# bounded by `timeout`.
+# How: every step runs in the background and writes its artifact into a private temp dir
+# ($HD_DIR/w.<key>); once the file is complete it appends "<key> <size>" to $HD_DIR/ready.
+# The main shell only ships what is listed there. So slow steps overlap (one py-spy per
+# process, all at once), and a probe stopped by its time budget still delivers everything
+# that was finished. Every external command is bounded by `timeout`.
 
 [ -n "${HD_PATTERN+x}" ] ||
 	HD_PATTERN='torchrun|torch[.]distributed[.](run|launch)|pretrain_[A-Za-z0-9_]*[.]py|megatron|[A-Za-z0-9_]*train[A-Za-z0-9_]*[.]py'
@@ -44,7 +44,7 @@ hd_cleanup() {
 hd_stopped() { # the time budget is up: ship what is finished, then go
 	if [ "${HD_EMITTING:-0}" = 0 ]; then # a half-written frame cannot be continued
 		hd_flush
-		hd_emit errors "$HD_DIR/errors"
+		hd_ship_errors
 	fi
 	hd_cleanup
 	exit 143
@@ -70,45 +70,53 @@ hd_size() { # file -> byte count on stdout
 	printf '%s' "${_sz##* }"
 }
 
-hd_emit() { # key file
-	[ -f "$2" ] || return 0
+hd_emit() { # key size file
 	HD_EMITTING=1
-	printf 'HD1 %s %s\n' "$1" "$(hd_size "$2")"
-	cat "$2"
+	printf 'HD1 %s %s\n' "$1" "$2"
+	cat "$3"
 	HD_EMITTING=0
 }
 
-hd_publish() { # key file: hand a finished artifact to the emitter
-	mv -f "$2" "$HD_DIR/out/$1"
+# hd_publish key [cap end|start]: $HD_DIR/w.<key> is complete, hand it to the emitter.
+# With a cap, the file holds at most cap+1 bytes: cut it back to cap bytes (keeping the
+# end for tails, the start for heads) and record the truncation.
+hd_publish() {
+	_pf="$HD_DIR/w.$1"
+	_psize=$(hd_size "$_pf")
+	if [ -n "${2:-}" ] && [ "$_psize" -gt "$2" ]; then
+		if [ "$3" = end ]; then
+			tail -c "$2" "$_pf" >"$_pf.cut"
+		else
+			head -c "$2" "$_pf" >"$_pf.cut"
+		fi
+		mv -f "$_pf.cut" "$_pf"
+		_psize=$2
+		: >"$HD_DIR/w.trunc.$1"
+		printf 'trunc.%s 0\n' "$1" >>"$HD_DIR/ready"
+	fi
+	# One short append per artifact: the emitter sees the whole line or none of it.
+	printf '%s %s\n' "$1" "$_psize" >>"$HD_DIR/ready"
 }
 
 hd_publish_text() { # key text
 	printf '%s' "$2" >"$HD_DIR/w.$1"
-	hd_publish "$1" "$HD_DIR/w.$1"
+	hd_publish "$1"
 }
 
-hd_flush() { # ship every finished artifact
-	set +f
-	for _out in "$HD_DIR"/out/*; do
-		[ -f "$_out" ] || continue
-		hd_emit "${_out##*/}" "$_out"
-		rm -f "$_out"
-	done
-	set -f
+hd_flush() { # ship every artifact listed as ready and not shipped yet
+	[ -f "$HD_DIR/ready" ] || return 0
+	_line=0
+	while read -r _key _size; do
+		_line=$((_line + 1))
+		[ "$_line" -gt "$HD_SHIPPED" ] || continue
+		hd_emit "$_key" "$_size" "$HD_DIR/w.$_key"
+		HD_SHIPPED=$_line
+	done <"$HD_DIR/ready"
 }
 
-# hd_cap file cap key end|start: the file holds at most cap+1 bytes; cut it back to cap
-# bytes (keeping the end for tails, the start for heads) and record the truncation.
-hd_cap() {
-	if [ "$(hd_size "$1")" -gt "$2" ]; then
-		if [ "$4" = end ]; then
-			tail -c "$2" "$1" >"$1.cut"
-		else
-			head -c "$2" "$1" >"$1.cut"
-		fi
-		mv -f "$1.cut" "$1"
-		: >"$HD_DIR/out/trunc.$3"
-	fi
+hd_ship_errors() {
+	[ -f "$HD_DIR/errors" ] || return 0
+	hd_emit errors "$(hd_size "$HD_DIR/errors")" "$HD_DIR/errors"
 }
 
 hd_capture() { # key command...: stdout of a bounded command, its last HD_CAP_BYTES
@@ -118,13 +126,10 @@ hd_capture() { # key command...: stdout of a bounded command, its last HD_CAP_BY
 	hd_bounded "$@" >"$_cw" 2>"$_cw.err"
 	_crc=$?
 	if [ "$_crc" -eq 0 ]; then
-		hd_cap "$_cw" "$HD_CAP_BYTES" "$_ck" end
-		hd_publish "$_ck" "$_cw"
+		hd_publish "$_ck" "$HD_CAP_BYTES" end
 	else
 		hd_error "$_ck" "$* exited $_crc: $(head -c 2000 "$_cw.err")"
-		rm -f "$_cw"
 	fi
-	rm -f "$_cw.err"
 	return "$_crc"
 }
 
@@ -164,16 +169,14 @@ hd_processes() {
 		hd_error ps "process_pattern: $(head -c 2000 "$_w.err")"
 	awk 'NR > 1 { print $1 }' "$_w" >"$HD_DIR/pids"
 	rm -f "$_w.all" "$_w.err"
-	hd_publish ps "$_w"
+	hd_publish ps
 }
 
 hd_environ() { # pid
 	_w="$HD_DIR/w.env.$1"
 	hd_bounded head -c "$((HD_CAP_BYTES + 1))" "/proc/$1/environ" >"$_w" 2>"$_w.err" ||
 		hd_error "environ.$1" "$(head -c 500 "$_w.err")"
-	rm -f "$_w.err"
-	hd_cap "$_w" "$HD_CAP_BYTES" "env.$1" start
-	hd_publish "env.$1" "$_w"
+	[ -s "$_w" ] && hd_publish "env.$1" "$HD_CAP_BYTES" start
 }
 
 hd_pyspy() { # pid
@@ -181,8 +184,7 @@ hd_pyspy() { # pid
 	hd_bounded "$HD_PYSPY" dump --json --pid "$1" >"$_w" 2>"$_w.err"
 	_rc=$?
 	if [ "$_rc" -eq 0 ] && [ -s "$_w" ]; then
-		hd_publish "pyspy.$1" "$_w"
-		rm -f "$_w.err"
+		hd_publish "pyspy.$1"
 		return 0
 	fi
 	if [ "$_rc" -eq 124 ] || [ "$_rc" -eq 137 ]; then
@@ -193,13 +195,11 @@ hd_pyspy() { # pid
 		hd_bounded "$HD_PYSPY" dump --pid "$1" >"$_w" 2>"$_w.err"
 		_rc=$?
 		if [ "$_rc" -eq 0 ] && [ -s "$_w" ]; then
-			hd_publish "pyspy.$1" "$_w"
-			rm -f "$_w.err"
+			hd_publish "pyspy.$1"
 			return 0
 		fi
 		_why="$_why; text dump exited $_rc: $(head -c 2000 "$_w.err")"
 	fi
-	rm -f "$_w" "$_w.err"
 	hd_publish_text "pyspyerr.$1" "$_why"
 }
 
@@ -208,15 +208,12 @@ hd_kernel_log() {
 	for _cmd in "dmesg -T" "dmesg" "journalctl -k --no-pager -n 20000"; do
 		# shellcheck disable=SC2086  # constant command strings, split on purpose
 		if hd_bounded $_cmd >"$_w" 2>"$_w.err" && [ -s "$_w" ]; then
-			hd_cap "$_w" "$HD_CAP_BYTES" dmesg end
-			hd_publish dmesg "$_w"
+			hd_publish dmesg "$HD_CAP_BYTES" end
 			hd_publish_text dmesg.source "$_cmd"
-			rm -f "$_w.err"
 			return 0
 		fi
 		hd_error dmesg "$_cmd: $(head -c 500 "$_w.err")"
 	done
-	rm -f "$_w" "$_w.err"
 }
 
 hd_gpus() {
@@ -251,8 +248,7 @@ hd_shell_init() {
 		[ -f "$_f" ] || continue
 		hd_bounded grep -H -e NCCL_ -- "$_f" >>"$_w" 2>/dev/null
 	done
-	hd_cap "$_w" "$HD_CAP_BYTES" shellinit start
-	hd_publish shellinit "$_w"
+	hd_publish shellinit "$HD_CAP_BYTES" start
 }
 
 # hd_files kind cap end|start globs: copy every regular file matching one of the
@@ -290,13 +286,10 @@ hd_files() {
 			_rc=$?
 			if [ "$_rc" -ne 0 ]; then
 				hd_error "$_kind" "$_f: exited $_rc: $(head -c 500 "$_w.err")"
-				rm -f "$_w" "$_w.err"
 				continue
 			fi
-			rm -f "$_w.err"
-			hd_cap "$_w" "$_cap" "$_kind.$_n" "$_keep"
 			hd_publish_text "$_kind.$_n.path" "$_f"
-			hd_publish "$_kind.$_n" "$_w"
+			hd_publish "$_kind.$_n" "$_cap" "$_keep"
 		done
 	done <"$HD_DIR/globs.$_kind"
 }
@@ -310,10 +303,11 @@ hd_main() {
 	HD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hangdesk.XXXXXX" 2>/dev/null ||
 		mktemp -d /dev/shm/hangdesk.XXXXXX 2>/dev/null)
 	printf 'HDPROBE1 %s\n' "$HD_NONCE"
-	if [ -z "$HD_DIR" ] || ! mkdir "$HD_DIR/out"; then
+	if [ -z "$HD_DIR" ]; then
 		printf 'no writable temp dir in %s or /dev/shm\n' "${TMPDIR:-/tmp}" >&2
 		return 1
 	fi
+	HD_SHIPPED=0
 	trap hd_cleanup EXIT
 	trap hd_stopped TERM INT HUP
 	trap 'hd_cleanup; exit 141' PIPE
@@ -343,7 +337,7 @@ hd_main() {
 	done
 	wait
 	hd_flush
-	hd_emit errors "$HD_DIR/errors"
+	hd_ship_errors
 	printf 'HD1 end 0\n'
 }
 

@@ -1,0 +1,124 @@
+"""Hung commands, huge files, hostile output: every collection ends on time and bounded."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from collectors.remote import collect_node, error_kind
+
+from .conftest import wait_for
+
+
+def _hanging_pyspy(directory: Path) -> Path:
+    # Sleeps in a child process, like a py-spy stuck on a process in D state.
+    script = directory / "hanging-py-spy"
+    script.write_text("#!/bin/sh\nsleep 3600\n")
+    script.chmod(0o755)
+    return script
+
+
+def _processes_running(path: Path) -> list[int]:
+    """Pids whose command line mentions `path` (scanning /proc, no pattern killing)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(path).encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
+    hanging = _hanging_pyspy(tmp_path)
+    started = time.monotonic()
+    evidence = collect_node(
+        sshd.target(), ranks.plan(pyspy_command=str(hanging), command_timeout_s=2)
+    )
+    elapsed = time.monotonic() - started
+    assert evidence.status == "ok", evidence.status
+    assert elapsed < 6, elapsed  # five hung py-spy calls, bounded together, not one by one
+    for pid in [*ranks.pids, ranks.not_python_pid]:
+        assert evidence.pyspy_errors[pid] == "py-spy dump --json timed out after 2s"
+    assert set(evidence.environ) >= set(ranks.pids)
+    assert evidence.logs
+
+
+def test_it_keeps_partial_evidence_when_the_node_time_budget_runs_out(sshd, ranks, tmp_path):
+    hanging = _hanging_pyspy(tmp_path)
+    started = time.monotonic()
+    evidence = collect_node(
+        sshd.target(),
+        ranks.plan(pyspy_command=str(hanging), command_timeout_s=60, total_timeout_s=5),
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed < 6, elapsed
+    # 5 s in all: a second for the probe on the node, the rest for margins and shipping.
+    assert evidence.status == "partial: the probe used up its 1s on the node", evidence.status
+    assert error_kind(evidence.status) is None
+    # What was finished before the stop is kept, including steps that ran beside py-spy...
+    assert set(evidence.environ) >= set(ranks.pids)
+    assert evidence.logs and evidence.dmesg and evidence.shell_init is not None
+    assert "/dev/shm" in evidence.system["df -h /dev/shm"]
+    # ...and the processes py-spy never reported on say so.
+    for pid in ranks.pids:
+        assert "not collected" in evidence.pyspy_errors[pid]
+    # The probe stopped its hung commands instead of leaving them behind.
+    wait_for(lambda: not _processes_running(hanging), timeout=5, what="hung py-spy to be stopped")
+
+
+def test_it_keeps_the_end_of_a_huge_log_and_marks_it_truncated(sshd, ranks, tmp_path):
+    log = tmp_path / "huge.log"
+    with open(log, "wb") as out:
+        for step in range(40_000):
+            out.write(b"2026-11-29 09:30:01,123 INFO [rank0] host=h step=%d loss=1.0\n" % step)
+    evidence = collect_node(
+        sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")], tail_bytes=64 * 1024)
+    )
+    assert evidence.status == "ok"
+    tail = evidence.logs[str(log)]
+    assert len(tail) == 64 * 1024
+    assert tail.endswith("step=39999 loss=1.0\n")
+    assert evidence.truncated == [f"logs:{log}"]
+
+
+def test_it_caps_flight_recorder_dumps_and_environments(sshd, ranks, tmp_path):
+    dump = tmp_path / "trace_rank_9"
+    dump.write_bytes(os.urandom(300_000))
+    evidence = collect_node(
+        sshd.target(),
+        ranks.plan(flight_recorder_globs=[str(tmp_path / "trace_rank_*")], artifact_cap_bytes=100),
+    )
+    assert evidence.flight_recorder[str(dump)] == dump.read_bytes()[:100]
+    assert f"flight_recorder:{dump}" in evidence.truncated
+    for pid in ranks.pids:  # each rank's environment is well over 100 bytes
+        assert len(evidence.environ[pid]) == 100
+    assert {f"environ:{pid}" for pid in ranks.pids} <= set(evidence.truncated)
+
+
+def test_it_stops_reading_a_node_that_sends_too_much(sshd, ranks, tmp_path):
+    for index in range(4):
+        (tmp_path / f"big{index}.log").write_bytes(os.urandom(200_000))
+    evidence = collect_node(
+        sshd.target(),
+        ranks.plan(log_globs=[str(tmp_path / "*.log")], max_total_bytes=300_000),
+    )
+    assert evidence.status == "partial: output cut at 300000 bytes"
+    assert "output" in evidence.truncated
+    assert 1 <= len(evidence.logs) < 4
+
+
+def test_it_skips_fifos_and_other_non_files_matched_by_a_glob(sshd, ranks, tmp_path):
+    fifo = tmp_path / "stuck.log"
+    os.mkfifo(fifo)  # reading it would block forever
+    (tmp_path / "real.log").write_text("fine\n")
+    started = time.monotonic()
+    evidence = collect_node(sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")]))
+    assert time.monotonic() - started < 5
+    assert evidence.status == "ok"
+    assert evidence.logs == {str(tmp_path / "real.log"): "fine\n"}

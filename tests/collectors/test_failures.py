@@ -1,0 +1,202 @@
+"""Nodes that cannot be collected: a clear status, nothing raised, the right retry kind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from collectors.remote import (
+    AuthenticationFailed,
+    HostKeyMismatch,
+    NodeUnreachable,
+    collect_node,
+    error_kind,
+    fingerprint,
+    raise_for_status,
+)
+
+from .conftest import free_port, keygen, wait_for
+
+
+def _nothing_collected(evidence) -> None:
+    assert evidence.ps is None
+    assert evidence.environ == {} and evidence.pyspy == {} and evidence.logs == {}
+    assert evidence.dmesg is None and evidence.hostname == ""
+
+
+def test_it_marks_a_refused_connection_unreachable(sshd, ranks):
+    evidence = collect_node(sshd.target(port=free_port()), ranks.plan())
+    assert evidence.status.startswith("unreachable: connection refused by 127.0.0.1:")
+    assert error_kind(evidence.status) == "transient"
+    _nothing_collected(evidence)
+    with pytest.raises(NodeUnreachable):
+        raise_for_status(evidence)
+
+
+def _wedged_server(greeting: bytes):
+    """Accepts TCP connections, sends `greeting`, then never says another word."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def accept():
+        with contextlib.suppress(OSError):
+            conn = server.accept()[0]
+            accepted.append(conn)
+            conn.sendall(greeting)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    server.close()
+    for conn in accepted:
+        conn.close()
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def silent_server():
+    yield from _wedged_server(b"")
+
+
+@pytest.fixture
+def banner_only_server():
+    yield from _wedged_server(b"SSH-2.0-OpenSSH_9.2 wedged\r\n")
+
+
+def test_it_gives_up_on_a_node_that_never_speaks_ssh(sshd, ranks, silent_server):
+    started = time.monotonic()
+    evidence = collect_node(
+        sshd.target(port=silent_server), ranks.plan(connect_timeout_s=1, total_timeout_s=5)
+    )
+    assert time.monotonic() - started < 4
+    assert evidence.status.startswith("unreachable: no SSH banner"), evidence.status
+    assert error_kind(evidence.status) == "transient"
+
+
+def test_it_gives_up_on_a_node_that_stalls_in_the_handshake(sshd, ranks, banner_only_server):
+    started = time.monotonic()
+    evidence = collect_node(
+        sshd.target(port=banner_only_server), ranks.plan(connect_timeout_s=1, total_timeout_s=5)
+    )
+    assert time.monotonic() - started < 4
+    assert evidence.status.startswith("unreachable: SSH handshake with 127.0.0.1:"), evidence.status
+    assert error_kind(evidence.status) == "transient"
+
+
+def test_it_refuses_a_node_whose_host_key_does_not_match(sshd, ranks, tmp_path):
+    impostor = keygen(tmp_path / "other_host_ed25519")
+    log_before = len(sshd.log())
+    evidence = collect_node(sshd.target(host_key=impostor.public_line), ranks.plan())
+
+    expected, got = fingerprint(impostor.public_line), fingerprint(sshd.host_key.public_line)
+    assert evidence.status == f"host key mismatch: expected {expected}, got {got} (ssh-ed25519)"
+    assert error_kind(evidence.status) == "permanent"
+    _nothing_collected(evidence)
+    with pytest.raises(HostKeyMismatch):
+        raise_for_status(evidence)
+    # Refused before authentication: sshd saw the connection close in pre-auth, no key offered.
+    session = wait_for(
+        lambda: "[preauth]" in sshd.log()[log_before:] and sshd.log()[log_before:],
+        timeout=5,
+        what="sshd to log the closed connection",
+    )
+    assert "publickey" not in session and "Accepted" not in session
+
+
+def test_it_refuses_a_host_key_of_another_type(sshd, ranks, tmp_path):
+    impostor = keygen(tmp_path / "other_host_ecdsa", kind="ecdsa")
+    evidence = collect_node(sshd.target(host_key=impostor.public_line), ranks.plan())
+    assert evidence.status.startswith(
+        f"host key mismatch: expected {fingerprint(impostor.public_line)}, got SHA256:"
+    ), evidence.status
+    _nothing_collected(evidence)
+
+
+def test_it_does_not_connect_without_a_valid_host_key(sshd, ranks):
+    evidence = collect_node(sshd.target(host_key=""), ranks.plan())
+    assert evidence.status.startswith("host key invalid: ")
+    assert error_kind(evidence.status) == "permanent"
+
+
+def test_it_reports_an_unauthorised_client_key_as_auth_failure(sshd, ranks, tmp_path):
+    stranger = keygen(tmp_path / "stranger_ed25519")
+    evidence = collect_node(sshd.target(key_path=str(stranger.private)), ranks.plan())
+    assert evidence.status.startswith("auth failed: root@node-under-test"), evidence.status
+    assert error_kind(evidence.status) == "permanent"
+    _nothing_collected(evidence)
+    with pytest.raises(AuthenticationFailed):
+        raise_for_status(evidence)
+
+
+def test_it_reports_a_missing_key_file_without_connecting(sshd, ranks, tmp_path):
+    evidence = collect_node(sshd.target(key_path=str(tmp_path / "absent")), ranks.plan())
+    assert evidence.status == (
+        f"auth failed: cannot load private key {tmp_path / 'absent'}: No such file or directory"
+    )
+
+
+def test_it_never_puts_private_key_material_in_the_status(sshd, ranks, tmp_path):
+    # A file that looks like a key but is not one: the error must not echo its content.
+    broken = tmp_path / "broken_key"
+    secret = "c2VjcmV0LWtleS1tYXRlcmlhbA"
+    broken.write_text(
+        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{secret}\n-----END OPENSSH PRIVATE KEY-----\n"
+    )
+    evidence = collect_node(sshd.target(key_path=str(broken)), ranks.plan())
+    assert evidence.status.startswith(f"auth failed: cannot load private key {broken}")
+    assert secret not in evidence.status
+
+
+@pytest.fixture
+def ssh_agent(tmp_path, monkeypatch):
+    """A real ssh-agent on a private socket, stopped by pid."""
+    socket_path = tmp_path / "agent.sock"
+    output = subprocess.run(
+        ["ssh-agent", "-s", "-a", str(socket_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    ).stdout
+    pid = int(output.split("SSH_AGENT_PID=")[1].split(";")[0])
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+    yield socket_path
+    os.kill(pid, signal.SIGTERM)
+
+
+def test_it_authenticates_with_the_ssh_agent_when_no_key_path_is_given(sshd, ranks, ssh_agent):
+    subprocess.run(["ssh-add", "-q", str(sshd.client_key.private)], check=True, timeout=10)
+    evidence = collect_node(sshd.target(key_path=None), ranks.plan())
+    assert evidence.status == "ok", evidence.status
+    assert set(ranks.pids) <= set(evidence.pyspy)
+
+
+def test_it_reports_auth_failure_without_key_path_or_agent(sshd, ranks, monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    evidence = collect_node(sshd.target(key_path=None), ranks.plan())
+    assert evidence.status == (
+        "auth failed: root@node-under-test: no key_path and no key in the ssh-agent"
+    )
+    assert error_kind(evidence.status) == "permanent"
+
+
+def test_it_reports_an_unusable_plan_instead_of_raising(sshd, ranks):
+    evidence = collect_node(sshd.target(), ranks.plan(log_globs=["relative/*.log"]))
+    assert evidence.status == "invalid plan: glob must be an absolute path on one line: " + repr(
+        "relative/*.log"
+    )
+    assert error_kind(evidence.status) == "permanent"
+    _nothing_collected(evidence)
+
+
+def test_statuses_it_does_not_know_count_as_permanent_failures():
+    assert error_kind("node removed from the cluster") == "permanent"
+    assert error_kind("ok") is None
+    assert error_kind("partial: output cut at 10 bytes") is None

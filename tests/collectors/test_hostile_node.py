@@ -1,0 +1,35 @@
+"""Nodes that misbehave after login (sshd runs hostile_node.sh instead of the probe)."""
+
+from __future__ import annotations
+
+import time
+
+from collectors.remote import collect_node, error_kind
+
+
+def test_it_abandons_a_node_that_takes_the_command_and_goes_silent(sshd, ranks):
+    started = time.monotonic()
+    evidence = collect_node(sshd.hostile_target("silent"), ranks.plan(total_timeout_s=2))
+    assert time.monotonic() - started < 3
+    assert evidence.status == "unreachable: no probe output before the time budget of 2s used up"
+    assert error_kind(evidence.status) == "transient"
+
+
+def test_it_keeps_what_arrived_before_a_node_went_silent(sshd, ranks):
+    started = time.monotonic()
+    evidence = collect_node(
+        sshd.hostile_target("frames-then-silent"), ranks.plan(total_timeout_s=2)
+    )
+    assert time.monotonic() - started < 3
+    assert evidence.status == "partial: time budget of 2s used up"
+    assert evidence.hostname == "hostile"
+    assert evidence.pyspy_errors == {4242: "not collected: the probe stopped before py-spy ended"}
+
+
+def test_it_cuts_off_a_node_that_floods_noise(sshd, ranks):
+    started = time.monotonic()
+    evidence = collect_node(sshd.hostile_target("flood"), ranks.plan(max_total_bytes=1_000_000))
+    assert time.monotonic() - started < 5
+    assert evidence.status.startswith("probe failed: exit status None: not a probe, just noise")
+    assert evidence.system["output before probe"].startswith("not a probe, just noise\n")
+    assert len(evidence.system["output before probe"]) <= 16 * 1024
