@@ -4,9 +4,14 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from .validators import validate_host_key, validate_process_pattern, validate_remote_host
+from collectors.remote import DEFAULT_PROCESS_PATTERN
 
-DEFAULT_PROCESS_PATTERN = r"torchrun|pretrain_gpt|megatron|train\.py|train_[a-z0-9_]+\.py"
+from .validators import (
+    validate_globs,
+    validate_host_key,
+    validate_process_pattern,
+    validate_remote_host,
+)
 
 
 class Cluster(models.Model):
@@ -16,16 +21,22 @@ class Cluster(models.Model):
         max_length=500,
         default=DEFAULT_PROCESS_PATTERN,
         validators=[validate_process_pattern],
-        help_text="Regular expression matched against process command lines on each node.",
+        help_text="POSIX extended regular expression matched against process command lines.",
     )
     expected_world_size = models.PositiveIntegerField(
         null=True, blank=True, help_text="Total ranks of the job, when known."
     )
     log_globs = models.JSONField(
-        default=list, blank=True, help_text="Path globs of training and NCCL logs on the nodes."
+        default=list,
+        blank=True,
+        validators=[validate_globs],
+        help_text="Absolute path globs of training and NCCL logs on the nodes.",
     )
     flight_recorder_globs = models.JSONField(
-        default=list, blank=True, help_text="Path globs of PyTorch flight-recorder dumps."
+        default=list,
+        blank=True,
+        validators=[validate_globs],
+        help_text="Absolute path globs of PyTorch flight-recorder dumps.",
     )
     pyspy_command = models.CharField(
         max_length=500, default="py-spy", help_text="py-spy as invoked on the nodes."

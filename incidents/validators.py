@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
 import re
-import struct
 
 from django.core.exceptions import ValidationError
 
+from collectors import remote
+
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-HOST_KEY_TYPES = (
-    "ssh-ed25519",
-    "ssh-rsa",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-)
 
 
 def validate_remote_host(value: str) -> None:
@@ -39,36 +31,15 @@ def validate_remote_host(value: str) -> None:
 
 def normalise_host_key(line: str) -> str:
     """`[hosts] type base64 [comment]` -> `type base64`, or ValidationError saying what is wrong."""
-    fields = line.split()
-    if fields and fields[0] not in HOST_KEY_TYPES and len(fields) >= 3:
-        fields = fields[1:]  # a known_hosts line: drop the host list
-    if len(fields) < 2:
-        raise ValidationError(
-            "Paste the host key as 'ssh-ed25519 AAAA...' (one line of ssh-keyscan or known_hosts).",
-            code="host_key_format",
-        )
-    key_type, blob = fields[0], fields[1]
-    if key_type not in HOST_KEY_TYPES:
-        raise ValidationError(
-            "Unsupported host key type %(type)s; expected one of: %(types)s.",
-            params={"type": key_type, "types": ", ".join(HOST_KEY_TYPES)},
-            code="host_key_type",
-        )
     try:
-        raw = base64.b64decode(blob, validate=True)
-        (name_length,) = struct.unpack(">I", raw[:4])
-        embedded_type = raw[4 : 4 + name_length].decode("ascii")
-    except (binascii.Error, struct.error, UnicodeDecodeError, ValueError) as exc:
+        parsed = remote.parse_host_key(line)
+    except remote.InvalidHostKey as exc:
         raise ValidationError(
-            "The host key is not valid base64 key data.", code="host_key_data"
+            "Not a usable host key: %(error)s. Paste one line of ssh-keyscan or known_hosts.",
+            params={"error": exc},
+            code="host_key",
         ) from exc
-    if embedded_type != key_type:
-        raise ValidationError(
-            "The key data is a %(embedded)s key but the line says %(type)s.",
-            params={"embedded": embedded_type, "type": key_type},
-            code="host_key_mismatch",
-        )
-    return f"{key_type} {blob}"
+    return f"{parsed.key_type} {parsed.key.get_base64()}"
 
 
 def validate_host_key(value: str) -> None:
@@ -76,9 +47,18 @@ def validate_host_key(value: str) -> None:
 
 
 def validate_process_pattern(value: str) -> None:
+    """Matched by awk on the nodes: a POSIX extended regular expression."""
     try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValidationError(
-            "Not a valid regular expression: %(error)s", params={"error": exc}, code="bad_pattern"
-        ) from exc
+        remote.validate_process_pattern(value)
+    except ValueError as exc:
+        raise ValidationError("%(error)s", params={"error": exc}, code="bad_pattern") from exc
+
+
+def validate_globs(value: list) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValidationError("A list of path globs is expected.", code="bad_globs")
+    for pattern in value:
+        try:
+            remote.validate_glob(pattern)
+        except ValueError as exc:
+            raise ValidationError("%(error)s", params={"error": exc}, code="bad_glob") from exc

@@ -146,9 +146,9 @@ def _add_node(client, **overrides):
         ({"address": "-oProxyCommand=evil"}, "is not a host"),
         ({"name": "gpu-0"}, "already has a node named gpu-0"),
         ({"port": 70000}, "from 1 to 65535"),
-        ({"host_key": "ssh-ed25519 not-base64!!"}, "not valid base64"),
-        ({"host_key": "ssh-dss AAAAB3NzaC1kc3M="}, "Unsupported host key type"),
-        ({"host_key": "ssh-rsa " + HOST_KEY.split()[1]}, "is a ssh-ed25519 key"),
+        ({"host_key": "ssh-ed25519 not-base64!!"}, "the key is not valid base64"),
+        ({"host_key": "ssh-dss AAAAB3NzaC1kc3M="}, "unsupported host key type &#x27;ssh-dss&#x27;"),
+        ({"host_key": "ssh-rsa " + HOST_KEY.split()[1]}, "not a valid ssh-rsa public key"),
     ],
 )
 def test_a_bad_node_is_refused_with_a_clear_reason(as_user, alice, cluster, overrides, message):
@@ -165,9 +165,16 @@ def test_only_admins_change_clusters(as_user, bob, cluster):
     assert client.get("/clusters/gpt-train/").status_code == 200
 
 
-def test_a_bad_process_pattern_is_refused(as_user, alice):
-    response = as_user(alice).post(
-        "/clusters/new/", {"name": "x", "process_pattern": "train(", "pyspy_command": "py-spy"}
-    )
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("process_pattern", "train(", "not a valid regular expression"),
+        ("process_pattern", r"train_\d+", "which awk on the node does not understand"),
+        ("log_globs", "logs/*.log", "glob must be an absolute path"),
+    ],
+)
+def test_a_cluster_setting_the_nodes_cannot_use_is_refused(as_user, alice, field, value, message):
+    data = {"name": "x", "process_pattern": "train", "pyspy_command": "py-spy", field: value}
+    response = as_user(alice).post("/clusters/new/", data)
     assert response.status_code == 200
-    assert "Not a valid regular expression" in response.content.decode()
+    assert message in response.content.decode()
