@@ -50,12 +50,34 @@ def env_diffs(env: dict[int, dict[str, str]], rank_node: dict[int, str]) -> list
     return diffs
 
 
-def minority_ranks(diff: dict, env: dict[int, dict[str, str]]) -> set[int]:
-    """Ranks holding any value other than the most common one for this variable."""
-    majority = diff["values"][0]["value"]
-    return {
-        rank for rank, variables in env.items() if variables.get(diff["name"], UNSET) != majority
-    }
+def minority_ranks(
+    diff: dict,
+    env: dict[int, dict[str, str]],
+    rank_node: dict[int, str] | None = None,
+    shell: list[dict] | None = None,
+) -> set[int]:
+    """The ranks whose value for this variable is the odd one out.
+
+    The reference value is, in order: the one not set by a shell start-up file on the ranks'
+    nodes (a leftover export is the usual culprit); the most common one; on a tie, rank 0's
+    (rank 0 hosts the rendezvous, so its MASTER_PORT is the one the job listens on).
+    """
+    name = diff["name"]
+    groups: dict[str, set[int]] = defaultdict(set)
+    for rank, variables in env.items():
+        groups[variables.get(name, UNSET)].add(rank)
+    shell_nodes = {item["node"] for item in shell or [] if item["name"] == name}
+    rank_node = rank_node or {}
+
+    def set_by_shell(ranks: set[int]) -> bool:
+        return bool(shell_nodes) and all(rank_node.get(r) in shell_nodes for r in ranks)
+
+    def preference(item: tuple[str, set[int]]) -> tuple:
+        value, ranks = item
+        return (not set_by_shell(ranks), len(ranks), 0 in ranks, value)
+
+    reference = max(groups.items(), key=preference)[0]
+    return {rank for value, ranks in groups.items() if value != reference for rank in ranks}
 
 
 def shell_init_findings(node_settings: dict[str, list[ShellInitSetting]]) -> list[dict]:

@@ -24,6 +24,7 @@ from analysis.ranks import (
 from analysis.stacks import base_name, compact_ranks
 
 CLASSES = ("A", "B", "C", "straggler", "init", "healthy", "unknown")
+RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT")
 _EVIDENCE_CAP = 40
 _NODE_CAP = 24
 _STACK_SAMPLE = 15
@@ -253,7 +254,7 @@ class _Diagnosis:
             not any_step and not in_collective and (self.ranks or missing)
         ):
             # No step ever completed: "slow or dead?" does not arise, nothing to damp.
-            return self._init(missing, exited, kinds, stuck_hint, 1.0)
+            return self._init(missing, exited, kinds, stuck_hint, 1.0, diffs)
 
         first_fr = (fr or {}).get("first_mismatch") or None
         lost = sorted(set(missing) | set(exited))
@@ -364,21 +365,28 @@ class _Diagnosis:
         median = times[len(times) // 2][0]
         return sorted(r for t, r in times if median > 0 and t > 1.5 * median)
 
-    def _init(self, missing, exited, kinds, stuck_hint, damp):
+    def _init(self, missing, exited, kinds, stuck_hint, damp, diffs):
         waiting = sorted(r for r, s in self.ranks.items() if s.frame_kind == "init")
         lost = sorted(set(missing) | set(exited))
         self._suspect(lost)
+        # Everyone came but to different places: the ranks pointed at another rendezvous.
+        for diff in diffs:
+            if diff["name"] in RENDEZVOUS_VARIABLES and not lost:
+                odd = sorted(minority_ranks(diff, self.snap.env, self.rank_node))
+                self._suspect(odd)
+                self._add("env_diff", None, odd[0] if len(odd) == 1 else None, _diff_text(diff))
         for rank in waiting[:2]:
             self._stack_evidence(rank)
         for rank in lost[:10]:
             self._lost_evidence(rank)
         master = {self.snap.env[r].get("MASTER_ADDR") for r in self.snap.env} - {None}
         where = f" (MASTER_ADDR {', '.join(sorted(master))})" if master else ""
-        who = (
-            f"{_ranks(lost)} never joined"
-            if lost
-            else "all ranks are present, so the rendezvous itself is failing"
-        )
+        if lost:
+            who = f"{_ranks(lost)} never joined"
+        elif self.suspects:
+            who = f"{_ranks(sorted(set(self.suspects)))} point at a different rendezvous"
+        else:
+            who = "all ranks are present, so the rendezvous itself is failing"
         return (
             "init",
             (0.85 if waiting else 0.6) * damp,
@@ -518,7 +526,7 @@ class _Diagnosis:
         real = [d for d in diffs if not d["expected_per_rank"]]
         found = []
         for diff in real:
-            ranks = sorted(minority_ranks(diff, self.snap.env))
+            ranks = sorted(minority_ranks(diff, self.snap.env, self.rank_node, shell))
             self._suspect(ranks)
             self._add("env_diff", None, ranks[0] if len(ranks) == 1 else None, _diff_text(diff))
             found.append(diff["name"])

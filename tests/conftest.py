@@ -11,6 +11,7 @@ import sys
 import pytest
 from django.conf import settings
 
+from tests.browserkit import browser, log_in, page  # noqa: F401 - chromium for every suite
 from tests.helpers import wait_for  # noqa: F401 - re-exported for the suites
 from tests.labkit import Lab, lab_factory  # noqa: F401 - registers the lab fixture everywhere
 
@@ -103,7 +104,7 @@ def _database_url_of(database: dict) -> str:
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A real `celery worker` process on the test database and the test broker."""
+    """A real `celery worker` (prefork, two children) on the test database and broker."""
     from django.db import connection
 
     log_path = tmp_path_factory.mktemp("worker") / "worker.log"
@@ -115,7 +116,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     with open(log_path, "wb") as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "default,ssh",
-             "--pool", "threads", "--concurrency", "4", "--loglevel", "INFO",
+             "--pool", "prefork", "--concurrency", "2", "--loglevel", "INFO",
              "--hostname", f"test-worker-{os.getpid()}@%h"],
             cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -8,12 +8,19 @@ import json
 import os
 import pickle
 import re
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import paramiko
 import pytest
 
+import analysis
+from analysis.evidence import SnapshotEvidence
+from collectors import remote
 from lab import cluster
 from tests.helpers import wait_for
 
@@ -29,6 +36,7 @@ class Lab:
 
     info: dict
     state_dir: Path
+    master_port: int = 29500
     _clients: dict[int, paramiko.SSHClient] = field(default_factory=dict)
 
     @property
@@ -58,8 +66,11 @@ class Lab:
 
     def run(self, node: int, command: str, timeout: float = 60) -> tuple[int, str, str]:
         _, out, err = self.ssh(node).exec_command(command, timeout=timeout)
-        text, errors = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-        return out.channel.recv_exit_status(), text, errors
+        # Close each channel: sshd allows 10 open sessions per connection (MaxSessions).
+        with out.channel:
+            text = out.read().decode(errors="replace")
+            errors = err.read().decode(errors="replace")
+            return out.channel.recv_exit_status(), text, errors
 
     def read(self, node: int, path: str) -> bytes:
         with self.ssh(node).open_sftp() as sftp, sftp.open(path, "rb") as f:
@@ -127,6 +138,37 @@ class Lab:
 
         return wait_for(all_there, timeout=timeout, what=f"flight-recorder dumps of {ranks}")
 
+    def collect(self) -> SnapshotEvidence:
+        """One snapshot of every node, taken the way the console takes it (collect_node)."""
+        cluster_info = self.info["cluster"]
+        plan = remote.CollectionPlan(
+            process_pattern=cluster_info["process_pattern"],
+            log_globs=cluster_info["log_globs"],
+            flight_recorder_globs=cluster_info["flight_recorder_globs"],
+            pyspy_command=cluster_info["pyspy_command"],
+        )
+        targets = [
+            remote.NodeTarget(
+                name=n["name"], address=n["address"], port=n["port"], username=n["username"],
+                key_path=n["key_path"], host_key=n["host_key"],
+            )
+            for n in self.nodes
+        ]  # fmt: skip
+        with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+            nodes = list(pool.map(lambda target: remote.collect_node(target, plan), targets))
+        return SnapshotEvidence(
+            nodes=nodes,
+            expected_world_size=cluster_info["world_size"],
+            collected_at=datetime.now(UTC),
+            cluster=cluster_info["name"],
+        )
+
+    def diagnose(self, gap_s: float = 3.0) -> dict:
+        """The console's verdict from two snapshots `gap_s` apart (slow vs dead needs two)."""
+        first = self.collect()
+        time.sleep(gap_s)
+        return analysis.diagnose(self.collect(), previous=first)
+
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
@@ -151,13 +193,21 @@ def lab_factory(tmp_path_factory):
 
     def make(scenario: str, **options) -> Lab:
         state_dir = tmp_path_factory.mktemp(f"lab-{scenario}")
+        # A free rendezvous port, so a test lab never collides with the demo lab of `make run`.
+        options.setdefault("master_port", _free_port())
         opts = cluster.LabOptions(scenario=scenario, state_dir=state_dir, **{**FAST, **options})
         info = cluster.up(opts)
         assert json.loads((state_dir / "nodes.json").read_text()) == info
-        lab = Lab(info, state_dir)
+        lab = Lab(info, state_dir, master_port=opts.master_port)
         made.append(lab)
         return lab
 
     yield make
     for lab in made:
         lab.down()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

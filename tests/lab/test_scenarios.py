@@ -27,6 +27,34 @@ def _last_entry(dump: dict) -> dict:
     return dump["entries"][-1]
 
 
+def _assert_console_concludes(lab) -> dict:
+    """The console's own path (collect_node over SSH, then diagnose) reaches the verdict the
+    lab promises: class, suspects, missing ranks and the last globally completed step."""
+    expected = lab.expected
+    if expected["classification"] == "init":
+        wait_for(
+            lambda: all("init_process_group" in s for s in lab.stacks().values()),
+            timeout=60,
+            what="all ranks in init_process_group",
+        )
+    elif expected["hangs"]:
+        alive = [r for r in range(expected["world_size"]) if r not in expected["missing_ranks"]]
+        _hung(lab, alive)
+    elif expected["fault_step"] is not None:  # the straggler: wait until it is slow
+        fault = expected["fault_step"]
+        wait_for(lambda: lab.last_step(0) >= fault + 1, timeout=60, what="steps past the fault")
+    diagnosis = lab.diagnose()
+    context = diagnosis["summary"]
+    assert diagnosis["classification"] == expected["classification"], context
+    assert diagnosis["suspect_ranks"] == expected["suspect_ranks"], context
+    assert diagnosis["missing_ranks"] == expected["missing_ranks"], context
+    if expected["hangs"]:
+        assert diagnosis["last_completed_step"] == expected["last_global_step"], context
+    if expected["suspect_node"]:
+        assert diagnosis["suspect_nodes"] == [expected["suspect_node"]], context
+    return diagnosis
+
+
 class TestHealthy:
     @pytest.fixture(scope="class")
     def lab(self, lab_factory):
@@ -46,7 +74,7 @@ class TestHealthy:
             for rank, pid in lab.rank_pids(node).items():
                 env = lab.environ(node, pid)
                 assert env["WORLD_SIZE"] == "4" and env["LOCAL_RANK"] == str(rank % 2)
-                assert env["MASTER_ADDR"] == node0 and env["MASTER_PORT"] == "29500"
+                assert env["MASTER_ADDR"] == node0 and env["MASTER_PORT"] == str(lab.master_port)
                 assert env["NCCL_SOCKET_IFNAME"] == "lo" and env["NCCL_DEBUG"] == "INFO"
                 assert env["TORCH_FR_DUMP_TEMP_FILE"] == "/var/log/train/fr/trace_rank_"
                 assert int(env["TORCH_FR_BUFFER_SIZE"]) > 0
@@ -88,6 +116,9 @@ class TestHealthy:
                 look_for_keys=False, allow_agent=False, timeout=20,
             )  # fmt: skip
 
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
+
 
 class TestRankExit:
     @pytest.fixture(scope="class")
@@ -118,6 +149,9 @@ class TestRankExit:
         assert all(lab.last_step(r) == fault - 1 for r in (0, 1, 2))
         assert "Watchdog caught collective operation timeout" in lab.log(0)
 
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
+
 
 class TestOom:
     @pytest.fixture(scope="class")
@@ -133,6 +167,9 @@ class TestOom:
         assert re.search(r"Memory cgroup out of memory: Killed process \d+ \(python", dmesg)
         for stack in lab.stacks().values():
             assert "all_reduce_gradients (lab/train.py" in stack
+
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
 
 
 class TestDataloaderStall:
@@ -156,6 +193,9 @@ class TestDataloaderStall:
         _, state, _ = lab.run(0, f"ps -o stat= -p {lab.rank_pids(0)[1]}")
         assert state.strip()[0] == "S"
 
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
+
 
 class TestCollectiveMismatch:
     @pytest.fixture(scope="class")
@@ -173,6 +213,9 @@ class TestCollectiveMismatch:
         assert last[3]["profiling_name"] == "gloo:barrier"
         assert {last[r]["profiling_name"] for r in (0, 1, 2)} == {"gloo:all_reduce"}
         assert lab.expected["classification"] == "B"
+
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
 
 
 class TestEnvDrift:
@@ -201,6 +244,9 @@ class TestEnvDrift:
         assert values == {0: "lo", 1: "lo", 2: "eth1", 3: "eth1"}
         assert lab.expected["suspect_node"] == "lab-node-1"
 
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
+
 
 class TestStraggler:
     @pytest.fixture(scope="class")
@@ -222,6 +268,9 @@ class TestStraggler:
         assert float(other[-1]) > 0.8  # rank 0 waits for it in all_reduce
         assert lab.listdir(0, "/var/log/train/fr") == []
 
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
+
 
 class TestInitHang:
     @pytest.fixture(scope="class")
@@ -242,5 +291,9 @@ class TestInitHang:
             for node in range(2)
             for rank, pid in lab.rank_pids(node).items()
         }
-        assert ports == {0: "29500", 1: "29500", 2: "29501", 3: "29501"}
+        base = int(ports[0])  # node 1 points one port off the real rendezvous
+        assert ports == {0: str(base), 1: str(base), 2: str(base + 1), 3: str(base + 1)}
         assert lab.expected["classification"] == "init"
+
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)

@@ -1,4 +1,5 @@
-"""Debian's chromium, driven by Playwright, against pytest-django's live server."""
+"""Debian's chromium, driven by Playwright, against pytest-django's live server (the fixtures
+are registered for every suite by tests/conftest.py)."""
 
 import os
 import shutil
