@@ -110,7 +110,8 @@ def _last_step(d: dict) -> dict[str, str]:
     if fr:
         basis = f"flight recorder: group {fr.get('pg')} collective #{fr.get('seq')}"
     elif watchdog:
-        basis = f"watchdog: {watchdog.get('op') or 'collective'} #{watchdog.get('seq')}"
+        seq = f" #{watchdog['seq']}" if watchdog.get("seq") is not None else ""
+        basis = f"watchdog: {watchdog.get('op') or 'collective'}{seq}"
     else:
         basis = "no flight-recorder dump or watchdog line"
     groups = d.get("stack_groups") or []

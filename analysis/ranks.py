@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
@@ -56,6 +56,7 @@ class RankState:
     gpu: int | None = None  # from nvidia-smi's process table, when the rank's pid is in it
     gpu_util: int | None = None  # percent
     gpu_memory_mib: int | None = None
+    started_at: datetime | None = None  # when the process started (ps etimes)
 
 
 @dataclass
@@ -187,6 +188,8 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         state.local_rank = int_or_none(variables.get("LOCAL_RANK"))
         state.world_size = int_or_none(variables.get("WORLD_SIZE"))
         state.process_seen = row is None or row.state != "Z"
+        if row is not None and row.elapsed_s is not None and node_ev.collected_at is not None:
+            state.started_at = node_ev.collected_at - timedelta(seconds=row.elapsed_s)
         if state.world_size:
             world_sizes.append(state.world_size)
         env[rank] = {

@@ -9,7 +9,7 @@ straggler; no step ever completed and ranks in init_process_group -> init.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from analysis.alignment import align_flight_recorder, read_watchdog
 from analysis.envdiff import env_diffs, minority_ranks, shell_init_findings
@@ -25,6 +25,8 @@ from analysis.stacks import base_name, compact_ranks
 
 CLASSES = ("A", "B", "C", "straggler", "init", "healthy", "unknown")
 RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT")
+# Clock skew between a node's kernel log and ps, and dmesg -T's drift after suspend.
+JOB_START_SLACK = timedelta(minutes=2)
 _EVIDENCE_CAP = 40
 _NODE_CAP = 24
 _STACK_SAMPLE = 15
@@ -595,12 +597,23 @@ class _Diagnosis:
                 return rank
         return lost[0] if lost else None
 
-    def _oom_pids(self) -> dict[int, tuple[str, str]]:
+    def _oom_pids(self) -> dict[int, tuple[str, str, bool]]:
+        """pid -> (node, line, recent): every kill, since a pid match is decisive at any age."""
         pids = {}
         for node, facts in self.snap.nodes.items():
+            recent = {id(k) for k in self._job_kills(facts)}
             for kill in facts.kernel.oom_kills:
-                pids[kill.pid] = (node, kill.line)
+                pids[kill.pid] = (node, kill.line, id(kill) in recent)
         return pids
+
+    def _job_kills(self, facts) -> list:
+        """OOM kills that can belong to this job: not stamped before its first rank started
+        (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
+        started = [s.started_at for s in self.ranks.values() if s.started_at is not None]
+        if not started:
+            return facts.kernel.oom_kills
+        since = min(started) - JOB_START_SLACK
+        return [k for k in facts.kernel.oom_kills if k.at is None or k.at >= since]
 
     def _known_pid(self, rank: int) -> int | None:
         state = self.ranks.get(rank)
@@ -637,8 +650,8 @@ class _Diagnosis:
         node = self.rank_node.get(rank)
         strong = False
         pid = self._known_pid(rank)
-        for kill_pid, (kill_node, line) in sorted(self._oom_pids().items()):
-            if kill_pid == pid or (kill_node == node and pid is None):
+        for kill_pid, (kill_node, line, recent) in sorted(self._oom_pids().items()):
+            if kill_pid == pid or (kill_node == node and pid is None and recent):
                 self._add("dmesg_oom", kill_node, rank, line)
                 self.suspect_nodes.add(kill_node)
                 strong = True
@@ -681,7 +694,7 @@ class _Diagnosis:
                 if xid.fatal:
                     self.suspect_nodes.add(node)
                 self._add("xid", node, None, f"{xid.line}  [{xid.meaning}]")
-            for kill in facts.kernel.oom_kills:
+            for kill in self._job_kills(facts):
                 self._add("dmesg_oom", node, None, kill.line)
             busy = [g for g in facts.gpus.gpus if g.utilization is not None]
             # GPU load says most on the suspects' nodes (100 % idle-spin vs 0 % CPU-side).
@@ -753,9 +766,10 @@ class _Diagnosis:
         self.suspects.extend(ranks)
 
     def _add(self, kind: str, node: str | None, rank: int | None, text: str) -> None:
-        key = (kind, node, rank, text)
-        if key not in self._evidence_keys:
-            self._evidence_keys.add(key)
+        # A line already quoted for a rank is not quoted again for its node alone.
+        key, quoted = (kind, node, rank, text), (kind, node, None, text)
+        if key not in self._evidence_keys and quoted not in self._evidence_keys:
+            self._evidence_keys.update({key, quoted})
             self.evidence.append({"kind": kind, "node": node, "rank": rank, "text": text})
 
     def _ordered_evidence(self, suspects: set[int]) -> list[dict]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 _OOM = re.compile(
     r"(?:Out of memory|Memory cgroup out of memory)?:? ?Killed process (\d+) \(([^)]*)\)"
@@ -41,6 +42,9 @@ class OomKill:
     pid: int
     process: str
     line: str
+    # Wall-clock time of the kill when the line carries one (`dmesg -T`, ISO); None for
+    # seconds-since-boot stamps. dmesg -T prints the node's local time: read as UTC.
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,24 @@ class KernelFacts:
     problems: list[str]
 
 
+_HUMAN_STAMP = re.compile(r"^\s*\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")
+_ISO_STAMP = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+
+
+def _wall_clock(line: str) -> datetime | None:
+    human = _HUMAN_STAMP.match(line)
+    try:
+        if human:
+            stamp = datetime.strptime(" ".join(human.group(1).split()), "%a %b %d %H:%M:%S %Y")
+        elif iso := _ISO_STAMP.match(line):
+            stamp = datetime.fromisoformat(iso.group(1))
+        else:
+            return None
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=UTC)
+
+
 def parse_dmesg(text: str | None) -> KernelFacts:
     facts = KernelFacts([], [], [], [])
     if not text:
@@ -85,7 +107,9 @@ def parse_dmesg(text: str | None) -> KernelFacts:
         if "Killed process" in line:
             match = _OOM.search(line)
             if match:
-                facts.oom_kills.append(OomKill(int(match.group(1)), match.group(2), line.strip()))
+                facts.oom_kills.append(
+                    OomKill(int(match.group(1)), match.group(2), line.strip(), _wall_clock(line))
+                )
                 continue
         if "NVRM: Xid" in line:
             match = _XID.search(line)

@@ -333,3 +333,18 @@ def test_it_reads_gpu_utilisation_of_the_suspect_and_the_waiters():
     assert gpu[3] == "GPU 1 at 0% holding 6048MiB: stuck on the CPU side"
     assert gpu[0] == "GPU 0 at 100% holding 6046MiB: spinning in a collective"
     assert [r["gpu_util"] for r in result["per_rank"]] == [100, None, None, 0]
+
+
+def test_it_ignores_oom_kills_from_before_the_job_started():
+    # rank 3 is gone and its pid unknown (one snapshot): only a kill logged after the job's
+    # first rank started can explain it; dmesg's kill from last year cannot.
+    snapshot = drop_rank_process(load_snapshot("outside"), 3)
+    old = read_public("dmesg_oom_ctime.txt")  # stamped 2025
+    when = snapshot.nodes[0].collected_at.strftime("%a %b %d %H:%M:%S %Y")
+    recent = f"[{when}] Out of memory: Killed process 4242 (python) total-vm:1kB\n"
+    snapshot.nodes[0].dmesg = old
+    stale = [e for e in diagnose(snapshot)["evidence"] if e["kind"] == "dmesg_oom"]
+    assert stale == []
+    snapshot.nodes[0].dmesg = old + recent
+    fresh = [e for e in diagnose(snapshot)["evidence"] if e["kind"] == "dmesg_oom"]
+    assert [e["text"] for e in fresh] == [recent.strip()]
