@@ -37,6 +37,8 @@ format: $(STAMP)
 migrate: $(STAMP)
 	$(BIN)/python manage.py migrate
 
+## A lab on this machine (root): `make lab LAB_ARGS="--nodes 4 --scenario oom"`; see docs/lab.md.
+LAB_ARGS ?= --nodes 2 --ranks-per-node 2 --scenario rank-exit
 lab: $(STAMP)
 	$(BIN)/python -m lab up $(LAB_ARGS)
 

@@ -6,6 +6,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from django.db.models import Count, Q
+from django.db.models.functions import Coalesce
 
 import analysis
 from analysis import guide
@@ -35,14 +36,15 @@ def latest_snapshot(incident: Incident) -> Snapshot | None:
 
 
 def previous_snapshot(snapshot: Snapshot) -> Snapshot | None:
+    """The last analysed snapshot of the same incident whose evidence is older than this
+    one's, by at most COMPARE_WITHIN (a re-imported copy of the same bundle is not older)."""
+    when = snapshot.collected_at or snapshot.started_at
     return (
-        Snapshot.objects.filter(
-            incident_id=snapshot.incident_id,
-            status=SnapshotStatus.DONE,
-            started_at__lt=snapshot.started_at,
-            started_at__gte=snapshot.started_at - COMPARE_WITHIN,
-        )
-        .order_by("-started_at")
+        Snapshot.objects.filter(incident_id=snapshot.incident_id, status=SnapshotStatus.DONE)
+        .exclude(pk=snapshot.pk)
+        .annotate(collected=Coalesce("collected_at", "started_at"))
+        .filter(collected__lt=when, collected__gte=when - COMPARE_WITHIN)
+        .order_by("-collected")
         .first()
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 
@@ -14,3 +15,10 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "c
             return result
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def free_port() -> int:
+    """A TCP port nothing on 127.0.0.1 listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

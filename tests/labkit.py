@@ -8,7 +8,6 @@ import json
 import os
 import pickle
 import re
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import analysis
 from analysis.evidence import SnapshotEvidence
 from collectors import remote
 from lab import cluster
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 
 # Fast settings for tests: the fault comes at step 5 (~2.5 s of training), the watchdog dumps
 # the flight recorder 5 s after the last completed step.
@@ -194,7 +193,7 @@ def lab_factory(tmp_path_factory):
     def make(scenario: str, **options) -> Lab:
         state_dir = tmp_path_factory.mktemp(f"lab-{scenario}")
         # A free rendezvous port, so a test lab never collides with the demo lab of `make run`.
-        options.setdefault("master_port", _free_port())
+        options.setdefault("master_port", free_port())
         opts = cluster.LabOptions(scenario=scenario, state_dir=state_dir, **{**FAST, **options})
         info = cluster.up(opts)
         assert json.loads((state_dir / "nodes.json").read_text()) == info
@@ -205,9 +204,3 @@ def lab_factory(tmp_path_factory):
     yield make
     for lab in made:
         lab.down()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

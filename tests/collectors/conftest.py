@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from collectors.remote import CollectionPlan, NodeTarget
+from tests.helpers import free_port, wait_for
 
 SSHD = "/usr/sbin/sshd"
 PYSPY = Path(sys.executable).with_name("py-spy")
@@ -43,22 +44,6 @@ def keygen(path: Path, kind: str = "ed25519") -> Keypair:
         timeout=30,
     )
     return Keypair(path, path.with_suffix(".pub").read_text().strip())
-
-
-def wait_for(predicate, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def stop(process: subprocess.Popen) -> None:

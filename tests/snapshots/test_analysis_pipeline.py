@@ -123,3 +123,21 @@ def test_a_snapshot_downloads_as_a_bundle_from_the_page_and_the_api(
         assert (
             read_bundle_bytes(body).nodes[0].environ == load_snapshot("mismatch").nodes[0].environ
         )
+
+
+def test_a_later_snapshot_is_compared_with_the_earlier_one_to_tell_slow_from_dead(
+    incident, django_capture_on_commit_callbacks
+):
+    earlier_evidence = load_snapshot("straggler", "snap0")
+    later_evidence = load_snapshot("straggler", "snap1")
+    earlier = _import(incident, earlier_evidence, django_capture_on_commit_callbacks)
+    later = _import(incident, later_evidence, django_capture_on_commit_callbacks)
+    assert later.diagnosis["progress"]["method"] == "two_snapshots"
+    assert later.diagnosis["classification"] == "straggler"
+    again = _import(
+        incident, load_snapshot("straggler", "snap1"), django_capture_on_commit_callbacks
+    )
+    assert again.diagnosis["progress"]["method"] == "two_snapshots"  # compared with `earlier`
+    from collectors.selectors import previous_snapshot
+
+    assert previous_snapshot(again) == earlier

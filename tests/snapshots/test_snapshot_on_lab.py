@@ -75,3 +75,18 @@ def _screenshot(name: str):
     path = settings.VAR_DIR / "screenshots"
     path.mkdir(parents=True, exist_ok=True)
     return path / name
+
+
+def test_the_snapshot_command_waits_and_prints_the_diagnosis(
+    hung_lab, celery_worker_process, capsys
+):
+    import json
+
+    from django.core.management import call_command
+
+    cluster_import(hung_lab.info)
+    call_command("snapshot", "lab", "--wait", "--json", "--timeout", "120")
+    diagnosis = json.loads(capsys.readouterr().out)
+    assert diagnosis["classification"] == "A"
+    assert diagnosis["missing_ranks"] == [3]
+    assert Snapshot.objects.get().incident.title == "Snapshot of lab from the command line"
