@@ -18,41 +18,47 @@ TRUNCATION_MARKER = b"\n[... truncated by hangdesk at %d bytes ...]\n"
 
 
 def artifacts_from_evidence(evidence: NodeEvidence) -> Iterator[tuple[str, bytes, bool]]:
-    """(name, content, truncated) for every piece of raw evidence the node gave."""
+    """(name, content, truncated) for every piece of raw evidence the node gave.
+
+    `NodeEvidence.truncated` names pieces as the collector does: `ps`, `dmesg`, `nvidia_smi`,
+    `shell_init`, `environ:<pid>`, `pyspy:<pid>`, `system:<name>`, `logs:<path>`,
+    `flight_recorder:<path>`, `output` (the node's total cap). The list travels in node.json.
+    """
     truncated = set(evidence.truncated)
-
-    def item(name: str, content: str | bytes, source_name: str | None = None):
-        data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
-        cut = len(data) > ARTIFACT_CAP_BYTES
-        if cut:
-            data = data[:ARTIFACT_CAP_BYTES] + TRUNCATION_MARKER % ARTIFACT_CAP_BYTES
-        return name, data, cut or (source_name or name) in truncated
-
-    for name, text in (
-        ("ps.txt", evidence.ps),
-        ("dmesg.txt", evidence.dmesg),
-        ("nvidia-smi.txt", evidence.nvidia_smi),
-        ("shell-init.txt", evidence.shell_init),
-    ):
-        if text is not None:
-            yield item(name, text)
-    for pid, raw in sorted(evidence.environ.items()):
-        yield item(f"environ/{pid}", raw)
+    pieces: list[tuple[str, str | bytes, str]] = [
+        (name, text, key)
+        for name, text, key in (
+            ("ps.txt", evidence.ps, "ps"),
+            ("dmesg.txt", evidence.dmesg, "dmesg"),
+            ("nvidia-smi.txt", evidence.nvidia_smi, "nvidia_smi"),
+            ("shell-init.txt", evidence.shell_init, "shell_init"),
+        )
+        if text is not None
+    ]
+    pieces += [
+        (f"environ/{pid}", raw, f"environ:{pid}") for pid, raw in sorted(evidence.environ.items())
+    ]
     for pid, dump in sorted(evidence.pyspy.items()):
         suffix = "json" if dump.lstrip().startswith(("[", "{")) else "txt"
-        yield item(f"pyspy/{pid}.{suffix}", dump)
-    for pid, error in sorted(evidence.pyspy_errors.items()):
-        yield item(f"pyspy/{pid}.error", error)
-    for name, text in sorted(evidence.system.items()):
-        yield item(f"system/{name}", text)
-    for path, text in sorted(evidence.logs.items()):
-        yield item(f"logs/{path}", text, source_name=path)
-    for path, raw in sorted(evidence.flight_recorder.items()):
-        yield item(f"flight_recorder/{path}", raw, source_name=path)
+        pieces.append((f"pyspy/{pid}.{suffix}", dump, f"pyspy:{pid}"))
+    pieces += [(f"pyspy/{pid}.error", e, "") for pid, e in sorted(evidence.pyspy_errors.items())]
+    pieces += [(f"system/{n}", text, f"system:{n}") for n, text in sorted(evidence.system.items())]
+    pieces += [(f"logs/{p}", text, f"logs:{p}") for p, text in sorted(evidence.logs.items())]
+    pieces += [
+        (f"flight_recorder/{p}", raw, f"flight_recorder:{p}")
+        for p, raw in sorted(evidence.flight_recorder.items())
+    ]
+    for name, content, key in pieces:
+        data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
+        if len(data) > ARTIFACT_CAP_BYTES:
+            data = data[:ARTIFACT_CAP_BYTES] + TRUNCATION_MARKER % ARTIFACT_CAP_BYTES
+            truncated.add(key)
+        yield name, data, bool(key) and key in truncated
     meta = {
         "hostname": evidence.hostname,
         "status": evidence.status,
         "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
+        "truncated": sorted(truncated),
     }
     yield "node.json", json.dumps(meta, sort_keys=True).encode(), False
 
@@ -62,11 +68,9 @@ def evidence_from_artifacts(
 ) -> NodeEvidence:
     """Rebuild a node's evidence from its artifacts; unknown names are ignored."""
     evidence = NodeEvidence(node=node, status=status)
-    for name, data, was_truncated in artifacts:
+    for name, data, _truncated in artifacts:
         head, _, rest = name.partition("/")
         text = data.decode("utf-8", "replace")
-        if was_truncated:
-            evidence.truncated.append(rest if head in ("logs", "flight_recorder") else name)
         if name == "ps.txt":
             evidence.ps = text
         elif name == "dmesg.txt":
@@ -79,6 +83,8 @@ def evidence_from_artifacts(
             meta = _json_object(data)
             evidence.hostname = str(meta.get("hostname") or "")
             evidence.collected_at = parse_when(meta.get("collected_at"))
+            cut = meta.get("truncated")
+            evidence.truncated = [str(k) for k in cut] if isinstance(cut, list) else []
         elif head == "environ" and rest.isdigit():
             evidence.environ[int(rest)] = data
         elif head == "pyspy":

@@ -19,21 +19,14 @@ import sys
 import threading
 import time
 
+from rank_common import rank_parser, setup_logging  # lab/, this script's directory
+
 log = logging.getLogger("train")
 RANK = int(os.environ.get("RANK", "0"))
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 HOST = socket.gethostname()
 _state = {"step": 0, "at": time.monotonic(), "pending": None}
 _entries: list[dict] = []
-
-
-def setup_logging() -> None:
-    path = os.path.join(os.environ.get("TRAIN_LOG_DIR", "/var/log/train"), f"rank{RANK}.log")
-    handler = logging.FileHandler(path)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
-    fmt.converter = time.gmtime
-    handler.setFormatter(fmt)
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def _record(op: str, numel: int) -> dict:
@@ -159,16 +152,10 @@ def train_step(args: argparse.Namespace, step: int, deadline: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--scenario", default="healthy")
-    p.add_argument("--fault-rank", type=int, default=-1)
-    p.add_argument("--fault-step", type=int, default=10)
-    p.add_argument("--step-time", type=float, default=0.5)
-    p.add_argument("--straggle-factor", type=float, default=4.0)
-    p.add_argument("--watchdog-timeout", type=float, default=10.0)
+    p = rank_parser()
     p.add_argument("--start-at", type=float, default=0.0)
     args = p.parse_args(argv)
-    setup_logging()
+    setup_logging(RANK)
     log.info(
         "[rank%d] host=%s starting pid=%d world_size=%d master=%s:%s scenario=%s (light)",
         RANK, HOST, os.getpid(), WORLD, os.environ.get("MASTER_ADDR"),

@@ -29,6 +29,7 @@ signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from rank_common import rank_parser, setup_logging  # noqa: E402 - lab/, this script's dir
 
 log = logging.getLogger("train")
 RANK = int(os.environ.get("RANK", "0"))
@@ -36,16 +37,6 @@ HOST = socket.gethostname()
 _progress = {"step": -1, "at": time.monotonic(), "phase": "init"}
 _own_threads: set[int] = set()
 _timers = {"data": 0.0, "compute": 0.0, "comm": 0.0}
-
-
-def setup_logging() -> None:
-    """One log file per rank, the common step-line format, timestamps in UTC."""
-    path = os.path.join(os.environ.get("TRAIN_LOG_DIR", "/var/log/train"), f"rank{RANK}.log")
-    handler = logging.FileHandler(path)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
-    fmt.converter = time.gmtime
-    handler.setFormatter(fmt)
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def nccl_info(msg: str) -> None:
@@ -261,19 +252,13 @@ def log_environment() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--scenario", default="healthy")
-    p.add_argument("--fault-rank", type=int, default=-1)
-    p.add_argument("--fault-step", type=int, default=10)
-    p.add_argument("--step-time", type=float, default=0.5)
-    p.add_argument("--straggle-factor", type=float, default=4.0)
-    p.add_argument("--watchdog-timeout", type=float, default=10.0)
+    p = rank_parser()
     p.add_argument("--drift-var", default="NCCL_SOCKET_IFNAME")
     p.add_argument("--drift-marker", default="eth1")
     p.add_argument("--max-steps", type=int, default=1_000_000)
     args = p.parse_args(argv)
 
-    setup_logging()
+    setup_logging(RANK)
     world = int(os.environ["WORLD_SIZE"])
     log.info(
         "[rank%d] host=%s starting pid=%d world_size=%d master=%s:%s scenario=%s",

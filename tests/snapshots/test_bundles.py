@@ -30,6 +30,7 @@ def _evidence() -> SnapshotEvidence:
         flight_recorder={"/var/log/train/fr/trace_rank_0": b"\x80\x04binary\xff"},
         shell_init="/etc/profile.d/nccl.sh:export NCCL_IB_HCA=mlx5_0\n",
         system={"loadavg": "0.5 0.4 0.3 1/100 123"},
+        truncated=["logs:/var/log/train/rank0.log", "output"],
     )
     gone = NodeEvidence(node="gpu-1", status="unreachable: connection refused")
     return SnapshotEvidence(nodes=[node, gone], expected_world_size=2, cluster="gpt-train")
@@ -44,6 +45,7 @@ def test_a_bundle_reads_back_as_the_evidence_it_was_written_from():
     for field in ("ps", "environ", "pyspy", "pyspy_errors", "dmesg", "logs", "flight_recorder"):
         assert getattr(first, field) == getattr(source, field), field
     assert first.shell_init == source.shell_init and first.system == source.system
+    assert first.truncated == ["logs:/var/log/train/rank0.log", "output"]
     assert (second.node, second.status) == ("gpu-1", "unreachable: connection refused")
 
 
@@ -139,3 +141,17 @@ def test_the_manifest_is_plain_json_a_person_can_read():
     assert "gpu-0/environ/101" in names
     assert "gpu-0/logs/var/log/train/rank0.log" in names
     assert "gpu-0/pyspy/101.json" in names
+
+
+def test_an_artifact_cut_by_the_node_is_flagged_and_a_huge_one_is_cut_here():
+    from collectors.artifacts import ARTIFACT_CAP_BYTES, artifacts_from_evidence
+
+    node = _evidence().nodes[0]
+    node.dmesg = "x" * (ARTIFACT_CAP_BYTES + 10)
+    flags = {name: (cut, data) for name, data, cut in artifacts_from_evidence(node)}
+    assert flags["logs//var/log/train/rank0.log"][0] is True  # the node said so
+    assert flags["ps.txt"][0] is False
+    cut, data = flags["dmesg.txt"]
+    assert cut and data.endswith(b"[... truncated by hangdesk at 8388608 bytes ...]\n")
+    meta = json.loads(flags["node.json"][1])
+    assert "dmesg" in meta["truncated"]
