@@ -87,6 +87,17 @@ def main() -> None:
         f"incident page: median {statistics.median(times):.3f} s, best {min(times):.3f} s "
         f"over {args.repeat}; {len(queries)} queries; {size / 1024:.0f} KiB of HTML"
     )
+    for label, page_url in (
+        ("snapshot page", f"/snapshots/{snapshot.pk}/"),
+        ("snapshot page, one node's artifacts", f"/snapshots/{snapshot.pk}/?node=node-007"),
+    ):
+        times = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            response = client.get(page_url)
+            times.append(time.perf_counter() - start)
+            assert response.status_code == 200
+        print(f"{label}: median {statistics.median(times):.3f} s, best {min(times):.3f} s")
 
 
 def _ensure_database() -> None:

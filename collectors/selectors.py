@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 import analysis
@@ -100,13 +100,24 @@ def progress(snapshot: Snapshot) -> dict:
     }
 
 
-def artifact_index(snapshot: Snapshot) -> list[Artifact]:
-    """Artifact names and sizes without their content."""
+def artifact_summary(snapshot: Snapshot) -> list[dict]:
+    """Per node: its state, how many artifacts, their size and how many were cut (one query)."""
     return list(
-        Artifact.objects.filter(collection__snapshot=snapshot)
-        .select_related("collection")
+        snapshot.collections.order_by("node_name").values("node_name", "status", "reason")
+        .annotate(
+            artifact_count=Count("artifacts"),
+            total_bytes=Sum("artifacts__size"),
+            truncated_count=Count("artifacts", filter=Q(artifacts__truncated=True)),
+        )
+    )  # fmt: skip
+
+
+def artifact_index(snapshot: Snapshot, node: str) -> list[Artifact]:
+    """One node's artifact names and sizes, without their content."""
+    return list(
+        Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=node)
         .defer("compressed")
-        .order_by("collection__node_name", "name")
+        .order_by("name")
     )
 
 

@@ -61,7 +61,10 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
         Snapshot.objects.select_related("incident", "cluster", "requested_by"), pk=snapshot_pk
     )
     context = selectors.progress(snapshot)
-    context["artifacts"] = selectors.artifact_index(snapshot)
+    context["nodes"] = selectors.artifact_summary(snapshot)
+    context["node"] = request.GET.get("node", "")
+    if context["node"]:
+        context["artifacts"] = selectors.artifact_index(snapshot, context["node"])
     context["view"] = selectors.diagnosis_view(snapshot)
     return render(request, "collectors/snapshot.html", context)
 

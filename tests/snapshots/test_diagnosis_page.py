@@ -79,3 +79,15 @@ def test_a_viewer_sees_the_verdict_but_cannot_decide(as_user, carol, analysed):
         client.post(f"/snapshots/{snapshot.pk}/decision/", {"classification": "B"}).status_code
         == 403
     )
+
+
+def test_the_snapshot_page_summarises_nodes_and_lists_one_nodes_artifacts(as_user, bob, analysed):
+    _, snapshot = analysed("mismatch")
+    client = as_user(bob)
+    page = client.get(f"/snapshots/{snapshot.pk}/").content.decode()
+    assert "INVALID_TEMPLATE_VARIABLE" not in page
+    assert '<a href="?node=lab-node-0#raw">lab-node-0</a>' in page
+    assert "environ/" not in page  # artifacts are listed for one node at a time
+    node_page = client.get(f"/snapshots/{snapshot.pk}/?node=lab-node-0").content.decode()
+    assert node_page.count("<code>environ/") == 4
+    assert "<code>ps.txt</code>" in node_page
