@@ -159,3 +159,11 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
             d for d in diagnosis.get("env_diffs", []) if not d.get("expected_per_rank")
         ],
     }
+
+
+def latest_diagnosed_snapshot(incident: Incident) -> Snapshot | None:
+    return (
+        incident.snapshots.filter(status=SnapshotStatus.DONE, diagnosis__isnull=False)
+        .order_by("-started_at", "-pk")
+        .first()
+    )

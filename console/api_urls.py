@@ -34,6 +34,11 @@ urlpatterns = [
         "v1/incidents/<int:pk>/notes/", api(incident_apis.IncidentNoteApi), name="api-incident-note"
     ),
     path(
+        "v1/incidents/<int:pk>/postmortem/",
+        api(incident_apis.PostMortemApi),
+        name="api-postmortem",
+    ),
+    path(
         "v1/incidents/<int:pk>/snapshots/",
         api(snapshot_apis.SnapshotStartApi),
         name="api-snapshot-start",

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from console.roles import Role
 
 from . import selectors, services
-from .models import Cluster, Incident, Node, Severity, Status, TimelineEvent
+from .models import Cluster, Incident, Node, PostMortem, Severity, Status, TimelineEvent
 from .validators import normalise_host_key
 
 
@@ -260,3 +260,39 @@ class IncidentNoteApi(APIView):
             incident=incident, by=request.user, **data.validated_data
         )
         return Response(EventSerializer(event).data, status=status.HTTP_201_CREATED)
+
+
+class PostMortemSerializer(serializers.ModelSerializer):
+    incident = serializers.CharField(source="incident.reference", read_only=True)
+    written_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    action_items = serializers.ListField(source="action_item_list", child=serializers.CharField())
+    pinned_events = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PostMortem
+        fields = [
+            "incident",
+            "summary",
+            "impact",
+            "classification",
+            "root_cause",
+            "detection",
+            "resolution",
+            "action_items",
+            "written_by",
+            "updated_at",
+            "pinned_events",
+        ]
+
+    def get_pinned_events(self, postmortem) -> list[dict]:
+        events = postmortem.incident.events.filter(pinned=True).select_related("author")
+        return EventSerializer(events.order_by("at", "pk"), many=True).data
+
+
+class PostMortemApi(APIView):
+    @extend_schema(responses=PostMortemSerializer)
+    def get(self, request, pk: int):
+        postmortem = get_object_or_404(
+            PostMortem.objects.select_related("incident"), incident_id=pk
+        )
+        return Response(PostMortemSerializer(postmortem).data)

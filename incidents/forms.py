@@ -3,7 +3,10 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
-from .models import STATUS_TRANSITIONS, Cluster, Incident, Node, Severity, Status
+from analysis import guide
+
+from .models import STATUS_TRANSITIONS, Cluster, Incident, Node, PostMortem, Severity, Status
+from .postmortems import EDITABLE
 from .validators import normalise_host_key
 
 
@@ -141,3 +144,17 @@ class NodeForm(forms.ModelForm):
             others = others.exclude(pk=self.instance.pk)
         if name and others.exists():
             self.add_error("name", f"{self.instance.cluster.name} already has a node named {name}.")
+
+
+class PostMortemForm(forms.ModelForm):
+    classification = forms.ChoiceField(
+        choices=[("", "—"), *guide.CLASS_NAMES.items()], required=False
+    )
+
+    class Meta:
+        model = PostMortem
+        fields = list(EDITABLE)
+        widgets = {
+            name: forms.Textarea(attrs={"rows": 3})
+            for name in ("summary", "impact", "root_cause", "detection", "resolution")
+        } | {"action_items": forms.Textarea(attrs={"rows": 5})}

@@ -160,6 +160,7 @@ class EventKind(models.TextChoices):
     EDIT = "edit", "Edit"
     SNAPSHOT = "snapshot", "Snapshot"
     DECISION = "decision", "Decision"
+    POSTMORTEM = "postmortem", "Post-mortem"
     SYSTEM = "system", "System"
 
 
@@ -188,3 +189,34 @@ class TimelineEvent(models.Model):
         if self.author_id:
             return self.author.get_username()
         return self.source or "system"
+
+
+class PostMortem(models.Model):
+    """What the incident was, written once the fire is out; the pinned timeline comes with it."""
+
+    incident = models.OneToOneField(Incident, on_delete=models.CASCADE, related_name="postmortem")
+    summary = models.TextField(help_text="What happened, in two or three sentences.")
+    impact = models.TextField(blank=True, help_text="GPU-hours lost, steps redone, who waited.")
+    classification = models.CharField(
+        max_length=16, blank=True, help_text="The hang's class: A, B, C, straggler, init, ..."
+    )
+    root_cause = models.TextField(blank=True)
+    detection = models.TextField(
+        blank=True, help_text="How it was noticed, and how long that took."
+    )
+    resolution = models.TextField(blank=True)
+    action_items = models.TextField(blank=True, help_text="One per line.")
+    written_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"post-mortem of {self.incident.reference}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("incidents:postmortem", args=[self.incident_id])
+
+    @property
+    def action_item_list(self) -> list[str]:
+        return [line.strip() for line in self.action_items.splitlines() if line.strip()]

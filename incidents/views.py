@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from collectors import selectors as snapshot_selectors
-from console.roles import Role, role_required
+from console.roles import Role, has_role, role_required
 
-from . import selectors, services
+from . import postmortems, selectors, services
 from .forms import (
     IncidentEditForm,
     IncidentFilterForm,
     IncidentOpenForm,
     NoteForm,
+    PostMortemForm,
     StatusChangeForm,
 )
 from .models import Incident, TimelineEvent
@@ -117,3 +119,22 @@ def event_toggle_pin(request: HttpRequest, pk: int, event_pk: int) -> HttpRespon
     event = get_object_or_404(TimelineEvent, pk=event_pk, incident_id=pk)
     services.event_set_pinned(event=event, pinned=not event.pinned)
     return redirect(f"{event.incident.get_absolute_url()}#event-{event.pk}")
+
+
+def incident_postmortem(request: HttpRequest, pk: int) -> HttpResponse:
+    """The post-mortem: read by everyone; written and edited by responders (a draft is
+    prefilled from the verdicts, the decisions and the timeline)."""
+    incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+    context = postmortems.postmortem_view(incident)
+    form = None
+    if has_role(request.user, Role.RESPONDER):
+        instance = context["postmortem"] or postmortems.postmortem_draft(incident)
+        form = PostMortemForm(request.POST or None, instance=instance)
+        if request.method == "POST" and form.is_valid():
+            postmortems.postmortem_save(incident=incident, by=request.user, **form.cleaned_data)
+            messages.success(request, "Post-mortem saved.")
+            return redirect("incidents:postmortem", pk=incident.pk)
+    elif request.method == "POST":
+        raise PermissionDenied("This needs the responder role.")
+    context.update({"incident": incident, "form": form})
+    return render(request, "incidents/postmortem.html", context)
