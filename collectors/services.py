@@ -168,9 +168,15 @@ def node_collection_run(*, collection_id: int, task_id: str) -> str | None:
     if collection.node is None:
         evidence = NodeEvidence(node=collection.node_name, status="node removed from the cluster")
     else:
-        evidence = remote.collect_node(
-            _target_for(collection.node), _plan_for(collection.snapshot.cluster)
-        )
+        try:
+            evidence = remote.collect_node(
+                _target_for(collection.node), _plan_for(collection.snapshot.cluster)
+            )
+        except Exception as exc:  # a bug here must fail the node, not leave it spinning
+            log.exception("collecting %s failed", collection.node_name)
+            evidence = NodeEvidence(
+                node=collection.node_name, status=f"probe failed: internal error: {exc!r}"
+            )
         if remote.error_kind(evidence.status) == "transient" and collection.attempts < MAX_ATTEMPTS:
             remote.raise_for_status(evidence)
     final = NodeStatus.FAILED if remote.error_kind(evidence.status) else NodeStatus.OK
