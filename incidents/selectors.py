@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from .models import Cluster, Incident, TimelineEvent
 
@@ -19,7 +19,17 @@ def incident_list(
         incidents = incidents.filter(severity=severity)
     if cluster:
         incidents = incidents.filter(cluster__name=cluster)
-    return incidents.order_by("severity", "-opened_at")
+    return incidents.annotate(verdict=_latest_verdict()).order_by("severity", "-opened_at")
+
+
+def _latest_verdict():
+    """The newest analysed snapshot's classification, as one subquery (no query per row)."""
+    from collectors.models import Snapshot
+
+    latest = Snapshot.objects.filter(incident=OuterRef("pk"), diagnosis__isnull=False).order_by(
+        "-started_at", "-pk"
+    )
+    return Subquery(latest.values("diagnosis__classification")[:1])
 
 
 def incident_timeline(incident: Incident) -> QuerySet[TimelineEvent]:

@@ -91,3 +91,14 @@ def test_the_snapshot_page_summarises_nodes_and_lists_one_nodes_artifacts(as_use
     node_page = client.get(f"/snapshots/{snapshot.pk}/?node=lab-node-0").content.decode()
     assert node_page.count("<code>environ/") == 4
     assert "<code>ps.txt</code>" in node_page
+
+
+def test_the_incident_list_shows_each_incidents_latest_verdict_in_fixed_queries(
+    as_user, bob, analysed, django_assert_max_num_queries
+):
+    analysed("mismatch")
+    analysed("outside")
+    client = as_user(bob)
+    with django_assert_max_num_queries(12):
+        page = client.get("/").content.decode()
+    assert "<strong>B</strong>" in page and "<strong>A</strong>" in page
