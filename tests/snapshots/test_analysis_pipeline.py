@@ -141,3 +141,31 @@ def test_a_later_snapshot_is_compared_with_the_earlier_one_to_tell_slow_from_dea
     from collectors.selectors import previous_snapshot
 
     assert previous_snapshot(again) == earlier
+
+
+class _Payload:
+    """Unpickling this would create a file; a flight-recorder reader must never do it."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_bundle_with_a_malicious_pickle_is_analysed_without_running_it(tmp_path, capsys):
+    import pickle
+
+    marker = tmp_path / "pwned"
+    evidence = load_snapshot("mismatch")
+    evidence.nodes[0].flight_recorder["/var/log/train/fr/trace_rank_0"] = pickle.dumps(
+        {"entries": [_Payload(marker)]}
+    )
+    path = tmp_path / "evil.tar.gz"
+    path.write_bytes(write_bundle(evidence))
+    call_command("diagnose", "--bundle", str(path), "--json")
+    diagnosis = json.loads(capsys.readouterr().out)
+    assert not marker.exists()
+    problems = [p for p in diagnosis["parse_problems"] if "trace_rank_0" in p["source"]]
+    assert problems and "refusing to load io.open" in problems[0]["problem"]
+    assert diagnosis["classification"] == "B"  # the other ranks' dumps still count
