@@ -116,7 +116,7 @@ def _who_is_there(d: dict) -> dict[str, str]:
         group = outside[0]
         return {
             "question": question,
-            "answer": f"All present, but ranks {group['ranks']} are outside the collective "
+            "answer": f"All present, but {_ranks_are(group)} outside the collective "
             f"({group['frame']}).",
             "basis": _groups_line(d),
         }
@@ -166,6 +166,12 @@ def _slow_or_dead(d: dict) -> dict[str, str]:
     else:
         answer = "Unknown: take a second snapshot in a few seconds and compare."
     return {"question": question, "answer": answer, "basis": basis}
+
+
+def _ranks_are(group: dict) -> str:
+    if group.get("rank_count") == 1:
+        return f"rank {group['ranks']} is"
+    return f"ranks {group['ranks']} are"
 
 
 def _groups_line(d: dict) -> str:

@@ -31,7 +31,7 @@ def test_the_incident_page_explains_a_rank_stuck_outside_the_collective(as_user,
     assert "INVALID_TEMPLATE_VARIABLE" not in page
     assert "A — someone did not come" in page
     assert "suspects: ranks <strong>3</strong>" in page
-    assert "All present, but ranks 3 are outside the collective (SlowLoader.__next__)" in page
+    assert "All present, but rank 3 is outside the collective (SlowLoader.__next__)" in page
     assert "Dead: nothing moved." in page
     assert "never reached by ranks <strong>3</strong>" in page  # the flight recorder's word
     assert "<strong>0-2</strong>" in page  # the stack group waiting in all_reduce
