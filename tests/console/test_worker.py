@@ -11,11 +11,15 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_worker_process_records_its_heartbeat(celery_worker_process):
+    WorkerHeartbeat.objects.all().delete()
     assert workers_are_stale()
-    record_worker_heartbeat.delay()
-    heartbeat = wait_for(
-        lambda: WorkerHeartbeat.objects.first(), timeout=60, what="the worker's heartbeat row"
+    sent = record_worker_heartbeat.delay()
+    wait_for(
+        lambda: f"[{sent.id}] succeeded" in celery_worker_process.log_path.read_text(),
+        timeout=60,
+        what="the worker to run the task sent through the broker",
     )
+    heartbeat = WorkerHeartbeat.objects.get()
     assert heartbeat.hostname.startswith("test-worker-")
     assert not workers_are_stale()
 
