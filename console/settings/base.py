@@ -138,8 +138,6 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["console.api_auth.RolePermission"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api_errors.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
