@@ -178,16 +178,21 @@ class Lab:
         return cluster.down(self.state_dir)
 
 
-@pytest.fixture(scope="session")
-def lab_factory(tmp_path_factory):
-    """lab_factory(scenario, **options) -> Lab. Every lab it made is torn down at the end of
-    the session even if a test failed; call lab.down() earlier to free the machine."""
+def require_lab() -> None:
+    """Skip (naming what is missing) where the lab cannot run; under CI, fail instead."""
     missing = cluster.preflight(light=False)
     if missing:
         reason = "the lab cannot run here, it needs: " + "; ".join(missing)
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason)  # CI must prove the lab, never skip it
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def lab_factory(tmp_path_factory):
+    """lab_factory(scenario, **options) -> Lab. Every lab it made is torn down at the end of
+    the session even if a test failed; call lab.down() earlier to free the machine."""
+    require_lab()
     made: list[Lab] = []
 
     def make(scenario: str, **options) -> Lab:

@@ -13,7 +13,7 @@ import pytest
 
 from lab import cgroups, cluster, demo
 from tests.helpers import wait_for
-from tests.labkit import FAST, Lab
+from tests.labkit import FAST, Lab, require_lab
 
 pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[2]
@@ -49,8 +49,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 def test_cli_up_status_down_leaves_nothing_behind(tmp_path_factory):
-    if cluster.preflight(light=False):
-        pytest.skip("lab prerequisites missing: " + "; ".join(cluster.preflight(light=False)))
+    require_lab()
     state = tmp_path_factory.mktemp("lab-cli")
     py = [sys.executable, "-m", "lab", "--state-dir", str(state)]
     up = subprocess.run(
@@ -142,8 +141,7 @@ def test_preflight_names_what_is_missing(monkeypatch):
 
 
 def test_demo_lab(tmp_path_factory):
-    if cluster.preflight(light=False):
-        pytest.skip("lab prerequisites missing: " + "; ".join(cluster.preflight(light=False)))
+    require_lab()
     state = tmp_path_factory.mktemp("demo")
     result = demo.start_demo(state_dir=state, wait_hung=True)
     try:
