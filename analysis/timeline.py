@@ -25,46 +25,36 @@ def timeline_figure(diagnosis: dict) -> dict:
     # Ranks with no step (missing, never started) sit left of every real step.
     floor = (min(known) - 1) if known else 0
     traces = []
+
+    def markers(name: str, members: list[dict], marker: dict) -> dict:
+        return {
+            "type": trace_type,
+            "mode": "markers",
+            "name": f"{name} ({len(members)})",
+            "x": [r["last_step"] if r["last_step"] is not None else floor for r in members],
+            "y": [r["rank"] for r in members],
+            "text": [_hover(r) for r in members],
+            "hoverinfo": "text",
+            "marker": marker,
+        }
+
     for status, (label, colour, symbol) in STATUS_STYLE.items():
         members = [r for r in rows if r["status"] == status]
-        if not members:
-            continue
-        traces.append(
-            {
-                "type": trace_type,
-                "mode": "markers",
-                "name": f"{label} ({len(members)})",
-                "x": [r["last_step"] if r["last_step"] is not None else floor for r in members],
-                "y": [r["rank"] for r in members],
-                "text": [_hover(r) for r in members],
-                "hoverinfo": "text",
-                "marker": {
-                    "color": colour,
-                    "symbol": symbol,
-                    # The usual state is a dense column; rare states must stand out of it.
-                    "size": (3 if status == "in_collective" else 8) if large else 10,
-                },
-            }
-        )
+        if members:
+            # The usual state is a dense column; rare states must stand out of it.
+            size = (3 if status == "in_collective" else 8) if large else 10
+            traces.append(
+                markers(label, members, {"color": colour, "symbol": symbol, "size": size})
+            )
     suspects = [r for r in rows if r.get("suspect")]
     if suspects:
-        traces.append(
-            {
-                "type": trace_type,
-                "mode": "markers",
-                "name": f"suspect ({len(suspects)})",
-                "x": [r["last_step"] if r["last_step"] is not None else floor for r in suspects],
-                "y": [r["rank"] for r in suspects],
-                "text": [_hover(r) for r in suspects],
-                "hoverinfo": "text",
-                "marker": {
-                    "color": "#D62728",
-                    "symbol": "circle-open",
-                    "size": 16 if large else 20,
-                    "line": {"width": 2},
-                },
-            }
-        )
+        ring = {
+            "color": "#D62728",
+            "symbol": "circle-open",
+            "size": 16 if large else 20,
+            "line": {"width": 2},
+        }
+        traces.append(markers("suspect", suspects, ring))
     # Name up to ten suspects on the plot itself: in 4,096 dots they must be findable.
     annotations = [
         {

@@ -88,12 +88,13 @@ def _start_worker(concurrency: int) -> subprocess.Popen:
 
 def _measure(nodes: int, concurrency: int, repeat: int) -> dict:
     from lab import cluster as lab_cluster
+    from tests.helpers import free_port
 
     state = Path(tempfile.mkdtemp(prefix=f"hangdesk-bench-lab-{nodes}-"))
     info = lab_cluster.up(
         lab_cluster.LabOptions(
             nodes=nodes, ranks_per_node=2, scenario="healthy", light=True, state_dir=state,
-            master_port=_free_port(),
+            master_port=free_port(),
         )
     )  # fmt: skip
     try:
@@ -161,14 +162,6 @@ def _baseline(info: dict, state: Path, concurrency: int) -> float:
     if "complete" in last and f"{len(info['nodes'])} complete" not in last:
         print(f"  warning: baseline {last}", flush=True)
     return elapsed
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 if __name__ == "__main__":

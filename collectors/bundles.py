@@ -81,18 +81,14 @@ def _safe_node_name(name: str) -> str:
 
 def read_bundle(path: Path, limits: BundleLimits | None = None) -> SnapshotEvidence:
     """A bundle file (.tar.gz / .tgz / .tar) or a directory laid out the same way."""
-    limits = limits or BundleLimits()
     if path.is_dir():
-        files = _files_from_directory(path, limits)
-    else:
-        try:
-            with tarfile.open(path, mode="r:*") as tar:
-                files = _files_from_tar(tar, limits)
-        except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-            if isinstance(exc, BundleRefused):
-                raise
-            raise BundleRefused(f"{path.name} is not a readable tar archive: {exc}") from exc
-    return _evidence_from_files(files)
+        return _evidence_from_files(_files_from_directory(path, limits or BundleLimits()))
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise BundleRefused(f"cannot read {path.name}: {exc}") from exc
+    with handle:
+        return read_bundle_fileobj(handle, limits)
 
 
 def read_bundle_bytes(data: bytes, limits: BundleLimits | None = None) -> SnapshotEvidence:

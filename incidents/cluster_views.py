@@ -51,7 +51,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
 @role_required(Role.ADMIN)
 def cluster_edit(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-    form = ClusterForm(request.POST or None, instance=Cluster.objects.get(pk=cluster.pk))
+    form = ClusterForm(request.POST or None, instance=cluster)
     if request.method == "POST" and form.is_valid():
         services.cluster_update(cluster=cluster, **form.cleaned_data)
         messages.success(request, f"Cluster {cluster.name} saved.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -105,7 +107,9 @@ def incident_add_note(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(Role.RESPONDER)
 def incident_edit(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident, pk=pk)
-    form = IncidentEditForm(request.POST, instance=Incident.objects.get(pk=pk))
+    # The form writes into its instance while validating; give it a copy so the service
+    # still sees the old values and can record what changed.
+    form = IncidentEditForm(request.POST, instance=copy.copy(incident))
     if form.is_valid():
         services.incident_update(incident=incident, by=request.user, **form.cleaned_data)
     else:

@@ -178,3 +178,32 @@ def test_a_cluster_setting_the_nodes_cannot_use_is_refused(as_user, alice, field
     response = as_user(alice).post("/clusters/new/", data)
     assert response.status_code == 200
     assert message in response.content.decode()
+
+
+def test_editing_an_incident_on_its_page_records_what_changed(as_user, bob, alice, cluster):
+    client = as_user(bob)
+    client.post("/incidents/new/", {"title": "t", "cluster": cluster.pk, "severity": "SEV3"})
+    incident = Incident.objects.get()
+    client.post(
+        reverse("incidents:edit", args=[incident.pk]),
+        {"title": "t", "severity": "SEV1", "commander": alice.pk, "description": ""},
+    )
+    edit = incident.events.get(kind=EventKind.EDIT)
+    assert edit.details["severity"] == {"from": "SEV3", "to": "SEV1"}
+    assert edit.details["commander"] == {"from": None, "to": "alice"}
+
+
+def test_an_admin_edits_a_cluster(as_user, alice, cluster):
+    response = as_user(alice).post(
+        "/clusters/gpt-train/edit/",
+        {
+            "name": "gpt-train",
+            "process_pattern": "torchrun|train",
+            "log_globs": "/data/logs/*.log",
+            "pyspy_command": "/usr/local/bin/py-spy",
+            "expected_world_size": 64,
+        },
+    )
+    assert response.status_code == 302
+    cluster.refresh_from_db()
+    assert (cluster.expected_world_size, cluster.log_globs) == (64, ["/data/logs/*.log"])
