@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from analysis.alignment import align_flight_recorder, read_watchdog
 from analysis.envdiff import env_diffs, minority_ranks, shell_init_findings
@@ -582,7 +583,7 @@ class _Diagnosis:
         return sorted(lagging)
 
     def _first_leaver(self, lost: list[int]) -> int | None:
-        oom_pids = self._oom_pids()
+        oom_pids = self._oom_by_pid
         for rank in lost:
             state = self.ranks.get(rank)
             if state and state.pid in oom_pids:
@@ -597,7 +598,8 @@ class _Diagnosis:
                 return rank
         return lost[0] if lost else None
 
-    def _oom_pids(self) -> dict[int, tuple[str, str, bool]]:
+    @cached_property
+    def _oom_by_pid(self) -> dict[int, tuple[str, str, bool]]:
         """pid -> (node, line, recent): every kill, since a pid match is decisive at any age."""
         pids = {}
         for node, facts in self.snap.nodes.items():
@@ -606,13 +608,18 @@ class _Diagnosis:
                 pids[kill.pid] = (node, kill.line, id(kill) in recent)
         return pids
 
+    @cached_property
+    def _kills_since(self) -> datetime | None:
+        """When the job's first rank started, less the slack; None when no rank says."""
+        started = [s.started_at for s in self.ranks.values() if s.started_at is not None]
+        return min(started) - JOB_START_SLACK if started else None
+
     def _job_kills(self, facts) -> list:
         """OOM kills that can belong to this job: not stamped before its first rank started
         (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
-        started = [s.started_at for s in self.ranks.values() if s.started_at is not None]
-        if not started:
+        since = self._kills_since
+        if since is None:
             return facts.kernel.oom_kills
-        since = min(started) - JOB_START_SLACK
         return [k for k in facts.kernel.oom_kills if k.at is None or k.at >= since]
 
     def _known_pid(self, rank: int) -> int | None:
@@ -626,7 +633,7 @@ class _Diagnosis:
     def _why_lost(self, rank: int) -> str:
         state = self.ranks.get(rank)
         pid = self._known_pid(rank)
-        oom = self._oom_pids()
+        oom = self._oom_by_pid
         if pid is not None and pid in oom:
             return f"its process {pid} was killed by the OOM killer"
         if state and state.exit_code is not None:
@@ -650,7 +657,7 @@ class _Diagnosis:
         node = self.rank_node.get(rank)
         strong = False
         pid = self._known_pid(rank)
-        for kill_pid, (kill_node, line, recent) in sorted(self._oom_pids().items()):
+        for kill_pid, (kill_node, line, recent) in sorted(self._oom_by_pid.items()):
             if kill_pid == pid or (kill_node == node and pid is None and recent):
                 self._add("dmesg_oom", kill_node, rank, line)
                 self.suspect_nodes.add(kill_node)
