@@ -238,6 +238,13 @@ def up(opts: LabOptions) -> dict:
     missing = preflight(opts.light)
     if missing:
         raise LabError("the lab needs: " + "; ".join(missing))
+    if opts.scenario in scenarios.GROUP_SCENARIOS and (
+        opts.light or opts.nodes < 2 or opts.ranks_per_node < 2
+    ):
+        raise LabError(
+            f"{opts.scenario} needs torch (not --light), at least 2 nodes and 2 ranks per node "
+            "(tensor parallel inside a node, data parallel across nodes)"
+        )
     if opts.scenario == "oom" and not cgroups.available():
         raise LabError("the oom scenario needs a writable cgroup v1 memory hierarchy")
     state_dir = opts.state_dir.resolve()

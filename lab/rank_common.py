@@ -28,3 +28,23 @@ def setup_logging(rank: int) -> None:
     fmt.converter = time.gmtime
     handler.setFormatter(fmt)
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
+# Group descriptions as Megatron-LM passes them to new_group (every TP group has the same desc;
+# the flight recorder tells groups apart by their name, a counter shared by all ranks).
+DP_DESC = "DATA_PARALLEL_GROUP"
+TP_DESC = "TENSOR_MODEL_PARALLEL_GROUP"
+
+
+def parallel_groups(world: int, tp_size: int) -> dict[str, list[list[int]]]:
+    """The group layout of the lab's data + tensor parallel scenarios.
+
+    Tensor parallel inside a node (the ranks of one node, tp_size of them), data parallel
+    across nodes (the same local rank on every node). World 4, tp 2: tp [[0, 1], [2, 3]],
+    dp [[0, 2], [1, 3]]. The job creates the dp groups first, then the tp groups (Megatron's
+    order), so with world 4 the group names are dp "1", "2" and tp "3", "4".
+    """
+    nodes = world // tp_size
+    tp = [list(range(n * tp_size, (n + 1) * tp_size)) for n in range(nodes)]
+    dp = [list(range(local, world, tp_size)) for local in range(tp_size)]
+    return {"dp": dp, "tp": tp}

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.rank_common import DP_DESC, TP_DESC, parallel_groups
+
 DRIFT_VAR = "NCCL_SOCKET_IFNAME"
+# Scenarios whose job builds data-parallel and tensor-parallel groups (dist.new_group).
+GROUP_SCENARIOS = ("tp-rank-stall", "tp-mismatch")
 DRIFT_VALUE = "eth1"
 CLUSTER_IFNAME = "lo"
 
@@ -66,6 +70,22 @@ SCENARIOS: dict[str, Scenario] = {
             "init",
             "The ranks of one node use a wrong MASTER_PORT and never reach the store; all "
             "ranks sit in init_process_group and no step is ever completed.",
+        ),
+        Scenario(
+            "tp-rank-stall",
+            "A",
+            "Data + tensor parallel job. One rank deadlocks on a Python lock (outside any "
+            "collective) before its tensor-parallel all_reduce; its tensor-parallel peer waits "
+            "in that group's all_reduce, the other node's ranks finished theirs and wait in the "
+            "data-parallel all_reduce for the stuck node. The waiting ranks are victims.",
+        ),
+        Scenario(
+            "tp-mismatch",
+            "B",
+            "Data + tensor parallel job. In one tensor-parallel group one rank calls all_gather "
+            "(sequence parallel switched on for it alone) where its peer calls all_reduce: the "
+            "same sequence number in that group, different ops. The other node's ranks wait in "
+            "the data-parallel all_reduce.",
         ),
     ]
 }
@@ -135,7 +155,36 @@ def expected(
         "straggler": "load_batch",
         "env-drift": "all_reduce",
         "init-hang": "init_process_group",
+        "tp-rank-stall": "flush_activation_stats",
+        "tp-mismatch": "all_gather",
     }
     if name in suspect_in:
         out["suspect_in"] = suspect_in[name]
+    if name in GROUP_SCENARIOS:
+        out.update(group_expectation(name, world, ranks_per_node, fault_step, rank))
+    return out
+
+
+def group_expectation(name: str, world: int, tp_size: int, fault_step: int, rank: int) -> dict:
+    """Where each rank of a data + tensor parallel scenario waits, group by group.
+
+    The faulty rank's tensor-parallel group is where the sequence stops (at that group's
+    collective of the fault step: one tp all_reduce per step, so its seq is fault_step); its
+    tp peers wait there, and every rank outside that group finished its tp all_reduce and
+    waits in the data-parallel all_reduce (seq fault_step of its dp group) for the stuck ranks.
+    """
+    layout = parallel_groups(world, tp_size)
+    stuck = next(g for g in layout["tp"] if rank in g)
+    out: dict = {
+        "groups": layout,
+        "group_desc": {"dp": DP_DESC, "tp": TP_DESC},
+        "stuck_group": {"kind": "tp", "ranks": stuck, "seq": fault_step},
+        "waiting_in": {
+            "tp": [r for r in stuck if r != rank],
+            "dp": [r for r in range(world) if r not in stuck],
+        },
+        "others_in": "all_reduce",
+    }
+    if name == "tp-mismatch":
+        out["collectives"] = {"suspect": "gloo:all_gather", "others": "gloo:all_reduce"}
     return out

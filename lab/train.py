@@ -1,4 +1,5 @@
-"""The lab's training job: a tiny real PyTorch data-parallel job on gloo (CPU).
+"""The lab's training job: a tiny real PyTorch data-parallel job on gloo (CPU); in the
+tp-* scenarios, data + tensor parallel with a process group per parallel dimension.
 
 Every rank runs this file, started by its node's launcher (lab/node.py) with the usual
 multi-node environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT, NCCL_*, TORCH_*).
@@ -29,7 +30,13 @@ signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-from rank_common import rank_parser, setup_logging  # noqa: E402 - lab/, this script's dir
+from rank_common import (  # noqa: E402 - lab/, this script's dir
+    DP_DESC,
+    TP_DESC,
+    parallel_groups,
+    rank_parser,
+    setup_logging,
+)
 
 log = logging.getLogger("train")
 RANK = int(os.environ.get("RANK", "0"))
@@ -37,6 +44,10 @@ HOST = socket.gethostname()
 _progress = {"step": -1, "at": time.monotonic(), "phase": "init"}
 _own_threads: set[int] = set()
 _timers = {"data": 0.0, "compute": 0.0, "comm": 0.0}
+# Group name (the flight recorder's process_group[0]) -> its global ranks, for the group-local
+# rank torch puts in its log prefix.
+_group_ranks: dict[str, list[int]] = {}
+GROUP_SCENARIOS = ("tp-rank-stall", "tp-mismatch")
 
 
 def nccl_info(msg: str) -> None:
@@ -93,19 +104,26 @@ def report_timeout(stuck: float, timeout_s: float) -> None:
         )  # fmt: skip
         return
     e = pending[0]
+    # pg_status is keyed by the local PG ID (this rank's own count of its groups), the entry
+    # names its group by the global name; torch's prefix carries the rank within the group.
+    status = trace.get("pg_status", {}).get(str(e["pg_id"]), status)
+    members = _group_ranks.get(str(e["process_group"][0]))
+    group_rank = members.index(RANK) if members and RANK in members else RANK
     numel = sum(math.prod(s) for s in e.get("input_sizes") or [[0]])
+    numel_out = sum(math.prod(s) for s in e.get("output_sizes") or [[0]])
     op = e["profiling_name"].split(":")[-1].replace("_", "").upper()
     log.error(
         "[rank%d]:[E] [PG ID %s PG GUID %s(%s) Rank %d] Watchdog caught collective operation "
         "timeout: WorkGloo(SeqNum=%d, OpType=%s, NumelIn=%d, NumelOut=%d, Timeout(ms)=%d) ran "
         "for %d milliseconds before timing out.",
-        RANK, e["pg_id"], e["process_group"][0], e["process_group"][1], RANK,
-        e["collective_seq_id"], op, numel, numel, int(timeout_s * 1000), int(stuck * 1000),
+        RANK, e["pg_id"], e["process_group"][0], e["process_group"][1], group_rank,
+        e["collective_seq_id"], op, numel, numel_out, int(timeout_s * 1000), int(stuck * 1000),
     )  # fmt: skip
     log.error(
-        "[rank%d]:[E] [PG ID %s Rank %d] last enqueued work: %s, last completed work: %s",
-        RANK, e["pg_id"], RANK, status.get("last_enqueued_collective"),
-        status.get("last_completed_collective"),
+        "[rank%d]:[E] [PG ID %s PG GUID %s(%s) Rank %d] last enqueued work: %s, last completed "
+        "work: %s",
+        RANK, e["pg_id"], e["process_group"][0], e["process_group"][1], group_rank,
+        status.get("last_enqueued_collective"), status.get("last_completed_collective"),
     )  # fmt: skip
 
 
@@ -202,10 +220,10 @@ def grow_cache() -> None:
         cache.append(torch.ones(16 * 1024 * 1024))  # 64 MiB each, touched
 
 
-def all_reduce_gradients(model: torch.nn.Module, world: int) -> None:
+def all_reduce_gradients(model: torch.nn.Module, world: int, group=None) -> None:
     """What DDP does after backward: one flat all-reduce of every gradient."""
     flat = torch.cat([p.grad.flatten() for p in model.parameters()])
-    dist.all_reduce(flat)
+    dist.all_reduce(flat, group=group)
     flat /= world
     offset = 0
     for p in model.parameters():
@@ -236,6 +254,89 @@ def train_step(args, model, opt, step: int, world: int) -> float:
         park_comm_threads()
     t2 = time.monotonic()
     all_reduce_gradients(model, world)
+    opt.step()
+    _timers.update(data=t1 - t0, compute=t2 - t1, comm=time.monotonic() - t2)
+    return float(loss)
+
+
+# ---------------------------------------------------------------- data + tensor parallel
+
+
+class Parallel:
+    """This rank's data-parallel and tensor-parallel groups (see rank_common.parallel_groups)."""
+
+    def __init__(self, world: int, tp_size: int) -> None:
+        layout = parallel_groups(world, tp_size)
+        self.dp = self.tp = None
+        self.dp_ranks: list[int] = []
+        self.tp_ranks: list[int] = []
+        # Every rank creates every group, in the same order (new_group is collective).
+        for kind, desc in (("dp", DP_DESC), ("tp", TP_DESC)):
+            for ranks in layout[kind]:
+                group = dist.new_group(ranks, group_desc=desc)
+                if RANK in ranks:
+                    setattr(self, kind, group)
+                    setattr(self, f"{kind}_ranks", ranks)
+                    _group_ranks[group.group_name] = ranks
+        log.info(
+            "[rank%d] host=%s data parallel group %s ranks=%s, tensor parallel group %s ranks=%s",
+            RANK, HOST, self.dp.group_name, self.dp_ranks, self.tp.group_name, self.tp_ranks,
+        )  # fmt: skip
+
+
+def reduce_tensor_parallel(hidden: torch.Tensor, par: Parallel) -> torch.Tensor:
+    """A row-parallel layer's output: the partial sums of the tp ranks, all-reduced."""
+    partial = hidden.detach().clone()
+    dist.all_reduce(partial, group=par.tp)
+    return hidden + (partial / len(par.tp_ranks) - hidden).detach()
+
+
+def gather_sequence_parallel(hidden: torch.Tensor, par: Parallel) -> torch.Tensor:
+    """The bug of tp-mismatch: this rank alone runs with sequence parallelism, so it
+    all-gathers where its tensor-parallel peers all-reduce."""
+    parts = [torch.empty_like(hidden) for _ in par.tp_ranks]
+    dist.all_gather(parts, hidden.detach().contiguous(), group=par.tp)
+    return hidden + (torch.stack(parts).mean(dim=0) - hidden).detach()
+
+
+_stats_lock = threading.Lock()
+_stats: dict[int, float] = {}
+
+
+def record_activation_stats(step: int, hidden: torch.Tensor, flush: bool) -> None:
+    """Activation statistics for the metrics exporter, under the lock it shares with it."""
+    with _stats_lock:
+        _stats[step] = float(hidden.detach().abs().mean())
+        if flush:
+            log.info("[rank%d] host=%s flushing activation stats", RANK, HOST)
+            flush_activation_stats()
+
+
+def flush_activation_stats() -> None:
+    """The bug of tp-rank-stall: takes the (not re-entrant) lock its caller already holds,
+    so the rank blocks for good outside any collective (state S, in a futex)."""
+    with _stats_lock:
+        _stats.clear()
+
+
+def train_step_parallel(args, model, opt, step: int, par: Parallel) -> float:
+    """One step of the data + tensor parallel job: the tp all_reduce inside the forward, the
+    dp all_reduce of the gradients after backward."""
+    t0 = time.monotonic()
+    x, y = load_batch(args, step)
+    t1 = time.monotonic()
+    opt.zero_grad()
+    fault_now = args.fault_rank == RANK and step == args.fault_step
+    hidden = model.net[1](model.net[0](x))
+    record_activation_stats(step, hidden, args.scenario == "tp-rank-stall" and fault_now)
+    if args.scenario == "tp-mismatch" and fault_now:
+        hidden = gather_sequence_parallel(hidden, par)
+    else:
+        hidden = reduce_tensor_parallel(hidden, par)
+    loss = torch.nn.functional.mse_loss(model.net[2](hidden), y)
+    loss.backward()
+    t2 = time.monotonic()
+    all_reduce_gradients(model, len(par.dp_ranks), group=par.dp)
     opt.step()
     _timers.update(data=t1 - t0, compute=t2 - t1, comm=time.monotonic() - t2)
     return float(loss)
@@ -272,6 +373,9 @@ def main(argv: list[str] | None = None) -> None:
     # Hours, not minutes: peers must keep waiting in the collective like a long NCCL timeout.
     dist.init_process_group("gloo", timeout=dt.timedelta(hours=6))
     dist.barrier()
+    par = None
+    if args.scenario in GROUP_SCENARIOS:
+        par = Parallel(world, int(os.environ["LOCAL_WORLD_SIZE"]))
     hand_sockets_to_launcher()
     log.info("[rank%d] host=%s process group ready", RANK, HOST)
 
@@ -281,7 +385,10 @@ def main(argv: list[str] | None = None) -> None:
     _progress.update(phase="train", at=time.monotonic(), step=0)
     for step in range(1, args.max_steps + 1):
         started = time.monotonic()
-        loss = train_step(args, model, opt, step, world)
+        if par is None:
+            loss = train_step(args, model, opt, step, world)
+        else:
+            loss = train_step_parallel(args, model, opt, step, par)
         took = time.monotonic() - started
         log.info("[rank%d] host=%s step=%d loss=%.4f step_time=%.3fs", RANK, HOST, step, loss, took)
         # Per-rank breakdown (no "step=" in it): the straggler is the one with the long

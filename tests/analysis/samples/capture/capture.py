@@ -28,6 +28,8 @@ PORTS = {
     "mismatch": 29614,
     "sizes": 29615,
     "init": 29616,
+    "tp-rank-stall": 29617,
+    "tp-mismatch": 29618,
 }
 
 

@@ -2,7 +2,8 @@
 
 Not a test. Run under torchrun (or with RANK/WORLD_SIZE set); SCENARIO picks how it misbehaves:
 healthy, straggler, outside (rank 3 stuck in a data loader at step 6), mismatch (rank 0 runs an
-extra broadcast at step 6), sizes (rank 3 all-reduces a different size at step 6).
+extra broadcast at step 6), sizes (rank 3 all-reduces a different size at step 6),
+tp-rank-stall and tp-mismatch (data + tensor parallel groups, see `Groups`).
 A background thread writes the flight-recorder dump (pickle and JSON) when LOGDIR/fr/trigger
 appears, because the main thread is blocked in C++ and cannot run a signal handler.
 """
@@ -38,6 +39,43 @@ def load_batch_slowly() -> None:
     time.sleep(1.5)
 
 
+class Groups:
+    """tp-* scenarios: tensor parallel groups [0, 1], [2, 3] and data parallel groups [0, 2],
+    [1, 3], made with new_group (dp first, Megatron's descs). Each step runs a tp all_reduce,
+    then the dp all_reduce. At step 6 rank 3 deadlocks on a lock it already holds before its tp
+    all_reduce (tp-rank-stall) or all-gathers where its tp peer all-reduces (tp-mismatch)."""
+
+    def __init__(self, rank: int) -> None:
+        self.lock = threading.Lock()
+        for desc, layout in (
+            ("DATA_PARALLEL_GROUP", [[0, 2], [1, 3]]),
+            ("TENSOR_MODEL_PARALLEL_GROUP", [[0, 1], [2, 3]]),
+        ):
+            for ranks in layout:
+                group = dist.new_group(ranks, group_desc=desc)
+                if rank in ranks:
+                    setattr(self, desc[0].lower() + "p", group)
+
+    def tensor_parallel(self, rank: int, step: int) -> None:
+        activations = torch.ones(256) * (rank + 1)
+        if step == 6 and rank == 3 and SCENARIO == "tp-rank-stall":
+            with self.lock:
+                flush_activation_stats(self.lock)
+        if step == 6 and rank == 3 and SCENARIO == "tp-mismatch":
+            dist.all_gather([torch.empty(256), torch.empty(256)], activations, group=self.tp)
+        else:
+            dist.all_reduce(activations, group=self.tp)
+
+
+def flush_activation_stats(lock: threading.Lock) -> None:
+    """Takes the lock its caller already holds: blocked for good, outside any collective."""
+    with lock:
+        pass
+
+
+GROUPS: list[Groups] = []
+
+
 def fr_dumper(rank: int) -> None:
     trigger = os.path.join(LOGDIR, "fr", "trigger")
     prefix = os.environ["TORCH_FR_DUMP_TEMP_FILE"]
@@ -60,7 +98,9 @@ def train_step(rank: int, world: int, step: int, log: logging.Logger) -> None:
         dist.broadcast(grad, src=0)
     if step == 6 and SCENARIO == "sizes" and rank == 3:
         grad = torch.ones(2048)
-    dist.all_reduce(grad)
+    if GROUPS:
+        GROUPS[0].tensor_parallel(rank, step)
+    dist.all_reduce(grad, group=GROUPS[0].dp if GROUPS else None)
     time.sleep(0.05 if SCENARIO == "straggler" else 0.2)
     loss = 2.5 / step
     elapsed = time.monotonic() - started
@@ -92,6 +132,8 @@ def main() -> None:
     log.info("[rank%d] starting pid=%d world_size=%d", rank, os.getpid(), world)
     threading.Thread(target=fr_dumper, args=(rank,), daemon=True).start()
     dist.init_process_group("gloo")
+    if SCENARIO.startswith("tp-"):
+        GROUPS.append(Groups(rank))
     step = 0
     while True:
         step += 1
