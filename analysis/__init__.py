@@ -3,9 +3,16 @@
 Nothing in this package imports Django or paramiko; it works on plain data.
 """
 
+from analysis.diagnosis import Diagnosis, diagnose
 from analysis.ranks import RankState, extract_ranks
 from analysis.stacks import compact_ranks
 from analysis.timeline import timeline_figure
-from analysis.verdict import diagnose
 
-__all__ = ["RankState", "compact_ranks", "diagnose", "extract_ranks", "timeline_figure"]
+__all__ = [
+    "Diagnosis",
+    "RankState",
+    "compact_ranks",
+    "diagnose",
+    "extract_ranks",
+    "timeline_figure",
+]

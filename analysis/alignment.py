@@ -16,12 +16,35 @@ from analysis.stacks import compact_ranks
 
 def align_flight_recorder(dumps: list[FrDump]) -> dict | None:
     """The first unmatched collective across ranks' dumps, or a note that all matched."""
+    per_rank = dumps_by_rank(dumps)
+    if not per_rank:
+        return None
+    first: dict | None = None
+    for found in group_mismatches(per_rank):
+        if first is None or (found["seq"], found["pg"]) < (first["seq"], first["pg"]):
+            first = found
+    last = {
+        rank: max((e.seq for e in dump.entries if e.completed), default=None)
+        for rank, dump in per_rank.items()
+    }
+    return {
+        "ranks_with_dumps": compact_ranks(sorted(per_rank)),
+        "dump_count": len(per_rank),
+        "first_mismatch": first,
+        "last_completed_seq": _group_values(last),
+    }
+
+
+def dumps_by_rank(dumps: list[FrDump]) -> dict[int, FrDump]:
     per_rank: dict[int, FrDump] = {}
     for dump in sorted(dumps, key=lambda d: d.path):
         if dump.rank is not None and dump.rank not in per_rank:
             per_rank[dump.rank] = dump  # a rank may have a pickle and a JSON dump: use one
-    if not per_rank:
-        return None
+    return per_rank
+
+
+def group_mismatches(per_rank: dict[int, FrDump]) -> list[dict]:
+    """For each process group, its first collective that its members did not all run alike."""
     table: dict[str, dict[int, dict[int, FrEntry]]] = defaultdict(lambda: defaultdict(dict))
     config: dict[str, list[int]] = {}
     for rank, dump in per_rank.items():
@@ -31,7 +54,7 @@ def align_flight_recorder(dumps: list[FrDump]) -> dict | None:
         for pg, members in dump.pg_ranks.items():
             config.setdefault(pg, members)
     ranks_with_dumps = sorted(per_rank)
-    first: dict | None = None
+    found = []
     for pg in sorted(table):
         members = _members(pg, config, ranks_with_dumps)
         holders = [r for r in members if r in per_rank]
@@ -41,21 +64,11 @@ def align_flight_recorder(dumps: list[FrDump]) -> dict | None:
         # Ring buffers forget old entries: start where every holder still has history.
         start = max(min((s for s in seqs if r in seqs[s]), default=0) for r in holders)
         for seq in sorted(s for s in seqs if s >= start):
-            found = _compare(pg, seq, seqs[seq], holders)
-            if found:
-                if first is None or (found["seq"], found["pg"]) < (first["seq"], first["pg"]):
-                    first = found
+            mismatch = _compare(pg, seq, seqs[seq], holders)
+            if mismatch:
+                found.append(mismatch)
                 break
-    last = {
-        rank: max((e.seq for e in dump.entries if e.completed), default=None)
-        for rank, dump in per_rank.items()
-    }
-    return {
-        "ranks_with_dumps": compact_ranks(ranks_with_dumps),
-        "dump_count": len(per_rank),
-        "first_mismatch": first,
-        "last_completed_seq": _group_values(last),
-    }
+    return found
 
 
 def _members(pg: str, config: dict[str, list[int]], fallback: list[int]) -> list[int]:

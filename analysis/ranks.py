@@ -17,6 +17,7 @@ from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ
 from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
 from analysis.parsers.logs import LineFact, LogFacts, WatchdogFact, parse_log
+from analysis.parsers.nccl import CollectiveFact, NcclConfigFact, PeerFact, SlowFact
 from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
@@ -27,6 +28,8 @@ from analysis.stacks import frame_kind, relevant_frame, stack_signature
 RENDEZVOUS = frozenset({"MASTER_ADDR", "MASTER_PORT"})
 # Ranks whose launcher killed them because another rank failed: not the first to leave.
 TERMINATED_BY_LAUNCHER = frozenset({-15, 143})
+# The first steps of a job (compilation, cache warm-up) are slower: not the job's step time.
+WARMUP_STEPS = 2
 
 
 @dataclass
@@ -57,11 +60,13 @@ class RankState:
     gpu_util: int | None = None  # percent
     gpu_memory_mib: int | None = None
     started_at: datetime | None = None  # when the process started (ps etimes)
+    stopped_by_launcher: bool = False  # the launcher killed it after another rank failed
 
 
 @dataclass
 class NodeFacts:
     node: str
+    hostname: str
     status: str
     has_process_evidence: bool
     kernel: KernelFacts
@@ -82,6 +87,13 @@ class ParsedSnapshot:
     problems: list[dict[str, str]]
     collected_at: datetime | None
     has_process_evidence: bool
+    # Ranks named by any log line (error, watchdog, exit, NCCL): observed, even without steps.
+    mentioned: set[int] = field(default_factory=set)
+    # (node, global rank or None, fact) per source, ranks resolved through the node's maps.
+    collectives: list[tuple[str, int | None, CollectiveFact]] = field(default_factory=list)
+    peer_errors: list[tuple[str, int | None, PeerFact]] = field(default_factory=list)
+    nccl_config: list[tuple[str, int | None, NcclConfigFact]] = field(default_factory=list)
+    slow_reports: list[SlowFact] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -97,59 +109,55 @@ def extract_ranks(evidence: SnapshotEvidence) -> list[RankState]:
 
 
 def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> ParsedSnapshot:
-    ranks: dict[int, RankState] = {}
-    env: dict[int, dict[str, str]] = {}
-    nodes: dict[str, NodeFacts] = {}
-    logs: list[tuple[str, LogFacts]] = []
-    watchdog: list[tuple[str, int | None, WatchdogFact]] = []
-    dumps: list[FrDump] = []
-    problems: list[dict[str, str]] = []
+    parsed = ParsedSnapshot(
+        ranks={},
+        env={},
+        nodes={},
+        logs=[],
+        watchdog=[],
+        dumps=[],
+        expected_world_size=None,
+        problems=[],
+        collected_at=evidence.collected_at or _latest(n.collected_at for n in evidence.nodes),
+        has_process_evidence=False,
+    )
     world_sizes: list[int] = []
 
     def problem(node: str, source: str, text: str) -> None:
-        problems.append({"node": node, "source": source, "problem": text})
+        parsed.problems.append({"node": node, "source": source, "problem": text})
 
     for node_ev in sorted(evidence.nodes, key=lambda n: n.node):
-        facts = _parse_node(node_ev, ranks, env, world_sizes, problem)
-        nodes[node_ev.node] = facts
+        facts = _parse_node(node_ev, parsed.ranks, parsed.env, world_sizes, problem)
+        parsed.nodes[node_ev.node] = facts
         local_to_global = {
-            ranks[rank].local_rank: rank
+            parsed.ranks[rank].local_rank: rank
             for rank in facts.rank_pids.values()
-            if ranks[rank].local_rank is not None
+            if parsed.ranks[rank].local_rank is not None
         }
         for path in sorted(node_ev.logs):
             log = parse_log(path, node_ev.logs[path])
-            logs.append((node_ev.node, log))
+            parsed.logs.append((node_ev.node, log))
             for text in log.problems:
                 problem(node_ev.node, path, text)
             if log.world_size:
                 world_sizes.append(log.world_size)
-            _apply_log(node_ev.node, log, local_to_global, ranks, facts, watchdog, problem)
+            _apply_log(node_ev.node, log, local_to_global, facts, parsed, problem)
         for path in sorted(node_ev.flight_recorder) if flight_recorder else ():
             dump = parse_flight_recorder(path, node_ev.flight_recorder[path])
             for text in dump.problems:
                 problem(node_ev.node, path, text)
             if dump.entries or not dump.problems:
-                dumps.append(dump)
+                parsed.dumps.append(dump)
         for name in node_ev.truncated:
             problem(node_ev.node, name, "cut at the size cap: its head is missing")
 
     expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
-    for state in ranks.values():
+    for state in parsed.ranks.values():
         if state.world_size is None and expected:
             state.world_size = expected
-    return ParsedSnapshot(
-        ranks=ranks,
-        env=env,
-        nodes=nodes,
-        logs=logs,
-        watchdog=watchdog,
-        dumps=dumps,
-        expected_world_size=expected,
-        problems=problems,
-        collected_at=evidence.collected_at or _latest(n.collected_at for n in evidence.nodes),
-        has_process_evidence=any(f.has_process_evidence for f in nodes.values()),
-    )
+    parsed.expected_world_size = expected
+    parsed.has_process_evidence = any(f.has_process_evidence for f in parsed.nodes.values())
+    return parsed
 
 
 def _latest(values) -> datetime | None:
@@ -214,6 +222,7 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
             state.gpu_memory_mib = process.memory_mib
     return NodeFacts(
         node=node,
+        hostname=node_ev.hostname,
         status=node_ev.status,
         has_process_evidence=node_ev.ps is not None or bool(node_ev.environ),
         kernel=_kernel(node, node_ev, problem),
@@ -264,19 +273,35 @@ def _apply_stack(node_ev: NodeEvidence, pid: int, state: RankState, problem) -> 
     state.frame_kind = frame_kind(frame)
 
 
-def _apply_log(node, log: LogFacts, local_to_global, ranks, facts: NodeFacts, watchdog, problem):
-    def resolve(rank: int | None, local: int | None) -> int | None:
-        if rank is not None:
-            return rank
-        if local is not None:
-            return local_to_global.get(local)
-        return None
-
-    # torchrun's failure summary pairs rank and local rank: enough to place [defaultN] lines
-    # even when no process is left to read LOCAL_RANK from.
+def _apply_log(node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, problem) -> None:
+    # The launcher's own maps place [defaultN] lines even when no process is left to read
+    # LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world info.
+    for local, rank in getattr(log, "local_to_global", {}).items():
+        local_to_global.setdefault(local, rank)
+    for host in (node, facts.hostname):
+        for local, rank in enumerate(getattr(log, "host_ranks", {}).get(host, ())):
+            local_to_global.setdefault(local, rank)
     for exit_fact in log.exits:
         if exit_fact.rank is not None and exit_fact.local_rank is not None:
             local_to_global.setdefault(exit_fact.local_rank, exit_fact.rank)
+
+    def resolve(rank: int | None, local: int | None) -> int | None:
+        if rank is not None:
+            return rank
+        return local_to_global.get(local) if local is not None else None
+
+    _apply_steps(node, log, resolve, parsed.ranks, problem)
+    for exit_fact in log.exits:
+        _apply_exit(node, exit_fact, resolve, facts, parsed.ranks)
+    for fact in log.watchdog:
+        rank = resolve(fact.rank, fact.local_rank)
+        parsed.watchdog.append((node, rank, fact))
+        if rank is not None:
+            parsed.mentioned.add(rank)
+    _apply_sources(node, log, resolve, parsed)
+
+
+def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], problem) -> None:
     unresolved = 0
     step_times: dict[int, list[float]] = defaultdict(list)
     for record in log.steps:
@@ -296,29 +321,65 @@ def _apply_log(node, log: LogFacts, local_to_global, ranks, facts: NodeFacts, wa
         if record.step_time is not None:
             step_times[rank].append(record.step_time)
     for rank, times in step_times.items():
-        recent = sorted(times[-10:])
-        ranks[rank].step_time = recent[len(recent) // 2]
+        ranks[rank].step_time = _median_step_time(times)
     if unresolved:
         problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
-    for exit_fact in log.exits:
-        rank = exit_fact.rank
-        if rank is None and exit_fact.pid is not None:
-            rank = facts.rank_pids.get(exit_fact.pid)
-        if rank is None:
-            rank = resolve(None, exit_fact.local_rank)
-        if rank is None:
-            continue
-        state = ranks.setdefault(rank, RankState(rank=rank, node=node))
-        if state.local_rank is None and exit_fact.rank is not None:
-            state.local_rank = exit_fact.local_rank
-        # The launcher's own failure line and its summary repeat one exit: keep the first cause.
-        if state.exit_code is None or state.exit_code in TERMINATED_BY_LAUNCHER:
-            state.exit_code = exit_fact.exit_code
-            state.exit_line = exit_fact.line.strip()
-            if state.pid is None:
-                state.pid = exit_fact.pid
-    for fact in log.watchdog:
-        watchdog.append((node, resolve(fact.rank, fact.local_rank), fact))
+
+
+def _median_step_time(times: list[float]) -> float:
+    """The median of the latest step times; the first steps (warm-up) only when all we have."""
+    steady = times[WARMUP_STEPS:] or times
+    recent = sorted(steady[-10:])
+    return recent[len(recent) // 2]
+
+
+def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks) -> None:
+    rank = exit_fact.rank
+    if rank is None and exit_fact.pid is not None:
+        rank = facts.rank_pids.get(exit_fact.pid)
+    if rank is None:
+        rank = resolve(None, exit_fact.local_rank)
+    if rank is None:
+        return
+    state = ranks.setdefault(rank, RankState(rank=rank, node=node))
+    if state.local_rank is None and exit_fact.rank is not None:
+        state.local_rank = exit_fact.local_rank
+    # The launcher's own failure line and its summary repeat one exit: keep the first cause,
+    # unless all we had was the launcher stopping the rank.
+    known = state.exit_line or state.exit_code is not None
+    if known and not (state.stopped_by_launcher or _stopped(state.exit_code)):
+        return
+    state.exit_code = exit_fact.exit_code
+    state.exit_line = exit_fact.line.strip()
+    state.stopped_by_launcher = getattr(exit_fact, "stopped_by_launcher", False)
+    if state.pid is None:
+        state.pid = exit_fact.pid
+
+
+def _stopped(code: int | None) -> bool:
+    return code in TERMINATED_BY_LAUNCHER
+
+
+def _apply_sources(node, log: LogFacts, resolve, parsed: ParsedSnapshot) -> None:
+    """Collective positions, peers named, NCCL's configuration, slow-rank reports, mentions."""
+    mentioned = parsed.mentioned
+    for fact in getattr(log, "collectives", ()):
+        rank = fact.rank
+        parsed.collectives.append((node, rank, fact))
+        if rank is not None:
+            mentioned.add(rank)
+    for rank, local, fact in getattr(log, "peer_errors", ()):
+        parsed.peer_errors.append((node, resolve(rank, local), fact))
+    for rank, local, fact in getattr(log, "nccl_config", ()):
+        parsed.nccl_config.append((node, resolve(rank, local), fact))
+    parsed.slow_reports.extend(getattr(log, "slow_reports", ()))
+    for bucket in (log.errors, log.nccl_warn, log.desync, log.mismatches):
+        for fact in bucket:
+            rank = resolve(fact.rank, fact.local_rank)
+            if rank is not None:
+                mentioned.add(rank)
+    if log.file_rank is not None and (log.errors or log.watchdog or log.nccl_warn):
+        mentioned.add(log.file_rank)
 
 
 def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:

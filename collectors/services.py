@@ -290,8 +290,8 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     previous = selectors.previous_snapshot(snapshot)
     previous_evidence = selectors.snapshot_evidence(previous) if previous else None
     try:
-        diagnosis = analysis.diagnose(evidence, previous=previous_evidence)
-        ranks = analysis.extract_ranks(evidence)
+        diagnosed = analysis.diagnose(evidence, previous=previous_evidence)
+        diagnosis, ranks = diagnosed.to_json(), diagnosed.rank_states
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
         return _snapshot_finish(snapshot, status=SnapshotStatus.FAILED, error=f"analysis: {exc}")

@@ -166,7 +166,7 @@ class Lab:
         """The console's verdict from two snapshots `gap_s` apart (slow vs dead needs two)."""
         first = self.collect()
         time.sleep(gap_s)
-        return analysis.diagnose(self.collect(), previous=first)
+        return analysis.diagnose(self.collect(), previous=first).to_json()
 
     def close(self) -> None:
         for client in self._clients.values():

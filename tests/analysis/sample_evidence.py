@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import analysis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -100,3 +101,8 @@ def split_nodes(snapshot: SnapshotEvidence, ranks_per_node: int = 2) -> Snapshot
         expected_world_size=snapshot.expected_world_size,
         collected_at=snapshot.collected_at,
     )
+
+
+def diagnosis_json(evidence: SnapshotEvidence, previous: SnapshotEvidence | None = None) -> dict:
+    """The diagnosis in the form the API serves and the pages store."""
+    return analysis.diagnose(evidence, previous=previous).to_json()

@@ -1,13 +1,13 @@
 """Environment differences across ranks, from real /proc/PID/environ captures."""
 
-from analysis import diagnose
 from analysis.envdiff import env_diffs
-from tests.analysis.sample_evidence import load_snapshot, split_nodes
+from tests.analysis.sample_evidence import diagnosis_json, load_snapshot, split_nodes
 
 
 def test_it_lists_variables_that_differ_with_their_ranks_and_nodes():
     diffs = {
-        d["name"]: d for d in diagnose(split_nodes(load_snapshot("healthy", "snap0")))["env_diffs"]
+        d["name"]: d
+        for d in diagnosis_json(split_nodes(load_snapshot("healthy", "snap0")))["env_diffs"]
     }
     ifname = diffs["NCCL_SOCKET_IFNAME"]
     assert ifname["expected_per_rank"] is False

@@ -2,10 +2,10 @@
 
 import pytest
 
-from analysis import compact_ranks, diagnose
+from analysis import compact_ranks
 from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.stacks import relevant_frame
-from tests.analysis.sample_evidence import load_snapshot, read_public
+from tests.analysis.sample_evidence import diagnosis_json, load_snapshot, read_public
 
 
 @pytest.mark.parametrize(
@@ -23,7 +23,7 @@ def test_it_writes_rank_sets_compactly(ranks, text):
 
 
 def test_it_groups_ranks_by_stack_largest_group_first():
-    groups = diagnose(load_snapshot("outside"))["stack_groups"]
+    groups = diagnosis_json(load_snapshot("outside"))["stack_groups"]
     assert [(g["frame"], g["ranks"]) for g in groups] == [
         ("all_reduce", "0-2"),
         ("SlowLoader.__next__", "3"),
@@ -33,7 +33,7 @@ def test_it_groups_ranks_by_stack_largest_group_first():
 
 
 def test_it_names_init_process_group_for_a_rendezvous_hang():
-    groups = diagnose(load_snapshot("init"))["stack_groups"]
+    groups = diagnosis_json(load_snapshot("init"))["stack_groups"]
     frames = {g["frame"] for g in groups}
     assert "init_process_group" in frames
     assert "(absent)" in frames
@@ -49,6 +49,6 @@ def test_it_names_the_innermost_collective_through_wrappers():
 def test_it_lists_absent_ranks_as_their_own_group():
     snapshot = load_snapshot("outside")
     snapshot.expected_world_size = 6
-    groups = diagnose(snapshot)["stack_groups"]
+    groups = diagnosis_json(snapshot)["stack_groups"]
     absent = [g for g in groups if g["kind"] == "missing"]
     assert absent and absent[0]["ranks"] == "4-5"

@@ -2,12 +2,12 @@
 
 import plotly.graph_objects as go
 
-from analysis import diagnose, timeline_figure
-from tests.analysis.sample_evidence import drop_rank_process, load_snapshot
+from analysis import timeline_figure
+from tests.analysis.sample_evidence import diagnosis_json, drop_rank_process, load_snapshot
 
 
 def test_it_draws_one_point_per_rank_with_missing_and_suspect_marked():
-    figure = timeline_figure(diagnose(drop_rank_process(load_snapshot("outside"), 3)))
+    figure = timeline_figure(diagnosis_json(drop_rank_process(load_snapshot("outside"), 3)))
     go.Figure(figure)  # plotly validates every property
     by_name = {t["name"].split(" (")[0]: t for t in figure["data"]}
     assert by_name["waiting in a collective"]["y"] == [0, 1, 2]

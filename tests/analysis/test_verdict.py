@@ -1,4 +1,4 @@
-"""diagnose() on the main scenarios, built from real captured evidence (edited where a
+"""diagnosis_json() on the main scenarios, built from real captured evidence (edited where a
 scenario cannot be produced on this machine, as each test says)."""
 
 import copy
@@ -6,10 +6,10 @@ import json
 import random
 from datetime import timedelta
 
-from analysis import diagnose
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from tests.analysis.sample_evidence import (
     SAMPLES,
+    diagnosis_json,
     drop_rank_process,
     load_snapshot,
     pid_of_rank,
@@ -23,7 +23,7 @@ def _evidence_kinds(diagnosis, rank=None):
 
 
 def test_it_classifies_a_rank_stuck_outside_the_collective_as_A():
-    result = diagnose(load_snapshot("outside"))
+    result = diagnosis_json(load_snapshot("outside"))
     assert result["classification"] == "A"
     assert result["suspect_ranks"] == [3]
     assert result["missing_ranks"] == []
@@ -42,7 +42,7 @@ def test_it_classifies_missing_rank_as_A_and_quotes_the_oom_line():
     killed = drop_rank_process(snapshot, 3)
     killed.nodes[0].dmesg = read_public("dmesg_oom_ctime.txt").replace("7899", str(pid))
     # the rank's pid is known from the earlier snapshot, taken before the kill
-    result = diagnose(killed, previous=snapshot)
+    result = diagnosis_json(killed, previous=snapshot)
     assert result["classification"] == "A"
     assert result["missing_ranks"] == [3]
     assert result["ranks_seen"] == 3
@@ -55,7 +55,7 @@ def test_it_classifies_missing_rank_as_A_and_quotes_the_oom_line():
 
 
 def test_it_names_the_first_rank_to_exit_not_the_ones_the_launcher_stopped():
-    result = diagnose(load_snapshot("crash"))
+    result = diagnosis_json(load_snapshot("crash"))
     assert result["classification"] == "A"
     assert result["suspect_ranks"] == [2]
     assert result["summary"].startswith("Rank 2 did not come: it exited with code -6")
@@ -64,7 +64,7 @@ def test_it_names_the_first_rank_to_exit_not_the_ones_the_launcher_stopped():
 
 
 def test_it_classifies_a_different_collective_as_B_from_the_flight_recorder():
-    result = diagnose(load_snapshot("mismatch"))
+    result = diagnosis_json(load_snapshot("mismatch"))
     assert result["classification"] == "B"
     assert result["suspect_ranks"] == [0]
     assert result["confidence"] >= 0.85
@@ -77,7 +77,7 @@ def test_it_classifies_a_different_collective_as_B_from_the_flight_recorder():
 def test_it_classifies_B_from_stacks_when_there_is_no_flight_recorder():
     snapshot = load_snapshot("mismatch")
     snapshot.nodes[0].flight_recorder = {}
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
     assert result["classification"] == "B"
     assert result["suspect_ranks"] == [0]
     assert "broadcast" in result["summary"] and "all_reduce" in result["summary"]
@@ -98,7 +98,7 @@ def test_it_classifies_same_collective_all_present_as_C_and_points_at_the_env_di
     healthy = load_snapshot("healthy", "snap0").nodes[0]
     node = snapshot.nodes[0]
     node.environ[pid_of_rank(node, 3)] = healthy.environ[pid_of_rank(healthy, 3)]
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
     assert result["classification"] == "C"
     assert result["suspect_ranks"] == [3]
     diff_names = {d["name"] for d in result["env_diffs"] if not d["expected_per_rank"]}
@@ -111,7 +111,7 @@ def test_it_classifies_same_collective_all_present_as_C_and_points_at_the_env_di
 def test_it_points_C_at_nccl_settings_left_in_shell_start_up_files():
     snapshot = _all_in_same_collective()
     snapshot.nodes[0].shell_init = "/etc/profile:41:export NCCL_IB_HCA=mlx5_2\n"
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
     assert result["classification"] == "C"
     assert result["suspect_nodes"] == ["lab-node-0"]
     assert result["shell_init"][0]["name"] == "NCCL_IB_HCA"
@@ -119,7 +119,9 @@ def test_it_points_C_at_nccl_settings_left_in_shell_start_up_files():
 
 
 def test_it_classifies_a_slow_rank_as_straggler_from_two_snapshots():
-    result = diagnose(load_snapshot("straggler", "snap1"), load_snapshot("straggler", "snap0"))
+    result = diagnosis_json(
+        load_snapshot("straggler", "snap1"), load_snapshot("straggler", "snap0")
+    )
     assert result["classification"] == "straggler"
     assert result["suspect_ranks"] == [2]
     assert result["progress"]["progressing"] is True
@@ -127,14 +129,14 @@ def test_it_classifies_a_slow_rank_as_straggler_from_two_snapshots():
 
 
 def test_it_classifies_a_progressing_job_as_healthy():
-    result = diagnose(load_snapshot("healthy", "snap1"), load_snapshot("healthy", "snap0"))
+    result = diagnosis_json(load_snapshot("healthy", "snap1"), load_snapshot("healthy", "snap0"))
     assert result["classification"] == "healthy"
     assert result["suspect_ranks"] == []
     assert result["progress"]["step_after"] > result["progress"]["step_before"]
 
 
 def test_it_says_healthy_from_one_snapshot_when_the_last_step_is_fresh():
-    result = diagnose(load_snapshot("healthy", "snap1"))
+    result = diagnosis_json(load_snapshot("healthy", "snap1"))
     assert result["classification"] == "healthy"
     assert result["progress"]["method"] == "last_step_age"
 
@@ -142,11 +144,11 @@ def test_it_says_healthy_from_one_snapshot_when_the_last_step_is_fresh():
 def test_it_calls_the_same_job_stuck_when_the_last_step_is_old():
     snapshot = load_snapshot("healthy", "snap1")
     snapshot.collected_at += timedelta(minutes=10)
-    assert diagnose(snapshot)["classification"] != "healthy"
+    assert diagnosis_json(snapshot)["classification"] != "healthy"
 
 
 def test_it_classifies_a_rendezvous_hang_as_init():
-    result = diagnose(load_snapshot("init"))
+    result = diagnosis_json(load_snapshot("init"))
     assert result["classification"] == "init"
     assert result["missing_ranks"] == [3]
     assert result["suspect_ranks"] == [3]
@@ -157,7 +159,7 @@ def test_it_classifies_a_rendezvous_hang_as_init():
 def test_it_sees_no_progress_between_two_identical_hung_snapshots():
     later = load_snapshot("outside")
     earlier = copy.deepcopy(later)
-    result = diagnose(later, earlier)
+    result = diagnosis_json(later, earlier)
     assert result["progress"] == {
         "method": "two_snapshots",
         "progressing": False,
@@ -184,7 +186,7 @@ def test_it_diagnoses_a_log_only_snapshot_with_watchdog_lines():
             "operation timeout: WorkNCCL(SeqNum=6, OpType=ALLREDUCE, Timeout(ms)=1800000) ran "
             "for 1802212 milliseconds before timing out.\n"
         )
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
     assert [r["last_step"] for r in result["per_rank"]] == [5, 5, 5, 5]
     assert result["watchdog"]["stuck_collective"]["seq"] == 6
     assert result["watchdog"]["stuck_collective"]["op"] == "ALLREDUCE"
@@ -192,30 +194,46 @@ def test_it_diagnoses_a_log_only_snapshot_with_watchdog_lines():
     assert result["suspect_ranks"] == [3]
 
 
-def test_it_reports_a_missing_rank_in_a_log_only_snapshot():
+def test_it_calls_a_rank_absent_from_a_log_only_bundle_unobserved_not_missing():
+    # Absence of evidence is not evidence of absence: without a process table nothing says
+    # rank 1 left; its log is simply not in the bundle.
     snapshot = load_snapshot("outside")
     node = snapshot.nodes[0]
     node.ps, node.environ, node.pyspy, node.flight_recorder = None, {}, {}, {}
     del node.logs["/var/log/train/rank1.log"]
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
+    assert result["missing_ranks"] == []
+    assert result["unobserved_ranks"] == [1]
+    assert 1 not in result["suspect_ranks"]
+    assert "rank 1" not in result["summary"].lower()
+    assert [r["status"] for r in result["per_rank"]][1] == "unobserved"
+
+
+def test_it_reports_a_rank_gone_from_a_node_whose_process_table_was_read():
+    snapshot = drop_rank_process(load_snapshot("outside"), 1)
+    result = diagnosis_json(snapshot)
     assert result["missing_ranks"] == [1]
+    assert result["unobserved_ranks"] == []
     assert result["classification"] == "A"
+    assert any(e["kind"] == "missing" and e["rank"] == 1 for e in result["evidence"])
 
 
 def test_it_names_the_suspect_node_of_a_multi_node_job():
-    result = diagnose(split_nodes(load_snapshot("outside")))
+    result = diagnosis_json(split_nodes(load_snapshot("outside")))
     assert result["classification"] == "A"
     assert result["suspect_nodes"] == ["lab-node-1"]
     assert {r["node"] for r in result["per_rank"]} == {"lab-node-0", "lab-node-1"}
 
 
-def test_it_treats_ranks_of_an_unreachable_node_as_missing():
+def test_it_treats_ranks_of_an_unreachable_node_as_unobserved_and_the_node_as_suspect():
     snapshot = split_nodes(load_snapshot("outside"))
     lost = snapshot.nodes[1]
     snapshot.nodes[1] = NodeEvidence(node=lost.node, status="unreachable: connection timed out")
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
     assert result["classification"] == "A"
-    assert result["missing_ranks"] == [2, 3]
+    assert result["missing_ranks"] == []
+    assert result["unobserved_ranks"] == [2, 3]
+    assert result["suspect_ranks"] == []
     assert "lab-node-1" in result["suspect_nodes"]
     assert any(e["kind"] == "node_unreachable" for e in result["evidence"])
 
@@ -223,23 +241,23 @@ def test_it_treats_ranks_of_an_unreachable_node_as_missing():
 def test_it_quotes_a_fatal_xid_on_the_suspect_node():
     snapshot = drop_rank_process(load_snapshot("outside"), 3)
     snapshot.nodes[0].dmesg = read_public("dmesg_xid.txt")
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
     xids = [e for e in result["evidence"] if e["kind"] == "xid"]
     assert any("NVLink" in e["text"] for e in xids)
     assert result["confidence"] >= 0.9
 
 
 def test_it_says_unknown_for_an_empty_snapshot():
-    result = diagnose(SnapshotEvidence(nodes=[NodeEvidence(node="n0")]))
+    result = diagnosis_json(SnapshotEvidence(nodes=[NodeEvidence(node="n0")]))
     assert result["classification"] == "unknown"
     assert result["world_size"] == 0
 
 
 def test_its_output_is_json_and_deterministic():
     snapshot = split_nodes(load_snapshot("mismatch"))
-    first = json.dumps(diagnose(snapshot))
+    first = json.dumps(diagnosis_json(snapshot))
     snapshot.nodes.reverse()
-    assert json.dumps(diagnose(snapshot)) == first
+    assert json.dumps(diagnosis_json(snapshot)) == first
     keys = json.loads(first).keys()
     for key in (
         "classification",
@@ -264,7 +282,7 @@ def test_it_reports_what_it_could_not_parse_per_node_and_file():
     snapshot = load_snapshot("outside")
     snapshot.nodes[0].flight_recorder["/var/log/train/fr/trace_rank_9"] = b"\x80\x04junk"
     snapshot.nodes[0].nvidia_smi = "NVIDIA-SMI has failed because it couldn't communicate"
-    problems = diagnose(snapshot)["parse_problems"]
+    problems = diagnosis_json(snapshot)["parse_problems"]
     sources = {(p["node"], p["source"]) for p in problems}
     assert ("lab-node-0", "/var/log/train/fr/trace_rank_9") in sources
     assert ("lab-node-0", "nvidia-smi") in sources
@@ -283,7 +301,7 @@ def test_it_leaves_slow_or_dead_open_when_stacks_move_but_no_step_completes():
     node = earlier.nodes[0]
     # rank 0 was elsewhere in the earlier look: its stack moved, yet no step completed
     node.pyspy[pid_of_rank(node, 0)] = node.pyspy[pid_of_rank(node, 3)]
-    result = diagnose(later, earlier)
+    result = diagnosis_json(later, earlier)
     assert result["progress"]["progressing"] is None
     assert result["progress"]["stacks_changed"] == "0"
     assert result["classification"] == "A"
@@ -305,7 +323,7 @@ def test_it_never_crashes_on_cut_or_corrupted_evidence():
         rng = random.Random(seed)
         scenario = ["outside", "mismatch", "init", "crash"][seed % 4]
         snapshot = _truncate_everything(load_snapshot(scenario), rng)
-        result = diagnose(snapshot)
+        result = diagnosis_json(snapshot)
         json.dumps(result)
         assert result["classification"] in {
             "A",
@@ -328,7 +346,7 @@ def test_it_reads_gpu_utilisation_of_the_suspect_and_the_waiters():
     table = table.replace("   59      C", f"{pid_of_rank(node, 3):>5}      C")
     table = table.replace("6051MiB /  15360MiB |    100%", "6051MiB /  15360MiB |      0%")
     node.nvidia_smi = table
-    result = diagnose(snapshot)
+    result = diagnosis_json(snapshot)
     gpu = {e["rank"]: e["text"] for e in result["evidence"] if e["kind"] == "gpu"}
     assert gpu[3] == "GPU 1 at 0% holding 6048MiB: stuck on the CPU side"
     assert gpu[0] == "GPU 0 at 100% holding 6046MiB: spinning in a collective"
@@ -343,8 +361,8 @@ def test_it_ignores_oom_kills_from_before_the_job_started():
     when = snapshot.nodes[0].collected_at.strftime("%a %b %d %H:%M:%S %Y")
     recent = f"[{when}] Out of memory: Killed process 4242 (python) total-vm:1kB\n"
     snapshot.nodes[0].dmesg = old
-    stale = [e for e in diagnose(snapshot)["evidence"] if e["kind"] == "dmesg_oom"]
+    stale = [e for e in diagnosis_json(snapshot)["evidence"] if e["kind"] == "dmesg_oom"]
     assert stale == []
     snapshot.nodes[0].dmesg = old + recent
-    fresh = [e for e in diagnose(snapshot)["evidence"] if e["kind"] == "dmesg_oom"]
+    fresh = [e for e in diagnosis_json(snapshot)["evidence"] if e["kind"] == "dmesg_oom"]
     assert [e["text"] for e in fresh] == [recent.strip()]

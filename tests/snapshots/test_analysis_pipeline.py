@@ -68,18 +68,20 @@ def test_the_diagnose_command_reads_a_bundle_offline(tmp_path, capsys):
     assert diagnosis["world_size"] == 4
 
 
-def test_a_logs_only_bundle_still_gives_a_timeline_and_the_missing_ranks(tmp_path, capsys):
+def test_a_logs_only_bundle_gives_a_timeline_and_calls_absent_ranks_unobserved(tmp_path, capsys):
     # As `kubectl logs` of every pod would give: one directory per pod, only log files.
     evidence = load_snapshot("outside")
     for pod, (name, text) in enumerate(sorted(evidence.nodes[0].logs.items())):
         if "rank2" in name:
-            continue  # that pod is gone
+            continue  # that pod's log was not gathered: nothing says the rank left
         (tmp_path / f"pod-{pod}" / "logs").mkdir(parents=True)
         (tmp_path / f"pod-{pod}" / "logs" / name.rsplit("/", 1)[-1]).write_text(text)
     (tmp_path / "manifest.json").write_text('{"world_size": 4}')
     call_command("diagnose", "--bundle", str(tmp_path), "--json")
     diagnosis = json.loads(capsys.readouterr().out)
-    assert diagnosis["missing_ranks"] == [2]
+    assert diagnosis["missing_ranks"] == []
+    assert diagnosis["unobserved_ranks"] == [2]
+    assert 2 not in diagnosis["suspect_ranks"]
     assert diagnosis["last_completed_step"] is not None
     assert len(diagnosis["per_rank"]) == 4
 

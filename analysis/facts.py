@@ -1,0 +1,396 @@
+"""Everything the rules reason about, computed once from one parse of the evidence.
+
+`build_facts` turns a ParsedSnapshot (and the one before it, when there is one) into a frozen
+`Facts`: who was observed, who is missing on positive evidence and who is simply unobserved,
+whether the job is provably moving, where each rank stands in each process group's sequence of
+collectives, what NCCL reports choosing on each node, which peers other ranks blame. The rules
+(analysis/rules.py) only read it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from analysis.alignment import align_flight_recorder, read_watchdog
+from analysis.envdiff import env_diffs, shell_init_findings
+from analysis.groups import CollectiveRecord, GroupStop, collective_records, group_stops
+from analysis.ncclconf import nccl_config_diffs, node_addresses
+from analysis.ranks import TERMINATED_BY_LAUNCHER, NodeFacts, ParsedSnapshot, RankState
+from analysis.stacks import base_name, compact_ranks
+
+# Clock skew between a node's kernel log and ps, and dmesg -T's drift after suspend.
+JOB_START_SLACK = timedelta(minutes=2)
+# "Healthy" needs a step within this many median step times (and at least the floor, since a
+# snapshot takes a moment and logs are flushed late).
+HEALTHY_STEP_MULTIPLE = 5
+HEALTHY_FLOOR_S = 5.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Is the job moving? Proven by two snapshots, or by the age of its last step."""
+
+    method: str  # "two_snapshots" | "last_step_age" | "none"
+    progressing: bool | None  # None: nothing proves it either way
+    age_s: float | None = None
+    threshold_s: float | None = None
+    step_time_s: float | None = None
+    advanced_ranks: str = ""
+    step_before: int | None = None
+    step_after: int | None = None
+    stacks_changed: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method, "progressing": self.progressing}
+        if self.method == "two_snapshots":
+            out.update(advanced_ranks=self.advanced_ranks, stacks_changed=self.stacks_changed)
+            if self.step_before is not None:
+                out.update(step_before=self.step_before, step_after=self.step_after)
+        elif self.method == "last_step_age":
+            out.update(age_s=self.age_s, threshold_s=self.threshold_s)
+            out["step_time_s"] = self.step_time_s
+        return out
+
+    def describe(self) -> str:
+        if self.method == "two_snapshots" and self.step_before is not None:
+            return f"step {self.step_before} -> {self.step_after} between snapshots"
+        if self.method == "last_step_age":
+            return f"last step {self.age_s} s ago"
+        return "progress unknown"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A rank that left: how we know, and whether the launcher stopped it (a victim)."""
+
+    rank: int
+    reason: str
+    line: str
+    exit_code: int | None
+    stopped_by_launcher: bool
+
+
+@dataclass(frozen=True)
+class PeerBlame:
+    """A rank's NCCL/gloo line names a peer it lost: the peer's ranks are the likely culprits."""
+
+    reporter: int | None
+    node: str
+    peer_ranks: tuple[int, ...]
+    peer_node: str | None
+    reason: str
+    line: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    snap: ParsedSnapshot
+    prev: ParsedSnapshot | None
+    world: int
+    rank_node: dict[int, str]
+    observed: frozenset[int]
+    missing: tuple[int, ...]  # positive evidence: gone from ps, exited, reported gone
+    exited: tuple[int, ...]  # the subset with an exit code or a zombie
+    unobserved: tuple[int, ...]  # the evidence says nothing about them
+    departures: dict[int, Departure]
+    progress: Progress
+    flight_recorder: dict | None
+    group_stops: tuple[GroupStop, ...]
+    watchdog: dict | None
+    collectives: dict[int, tuple[CollectiveRecord, ...]]
+    env_diffs: list[dict]
+    shell: list[dict]
+    nccl_diffs: list[dict]
+    peer_blames: tuple[PeerBlame, ...]
+    slow_reports: dict[int, list[str]]
+    oom_by_pid: dict[int, tuple[str, str, bool]]  # pid -> (node, line, since the job started)
+    local_maps: dict[str, dict[int, int]]  # node -> local rank -> global rank
+    in_collective: tuple[int, ...]
+    outside: tuple[int, ...]
+    in_init: tuple[int, ...]
+    with_stack: int
+    ops: Counter = field(default_factory=Counter)
+    signatures: Counter = field(default_factory=Counter)
+
+    @property
+    def ranks(self) -> dict[int, RankState]:
+        return self.snap.ranks
+
+    @property
+    def nodes(self) -> dict[str, NodeFacts]:
+        return self.snap.nodes
+
+    @property
+    def any_step(self) -> bool:
+        return any(s.last_step is not None for s in self.snap.ranks.values())
+
+    def step_of(self, ranks) -> int | None:
+        known = [self.ranks[r].last_step for r in ranks if r in self.ranks]
+        known = [s for s in known if s is not None]
+        return max(known) if known else None
+
+    def main_op(self) -> str | None:
+        return self.ops.most_common(1)[0][0] if self.ops else None
+
+    def known_pid(self, rank: int) -> int | None:
+        state = self.ranks.get(rank)
+        if state and state.pid is not None:
+            return state.pid
+        if self.prev and rank in self.prev.ranks:
+            return self.prev.ranks[rank].pid
+        return None
+
+    def node_of(self, rank: int) -> str | None:
+        if rank in self.rank_node:
+            return self.rank_node[rank]
+        if self.prev and rank in self.prev.ranks:
+            return self.prev.ranks[rank].node
+        return None
+
+    def job_kills(self, node: NodeFacts) -> list:
+        """OOM kills that can belong to this job: not stamped before its first rank started
+        (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
+        started = [s.started_at for s in self.ranks.values() if s.started_at is not None]
+        if not started:
+            return node.kernel.oom_kills
+        since = min(started) - JOB_START_SLACK
+        return [k for k in node.kernel.oom_kills if k.at is None or k.at >= since]
+
+
+def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
+    rank_node = {r: s.node for r, s in snap.ranks.items()}
+    local_maps = _local_maps(snap)
+    departures = _departures(snap)
+    observed = _observed(snap)
+    missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
+    with_stack = [s for s in snap.ranks.values() if s.stack_signature]
+    in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
+    records = collective_records(snap, local_maps)
+    addresses = node_addresses(snap)
+    facts = Facts(
+        snap=snap,
+        prev=prev,
+        world=snap.world_size,
+        rank_node=rank_node,
+        observed=frozenset(observed),
+        missing=tuple(missing),
+        exited=tuple(sorted(departures)),
+        unobserved=tuple(unobserved),
+        departures=departures,
+        progress=_progress(snap, prev),
+        flight_recorder=align_flight_recorder(snap.dumps),
+        group_stops=tuple(group_stops(snap.dumps)),
+        watchdog=read_watchdog(snap.watchdog),
+        collectives=records,
+        env_diffs=env_diffs(snap.env, rank_node),
+        shell=shell_init_findings({n: f.shell_init for n, f in snap.nodes.items()}),
+        nccl_diffs=nccl_config_diffs(snap),
+        peer_blames=tuple(_peer_blames(snap, local_maps, addresses, departures)),
+        slow_reports=_slow_reports(snap, local_maps),
+        oom_by_pid={},
+        local_maps=local_maps,
+        in_collective=tuple(in_collective),
+        outside=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "outside")),
+        in_init=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "init")),
+        with_stack=len(with_stack),
+        ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
+        signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
+    )
+    facts.oom_by_pid.update(_oom_by_pid(facts))
+    return facts
+
+
+# ------------------------------------------------------------------ observed / missing
+
+
+def _observed(snap: ParsedSnapshot) -> set[int]:
+    """A rank with a live process, a stack, a dump or any log line naming it was observed."""
+    seen = {
+        r for r, s in snap.ranks.items() if s.process_seen or s.stack or s.last_step is not None
+    }
+    seen.update(snap.mentioned)
+    seen.update(d.rank for d in snap.dumps if d.rank is not None)
+    return seen
+
+
+def _departures(snap: ParsedSnapshot) -> dict[int, Departure]:
+    gone: dict[int, Departure] = {}
+    for rank, state in snap.ranks.items():
+        if state.process_seen:
+            continue
+        if state.exit_code is not None or state.exit_line:
+            stopped = state.stopped_by_launcher or state.exit_code in TERMINATED_BY_LAUNCHER
+            reason = exit_reason(state.exit_code) if state.exit_code is not None else "it failed"
+            gone[rank] = Departure(rank, reason, state.exit_line, state.exit_code, stopped)
+        elif state.state == "Z":
+            gone[rank] = Departure(rank, "its process is a zombie (exited)", "", None, False)
+    return gone
+
+
+def _missing_and_unobserved(
+    snap: ParsedSnapshot,
+    prev: ParsedSnapshot | None,
+    observed: set[int],
+    departures: dict[int, Departure],
+) -> tuple[list[int], list[int]]:
+    """Missing needs positive evidence; the rest of the expected world is unobserved."""
+    looked = {n for n, f in snap.nodes.items() if f.status == "ok" and f.has_process_evidence}
+    # Every node answered with its process table: a rank found nowhere is gone.
+    everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes)
+    missing: set[int] = set(departures)
+    for rank, state in snap.ranks.items():
+        if not state.process_seen and state.node in looked:
+            missing.add(rank)  # known on a node whose ps no longer shows it
+    if prev is not None:
+        for rank, state in prev.ranks.items():
+            now = snap.ranks.get(rank)
+            if state.process_seen and state.node in looked and not (now and now.process_seen):
+                missing.add(rank)
+    expected = set(range(snap.world_size))
+    absent = expected - observed - missing
+    if everywhere:
+        missing |= absent
+        absent = set()
+    return sorted(missing), sorted(absent)
+
+
+# ------------------------------------------------------------------ progress
+
+
+def job_step_time(snap: ParsedSnapshot) -> float | None:
+    """The job's own median step time, warm-up steps excluded; None when unknown."""
+    times = sorted(s.step_time for s in snap.ranks.values() if s.step_time)
+    if times:
+        return times[len(times) // 2]
+    return None
+
+
+def _progress(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
+    if prev is not None:
+        return _two_snapshots(snap, prev)
+    times = [s.last_step_at for s in snap.ranks.values() if s.last_step_at is not None]
+    if not times or snap.collected_at is None:
+        return Progress("none", None)
+    age = (snap.collected_at - max(times)).total_seconds()
+    step_time = job_step_time(snap)
+    if step_time is None:
+        # One step and silence proves nothing: no step time to compare the silence with.
+        return Progress("last_step_age", None, age_s=round(age, 1))
+    threshold = max(HEALTHY_STEP_MULTIPLE * step_time, HEALTHY_FLOOR_S)
+    return Progress(
+        "last_step_age",
+        age <= threshold,
+        age_s=round(age, 1),
+        threshold_s=round(threshold, 1),
+        step_time_s=round(step_time, 3),
+    )
+
+
+def _two_snapshots(snap: ParsedSnapshot, prev: ParsedSnapshot) -> Progress:
+    now_steps = {r: s.last_step for r, s in snap.ranks.items() if s.last_step is not None}
+    before = {r: s.last_step for r, s in prev.ranks.items() if s.last_step is not None}
+    common = sorted(set(now_steps) & set(before))
+    advanced = [r for r in common if now_steps[r] > before[r]]
+    moved = [
+        r
+        for r, s in snap.ranks.items()
+        if r in prev.ranks
+        and s.stack_signature
+        and prev.ranks[r].stack_signature
+        and s.stack_signature != prev.ranks[r].stack_signature
+    ]
+    # Stacks that moved without a finished step: alive but slow (a long step, a checkpoint),
+    # or dead? Undecided rather than "stuck".
+    progressing = True if advanced else (None if moved else False)
+    return Progress(
+        "two_snapshots",
+        progressing,
+        advanced_ranks=compact_ranks(advanced),
+        step_before=max(before[r] for r in common) if common else None,
+        step_after=max(now_steps[r] for r in common) if common else None,
+        stacks_changed=compact_ranks(moved),
+    )
+
+
+# ------------------------------------------------------------------ node-level joins
+
+
+def _local_maps(snap: ParsedSnapshot) -> dict[str, dict[int, int]]:
+    maps: dict[str, dict[int, int]] = {}
+    for state in snap.ranks.values():
+        if state.local_rank is not None:
+            local = maps.setdefault(state.node, {})
+            if state.process_seen or state.local_rank not in local:
+                local[state.local_rank] = state.rank
+    return maps
+
+
+def _oom_by_pid(facts: Facts) -> dict[int, tuple[str, str, bool]]:
+    """pid -> (node, line, recent): every kill, since a pid match is decisive at any age."""
+    pids = {}
+    for node, node_facts in facts.nodes.items():
+        recent = {id(k) for k in facts.job_kills(node_facts)}
+        for kill in node_facts.kernel.oom_kills:
+            pids[kill.pid] = (node, kill.line, id(kill) in recent)
+    return pids
+
+
+def _peer_blames(snap, local_maps, addresses, departures) -> list[PeerBlame]:
+    """Map each peer a line names (rank, host or address) to the ranks that live there."""
+    ranks_of_node: dict[str, list[int]] = defaultdict(list)
+    for rank, state in sorted(snap.ranks.items()):
+        ranks_of_node[state.node].append(rank)
+    blames = []
+    for node, reporter, fact in snap.peer_errors:
+        peer_node = None
+        if fact.peer_rank is not None:
+            peer_ranks: tuple[int, ...] = (fact.peer_rank,)
+            peer_node = snap.ranks[fact.peer_rank].node if fact.peer_rank in snap.ranks else None
+        else:
+            peer_node = addresses.get(fact.peer_addr or "") or addresses.get(fact.peer_host or "")
+            if peer_node is None or peer_node == node:
+                continue  # a peer we cannot place blames no one
+            peer_ranks = tuple(ranks_of_node.get(peer_node, ()))
+        if reporter is not None and reporter in peer_ranks:
+            continue
+        blames.append(PeerBlame(reporter, node, peer_ranks, peer_node, fact.reason, fact.line))
+    return blames
+
+
+def _slow_reports(snap: ParsedSnapshot, local_maps) -> dict[int, list[str]]:
+    named: dict[int, list[str]] = defaultdict(list)
+    for fact in snap.slow_reports:
+        if len(named[fact.rank]) < 5:
+            named[fact.rank].append(fact.line)
+        else:
+            named[fact.rank].append("")  # counted, not quoted again
+    return dict(named)
+
+
+# ------------------------------------------------------------------ exit codes
+
+EXIT_MEANING = {
+    137: "SIGKILL, often the OOM killer",
+    -9: "SIGKILL, often the OOM killer",
+    139: "SIGSEGV, segfault",
+    -11: "SIGSEGV, segfault",
+    134: "SIGABRT, abort",
+    -6: "SIGABRT, abort",
+    -15: "SIGTERM, stopped by the launcher",
+    143: "SIGTERM, stopped by the launcher",
+    -7: "SIGBUS, often /dev/shm too small",
+    135: "SIGBUS, often /dev/shm too small",
+    1: "error exit",
+}
+
+
+def exit_reason(code: int) -> str:
+    meaning = EXIT_MEANING.get(code, "")
+    return f"it exited with code {code}" + (f" ({meaning})" if meaning else "")
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

@@ -1,0 +1,207 @@
+"""Where each rank stands in each process group's sequence of collectives.
+
+Every source feeds one per-rank record of (process group, sequence number, op, sizes, dtype):
+watchdog timeouts, DETAIL mismatch reports, the desync report (from the logs) and the flight
+recorder's dumps. Reasoning is per group: ranks that run a different op or size at the same
+sequence number of one group disagree (type B); a rank whose sequence number lags its group's
+is where that group stops. A rank that never reached a group's collective because it waits in
+another group's collective is a victim of that other group, not a culprit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from analysis.alignment import dumps_by_rank, group_mismatches
+from analysis.parsers.flight_recorder import FrDump
+
+
+def op_key(op: str | None) -> str:
+    """ "nccl:all_reduce", "ALLREDUCE", "allreduce" -> "allreduce": one name per collective."""
+    if not op:
+        return ""
+    name = op.rsplit(":", 1)[-1].lower().replace("_", "")
+    return name.removesuffix("base").removesuffix("coalesced") or name
+
+
+@dataclass(frozen=True)
+class CollectiveRecord:
+    rank: int
+    node: str
+    source: str  # "watchdog" | "detail" | "desync"
+    pg: str  # "" when the line names no process group
+    seq: int | None
+    op: str
+    numel_in: int | None
+    numel_out: int | None
+    dtype: str | None
+    shapes: str | None
+    line: str
+
+    def signature(self) -> tuple:
+        """What ranks at the same sequence number must agree on; unknown parts compare equal."""
+        return (op_key(self.op), self.numel_in, self.numel_out, self.dtype, self.shapes)
+
+
+def collective_records(snap, local_maps=None) -> dict[int, tuple[CollectiveRecord, ...]]:
+    per_rank: dict[int, list[CollectiveRecord]] = defaultdict(list)
+    for node, rank, fact in snap.collectives:
+        if rank is None:
+            continue
+        per_rank[rank].append(
+            CollectiveRecord(
+                rank=rank,
+                node=node,
+                source=fact.source,
+                pg=_pg_id(fact.pg),
+                seq=fact.seq,
+                op=fact.op or "",
+                numel_in=fact.numel_in,
+                numel_out=fact.numel_out,
+                dtype=fact.dtype,
+                shapes=fact.shapes,
+                line=fact.line,
+            )
+        )
+    return {rank: tuple(records) for rank, records in per_rank.items()}
+
+
+def _pg_id(pg: str | None) -> str:
+    # "0(default_pg)", "0", "default_pg" all name the world group.
+    if not pg:
+        return ""
+    head = pg.split("(", 1)[0].strip()
+    return "0" if head in ("", "default_pg") else head
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Ranks of one group that ran different collectives at one sequence number."""
+
+    pg: str
+    seq: int
+    majority: tuple[int, ...]
+    minority: tuple[int, ...]
+    majority_op: str
+    minority_op: str
+    lines: tuple[str, ...]
+
+
+def disagreements(records: dict[int, tuple[CollectiveRecord, ...]]) -> list[Disagreement]:
+    """Every (group, sequence number) at which the ranks' logs report different collectives."""
+    at: dict[tuple[str, int], dict[int, CollectiveRecord]] = defaultdict(dict)
+    for rank, mine in records.items():
+        for record in mine:
+            if record.seq is not None and record.op:
+                at[(record.pg, record.seq)].setdefault(rank, record)
+    found = []
+    for (pg, seq), by_rank in sorted(at.items()):
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for rank, record in by_rank.items():
+            groups[_comparable(record, by_rank.values())].append(rank)
+        if len(groups) < 2:
+            continue
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+        majority, minority = ordered[0][1], [r for _, ranks in ordered[1:] for r in ranks]
+        if len(ordered[0][1]) == len(ordered[1][1]):
+            majority, minority = _break_tie(ordered, records, seq)
+        found.append(
+            Disagreement(
+                pg=pg,
+                seq=seq,
+                majority=tuple(sorted(majority)),
+                minority=tuple(sorted(minority)),
+                majority_op=by_rank[majority[0]].op,
+                minority_op=by_rank[minority[0]].op,
+                lines=tuple(by_rank[r].line for r in sorted(minority)[:3]),
+            )
+        )
+    return found
+
+
+def _comparable(record: CollectiveRecord, others) -> tuple:
+    # Compare only what every report at this point carries: one line printing sizes and
+    # another not is no disagreement.
+    mine = record.signature()
+    keep = [all(o.signature()[i] is not None for o in others) for i in range(len(mine))]
+    return tuple(v if k else None for v, k in zip(mine, keep, strict=True))
+
+
+def _break_tie(ordered, records, seq) -> tuple[list[int], list[int]]:
+    """Two equal halves: the op the rest of the world runs at this sequence number wins."""
+    world = Counter(
+        op_key(r.op) for mine in records.values() for r in mine if r.seq == seq and r.op
+    )
+    ops = {key: world.get(key[0], 0) for key, _ in ordered}
+    best = max(ordered, key=lambda kv: (ops[kv[0]], 0 in kv[1]))
+    return best[1], [r for key, ranks in ordered if key != best[0] for r in ranks]
+
+
+def lagging_in_group(records: dict[int, tuple[CollectiveRecord, ...]]) -> dict[int, str]:
+    """Ranks whose reported position is behind their group's: rank -> the line that says so."""
+    position: dict[str, dict[int, CollectiveRecord]] = defaultdict(dict)
+    for rank, mine in records.items():
+        for record in mine:
+            if record.seq is None or record.source == "desync":
+                continue
+            held = position[record.pg].get(rank)
+            if held is None or record.seq > held.seq:  # type: ignore[operator]
+                position[record.pg][rank] = record
+    behind: dict[int, str] = {}
+    for by_rank in position.values():
+        if len(by_rank) < 2:
+            continue
+        top = max(r.seq for r in by_rank.values())  # type: ignore[type-var]
+        for rank, record in by_rank.items():
+            if record.seq < top:  # type: ignore[operator]
+                behind.setdefault(rank, record.line)
+    return behind
+
+
+@dataclass(frozen=True)
+class GroupStop:
+    """The first collective of one process group that its members did not all run alike."""
+
+    pg: str
+    seq: int
+    kind: str  # "missing_ranks" | "different_collective"
+    absent: tuple[int, ...]  # members with no entry for it
+    waiting_elsewhere: tuple[int, ...]  # of those, ranks blocked in another group's collective
+    mismatch: dict
+
+    @property
+    def culprits(self) -> tuple[int, ...]:
+        return tuple(r for r in self.absent if r not in self.waiting_elsewhere)
+
+
+def group_stops(dumps: list[FrDump]) -> list[GroupStop]:
+    per_rank = dumps_by_rank(dumps)
+    if not per_rank:
+        return []
+    waiting = _waiting_in(per_rank)
+    stops = []
+    for mismatch in group_mismatches(per_rank):
+        absent = tuple(mismatch["missing_rank_list"])
+        elsewhere = tuple(r for r in absent if waiting.get(r, mismatch["pg"]) != mismatch["pg"])
+        stops.append(
+            GroupStop(
+                pg=mismatch["pg"],
+                seq=mismatch["seq"],
+                kind=mismatch["kind"],
+                absent=absent,
+                waiting_elsewhere=elsewhere,
+                mismatch=mismatch,
+            )
+        )
+    return stops
+
+
+def _waiting_in(per_rank: dict[int, FrDump]) -> dict[int, str]:
+    """rank -> the group of the collective it entered and never completed, if any."""
+    waiting = {}
+    for rank, dump in per_rank.items():
+        pending = [e for e in dump.entries if not e.completed and not e.is_p2p]
+        if pending:
+            waiting[rank] = min(pending, key=lambda e: e.time_created_ns or 0).pg
+    return waiting

@@ -1,0 +1,88 @@
+"""What NCCL itself reports choosing on each node (version, net plugin, transport, interfaces,
+CUDA driver), compared across nodes like the environment; and which node an address is.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from analysis.stacks import compact_ranks
+
+_NODE_LIST_CAP = 12
+
+
+def _node_of_host(snap) -> dict[str, str]:
+    names = {}
+    for node, facts in snap.nodes.items():
+        names[node] = node
+        if facts.hostname:
+            names[facts.hostname] = node
+    return names
+
+
+def _config_node(snap, node: str, host: str | None, hosts: dict[str, str]) -> str:
+    """The node a config line describes: the host in its NCCL prefix when that is a known node
+    (logs may sit on shared storage), else the host itself, else the node it was read on."""
+    if host:
+        return hosts.get(host) or hosts.get(host.split(".", 1)[0]) or host
+    return node
+
+
+def node_addresses(snap) -> dict[str, str]:
+    """Address or host name -> node, from NCCL's Bootstrap / NET lines and the nodes' names."""
+    hosts = _node_of_host(snap)
+    table = dict(hosts)
+    for node, _rank, fact in snap.nccl_config:
+        owner = _config_node(snap, node, fact.host, hosts)
+        for address in fact.addresses:
+            table.setdefault(address, owner)
+        if fact.host:
+            table.setdefault(fact.host, owner)
+    return table
+
+
+def nccl_config_diffs(snap) -> list[dict]:
+    """Every configuration key whose value is not the same on all nodes that reported it."""
+    hosts = _node_of_host(snap)
+    values: dict[str, dict[str, str]] = defaultdict(dict)  # key -> node -> value
+    reporters: dict[str, set[int]] = defaultdict(set)  # node -> ranks that reported its lines
+    lines: dict[tuple[str, str], str] = {}
+    for node, rank, fact in snap.nccl_config:
+        owner = _config_node(snap, node, fact.host, hosts)
+        values[fact.key].setdefault(owner, fact.value)
+        lines.setdefault((fact.key, owner), fact.line)
+        if rank is not None:
+            reporters[owner].add(rank)
+    for rank, state in snap.ranks.items():
+        reporters[state.node].add(rank)
+    diffs = []
+    for key in sorted(values):
+        by_value: dict[str, list[str]] = defaultdict(list)
+        for owner, value in values[key].items():
+            by_value[value].append(owner)
+        if len(by_value) < 2:
+            continue
+        ordered = sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        minority = sorted(n for _, nodes in ordered[1:] for n in nodes)
+        # A tie names no culprit: two halves that differ say "look here", not "it is them".
+        tie = len(ordered[0][1]) == len(ordered[1][1])
+        diffs.append(
+            {
+                "name": key,
+                "values": [
+                    {
+                        "value": value,
+                        "nodes": sorted(nodes)[:_NODE_LIST_CAP],
+                        "node_count": len(nodes),
+                        "ranks": compact_ranks(r for n in nodes for r in reporters.get(n, ())),
+                    }
+                    for value, nodes in ordered
+                ],
+                "minority_nodes": [] if tie else minority,
+                "minority_ranks": []
+                if tie
+                else sorted({r for n in minority for r in reporters.get(n, ())}),
+                "lines": [lines[(key, n)] for n in minority[:3]],
+            }
+        )
+    return diffs
