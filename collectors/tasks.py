@@ -4,6 +4,8 @@ from datetime import timedelta
 
 from celery import shared_task
 
+import console.celery  # noqa: F401  (the configured app, before any task is sent)
+
 from . import remote, services
 
 

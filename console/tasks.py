@@ -1,5 +1,7 @@
 from celery import shared_task
 
+import console.celery  # noqa: F401  (the configured app, before any task is sent)
+
 from .services import worker_heartbeat_record
 
 

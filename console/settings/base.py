@@ -7,10 +7,10 @@ REDIS_URL     Celery broker; default: kombu's filesystem transport under var/bro
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 from pathlib import Path
 
 import dj_database_url
-import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -125,7 +125,8 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [
     BASE_DIR / "static",
     # plotly.js exactly as the pinned plotly package ships it: one version, no CDN.
-    ("vendor/plotly", Path(plotly.__file__).parent / "package_data"),
+    # Found without importing plotly (~20 ms of start-up for every command).
+    ("vendor/plotly", Path(find_spec("plotly").origin).parent / "package_data"),
 ]
 # Served by WhiteNoise straight from the source folders; prod collects them (settings/prod.py).
 WHITENOISE_USE_FINDERS = True

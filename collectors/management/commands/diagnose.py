@@ -13,6 +13,9 @@ class Command(BaseCommand):
         "Print the diagnosis of a stored snapshot (SNAPSHOT_ID), or analyse an evidence "
         "bundle offline (--bundle PATH: a .tar.gz or a directory; no database needed)."
     )
+    # Offline analysis needs neither the URLconf nor the templates the system checks load
+    # (about half of this command's start-up); `manage.py check` still runs them.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("snapshot_id", nargs="?", type=int)
@@ -29,6 +32,8 @@ class Command(BaseCommand):
                 diagnosis = analysis.diagnose(read_bundle(bundle))
             except BundleRefused as exc:
                 raise CommandError(f"bundle refused: {exc}") from exc
+            if hasattr(diagnosis, "to_json"):  # the typed diagnosis; stored ones are JSON
+                diagnosis = diagnosis.to_json()
         else:
             snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
             if snapshot is None:
