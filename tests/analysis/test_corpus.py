@@ -1,0 +1,95 @@
+"""The public-evidence corpus: each case is a bundle built around lines from a public report.
+
+Every directory under `tests/analysis/corpus/` is one case: a bundle (read with the same reader
+as an imported bundle) plus `expected.json`, the diagnosis the source thread and the domain rules
+call for. The expectations were written from the sources, not from the engine's output, so a
+failing case says what the engine has still to learn; `docs/accuracy.md` lists the cases.
+
+`collectors.bundles` imports Django settings, so this file runs under pytest-django (without
+`-p no:django`); it uses no database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis import diagnose
+from collectors.bundles import read_bundle
+
+CORPUS = Path(__file__).parent / "corpus"
+CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir())
+CLASSES = {"A", "B", "C", "straggler", "init", "healthy", "unknown"}
+RANK_FIELDS = ("suspect_ranks", "missing_ranks", "unobserved_ranks")
+URL = re.compile(r"https?://[^\s)>\]]{4,300}")
+MIN_CASES = 25
+
+
+def _expected(case: Path) -> dict:
+    return json.loads((case / "expected.json").read_text())
+
+
+def _as_dict(diagnosis) -> dict:
+    return diagnosis.to_json() if hasattr(diagnosis, "to_json") else diagnosis
+
+
+def _evidence_text(result: dict) -> str:
+    lines = [f"summary: {result.get('summary')}"]
+    for item in (result.get("evidence") or [])[:12]:
+        if isinstance(item, dict):
+            text = item.get("text") or item.get("message") or item.get("title") or item
+            lines.append(f"  - {str(text)[:300]}")
+        else:
+            lines.append(f"  - {str(item)[:300]}")
+    return "\n".join(lines)
+
+
+def test_corpus_has_enough_cases():
+    assert len(CASES) >= MIN_CASES, f"{len(CASES)} cases under {CORPUS}, want >= {MIN_CASES}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_is_documented(case: Path):
+    readme = case / "README.md"
+    assert readme.is_file(), f"{case.name}: no README.md"
+    text = readme.read_text()
+    assert "source:" in text.lower() and URL.search(text), f"{case.name}: README has no source URL"
+    expected = _expected(case)
+    assert URL.fullmatch(expected.get("source", "")), f"{case.name}: expected.json source is no URL"
+    assert expected.get("concluded"), f"{case.name}: expected.json says nothing of the conclusion"
+    assert expected["classification"] in CLASSES
+    for field in RANK_FIELDS:
+        ranks = expected[field]
+        assert isinstance(ranks, list) and all(isinstance(r, int) for r in ranks), field
+        assert ranks == sorted(set(ranks)), f"{case.name}: {field} must be sorted and unique"
+    assert (case / "manifest.json").is_file(), f"{case.name}: no manifest.json"
+    assert not set(expected["missing_ranks"]) & set(expected["unobserved_ranks"]), (
+        f"{case.name}: a rank cannot be both missing (positive evidence) and unobserved"
+    )
+    assert not set(expected["suspect_ranks"]) & set(expected["unobserved_ranks"]), (
+        f"{case.name}: a rank nothing was seen of cannot be a suspect"
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_diagnosis(case: Path):
+    expected = _expected(case)
+    result = _as_dict(diagnose(read_bundle(case)))
+    got = {
+        "classification": result.get("classification"),
+        **{field: sorted(result.get(field) or []) for field in RANK_FIELDS},
+    }
+    want = {"classification": expected["classification"]}
+    want.update({field: expected[field] for field in RANK_FIELDS})
+    if "suspect_nodes" in expected:
+        got["suspect_nodes"] = sorted(result.get("suspect_nodes") or [])
+        want["suspect_nodes"] = sorted(expected["suspect_nodes"])
+    assert got == want, (
+        f"{case.name} ({expected['source']})\n"
+        f"thread concluded: {expected['concluded']}\n"
+        f"expected: {want}\n"
+        f"got:      {got}\n{_evidence_text(result)}"
+    )
