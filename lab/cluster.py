@@ -235,9 +235,6 @@ def up(opts: LabOptions) -> dict:
     """Start the lab; returns the node JSON (also written to <state_dir>/nodes.json)."""
     if opts.scenario not in scenarios.SCENARIOS:
         raise LabError(f"unknown scenario {opts.scenario!r}; one of {sorted(scenarios.SCENARIOS)}")
-    missing = preflight(opts.light)
-    if missing:
-        raise LabError("the lab needs: " + "; ".join(missing))
     if opts.scenario in scenarios.GROUP_SCENARIOS and (
         opts.light or opts.nodes < 2 or opts.ranks_per_node < 2
     ):
@@ -245,6 +242,9 @@ def up(opts: LabOptions) -> dict:
             f"{opts.scenario} needs torch (not --light), at least 2 nodes and 2 ranks per node "
             "(tensor parallel inside a node, data parallel across nodes)"
         )
+    missing = preflight(opts.light)
+    if missing:
+        raise LabError("the lab needs: " + "; ".join(missing))
     if opts.scenario == "oom" and not cgroups.available():
         raise LabError("the oom scenario needs a writable cgroup v1 memory hierarchy")
     state_dir = opts.state_dir.resolve()

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.rank_common import DP_DESC, TP_DESC, parallel_groups
+from lab.rank_common import DP_DESC, GROUP_SCENARIOS, TP_DESC, parallel_groups
 
 DRIFT_VAR = "NCCL_SOCKET_IFNAME"
-# Scenarios whose job builds data-parallel and tensor-parallel groups (dist.new_group).
-GROUP_SCENARIOS = ("tp-rank-stall", "tp-mismatch")
 DRIFT_VALUE = "eth1"
 CLUSTER_IFNAME = "lo"
 

@@ -32,6 +32,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from rank_common import (  # noqa: E402 - lab/, this script's dir
     DP_DESC,
+    GROUP_SCENARIOS,
     TP_DESC,
     parallel_groups,
     rank_parser,
@@ -47,7 +48,6 @@ _timers = {"data": 0.0, "compute": 0.0, "comm": 0.0}
 # Group name (the flight recorder's process_group[0]) -> its global ranks, for the group-local
 # rank torch puts in its log prefix.
 _group_ranks: dict[str, list[int]] = {}
-GROUP_SCENARIOS = ("tp-rank-stall", "tp-mismatch")
 
 
 def nccl_info(msg: str) -> None:
