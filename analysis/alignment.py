@@ -53,10 +53,9 @@ def group_mismatches(per_rank: dict[int, FrDump]) -> list[dict]:
                 table[entry.pg][entry.seq][rank] = entry
         for pg, members in dump.pg_ranks.items():
             config.setdefault(pg, members)
-    ranks_with_dumps = sorted(per_rank)
     found = []
     for pg in sorted(table):
-        members = _members(pg, config, ranks_with_dumps)
+        members = _members(pg, config, table[pg], only_group=len(table) == 1)
         holders = [r for r in members if r in per_rank]
         if not holders:
             continue
@@ -71,13 +70,18 @@ def group_mismatches(per_rank: dict[int, FrDump]) -> list[dict]:
     return found
 
 
-def _members(pg: str, config: dict[str, list[int]], fallback: list[int]) -> list[int]:
-    if pg in config:
+def _members(
+    pg: str, config: dict[str, list[int]], seqs: dict[int, dict[int, FrEntry]], only_group: bool
+) -> list[int]:
+    if config.get(pg):
         return config[pg]
-    if len(config) == 1:
+    known = [ranks for ranks in config.values() if ranks]
+    if only_group and len(known) == 1:
         # gloo dumps name their only group "" in pg_config while entries say "0".
-        return next(iter(config.values()))
-    return fallback
+        return known[0]
+    # No membership recorded (recent gloo dumps leave `ranks` empty): a rank records a
+    # group's collectives only if it belongs to that group.
+    return sorted({rank for entries in seqs.values() for rank in entries})
 
 
 def _compare(pg: str, seq: int, entries: dict[int, FrEntry], holders: list[int]) -> dict | None:

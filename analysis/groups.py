@@ -181,7 +181,8 @@ def group_stops(dumps: list[FrDump]) -> list[GroupStop]:
         return []
     waiting = _waiting_in(per_rank)
     stops = []
-    for mismatch in group_mismatches(per_rank):
+    for found in group_mismatches(per_rank):
+        mismatch = _with_tie_broken(found, per_rank)
         absent = tuple(mismatch["missing_rank_list"])
         elsewhere = tuple(r for r in absent if waiting.get(r, mismatch["pg"]) != mismatch["pg"])
         stops.append(
@@ -195,6 +196,22 @@ def group_stops(dumps: list[FrDump]) -> list[GroupStop]:
             )
         )
     return stops
+
+
+def _with_tie_broken(mismatch: dict, per_rank: dict[int, FrDump]) -> dict:
+    """Two halves of a group that disagree (a 2-rank tensor-parallel group): the side that
+    runs what the other groups run at this sequence number is the majority."""
+    collectives = mismatch["collectives"]
+    if len(collectives) < 2 or len(collectives[0]["rank_list"]) != len(collectives[1]["rank_list"]):
+        return mismatch
+    elsewhere = Counter(
+        entry.signature
+        for dump in per_rank.values()
+        for entry in dump.entries
+        if entry.seq == mismatch["seq"] and entry.pg != mismatch["pg"] and not entry.is_p2p
+    )
+    ordered = sorted(collectives, key=lambda c: (-len(c["rank_list"]), -elsewhere[c["signature"]]))
+    return {**mismatch, "collectives": ordered}
 
 
 def _waiting_in(per_rank: dict[int, FrDump]) -> dict[int, str]:

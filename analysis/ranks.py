@@ -312,14 +312,20 @@ def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], prob
         state = ranks.get(rank)
         if state is None:
             state = ranks[rank] = RankState(rank=rank, node=node)
+        took = record.step_time
+        if took is None and record.at and state.last_step_at and state.last_step is not None:
+            # No step_time= on the line: the timestamps of consecutive steps say it.
+            advanced = record.step - state.last_step
+            if advanced > 0:
+                took = (record.at - state.last_step_at).total_seconds() / advanced
         if state.last_step is None or record.step >= state.last_step:
             if record.at is not None or state.last_step != record.step:
                 state.last_step_at = record.at or (
                     state.last_step_at if state.last_step == record.step else None
                 )
             state.last_step = record.step
-        if record.step_time is not None:
-            step_times[rank].append(record.step_time)
+        if took is not None and took >= 0:
+            step_times[rank].append(took)
     for rank, times in step_times.items():
         ranks[rank].step_time = _median_step_time(times)
     if unresolved:

@@ -346,13 +346,13 @@ def outside_collective(facts: Facts) -> Verdict | None:
     if not (facts.outside and facts.in_collective):
         return None
     outside, waiting = list(facts.outside), list(facts.in_collective)
-    first_fr = (facts.flight_recorder or {}).get("first_mismatch")
     evidence = quotes.stacks(facts, outside) + quotes.stack(facts, waiting[0])
-    if first_fr:
-        evidence.append(quotes.flight_recorder(first_fr))
+    # The flight recorder agrees when the groups stop at these ranks (victims aside).
+    agreeing = [s for s in facts.group_stops if s.culprits and set(s.culprits) <= set(outside)]
+    evidence += [quotes.flight_recorder(s.mismatch) for s in agreeing[:2]]
     state = facts.ranks[outside[0]]
     nodes = sorted({facts.rank_node[r] for r in outside})
-    agrees = any(set(s.culprits) and set(s.culprits) <= set(outside) for s in facts.group_stops)
+    agrees = bool(agreeing)
     return _verdict(
         facts,
         "A",
@@ -624,19 +624,25 @@ def cpu_side(facts: Facts) -> Verdict | None:
 
 
 def watchdog_only(facts: Facts) -> Verdict | None:
-    """Logs only, every reporting rank timed out in the same collective, none lags."""
+    """Logs only, every reporting rank timed out in the same collective and none lags: the
+    logs name the stuck collective but cannot tell A from B from C."""
     stuck = (facts.watchdog or {}).get("stuck_collective")
     if not stuck or facts.snap.has_process_evidence:
         return None
     evidence = [Evidence("watchdog", n, r, f.line) for n, r, f in facts.snap.watchdog[:5]]
     return Verdict(
-        "C",
+        "unknown",
         0.35,
         f"Logs only: the watchdog reports collective #{stuck['seq']} "
-        f"({stuck['op'] or 'op unknown'}) timed out and no rank lags in the logs. "
-        "Collect stacks to tell B from C.",
+        f"({stuck['op'] or 'op unknown'}) timed out and no rank lags in the logs. The logs "
+        "cannot tell a rank stalled inside it from a configuration problem: collect stacks "
+        "(py-spy) of every rank and the flight recorder.",
         evidence=tuple(evidence),
-        next_steps=(SECOND_SNAPSHOT,),
+        next_steps=(
+            "Snapshot the cluster (py-spy of every rank, dmesg, flight recorder) to tell A, B "
+            "and C apart.",
+            SECOND_SNAPSHOT,
+        ),
         rule="watchdog_only",
     )
 

@@ -1,0 +1,402 @@
+"""Every rule on its own: the evidence it speaks on, and evidence where it must stay silent.
+
+Rules are called directly on Facts built from real captured evidence (tests/analysis/samples)
+or from small log-only snapshots around published lines, so each test pins one rule.
+"""
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+
+from analysis import rules
+from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.facts import build_facts
+from analysis.ranks import parse_snapshot
+from analysis.verdict import SECOND_SNAPSHOT
+from tests.analysis.sample_evidence import (
+    diagnosis_json,
+    drop_rank_process,
+    load_snapshot,
+    pid_of_rank,
+    split_nodes,
+)
+
+T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
+
+
+def facts_of(evidence, previous=None):
+    prev = parse_snapshot(previous) if previous is not None else None
+    return build_facts(parse_snapshot(evidence), prev)
+
+
+def step_lines(
+    rank: int, steps: int, start: datetime = T0, step_s: float = 1.0, timed: bool = True
+) -> str:
+    """Lab-style step lines; `timed=False` leaves out step_time= (then only timestamps say)."""
+    lines = []
+    for step in range(1, steps + 1):
+        at = start + timedelta(seconds=step * step_s)
+        stamp = at.strftime("%Y-%m-%d %H:%M:%S,") + f"{at.microsecond // 1000:03d}"
+        took = f" step_time={step_s}s" if timed else ""
+        lines.append(f"{stamp} INFO [rank{rank}] host=h{rank} step={step}{took}")
+    return "\n".join(lines) + "\n"
+
+
+def logs_only(per_rank: dict[int, str], world: int, at: datetime, nodes: int = 1):
+    """A `kubectl logs` style bundle: one log per rank, ranks spread over `nodes` nodes."""
+    evidence = [NodeEvidence(node=f"node-{i}", hostname=f"node-{i}") for i in range(nodes)]
+    per_node = max(1, world // nodes)
+    for rank, text in per_rank.items():
+        evidence[min(rank // per_node, nodes - 1)].logs[f"/logs/rank{rank}.log"] = text
+    return SnapshotEvidence(nodes=evidence, expected_world_size=world, collected_at=at)
+
+
+def same_stack_everywhere(snapshot):
+    """The captured hang with rank 3 brought into the others' all_reduce."""
+    changed = copy.deepcopy(snapshot)
+    node = changed.nodes[0]
+    node.pyspy[pid_of_rank(node, 3)] = node.pyspy[pid_of_rank(node, 0)]
+    return changed
+
+
+# ------------------------------------------------------------------ no_evidence
+
+
+def test_no_evidence_speaks_on_an_empty_snapshot():
+    verdict = rules.no_evidence(facts_of(SnapshotEvidence(nodes=[NodeEvidence(node="n0")])))
+    assert verdict is not None and verdict.classification == "unknown"
+
+
+def test_no_evidence_is_silent_when_there_are_ranks():
+    assert rules.no_evidence(facts_of(load_snapshot("outside"))) is None
+
+
+# ------------------------------------------------------------------ moving / healthy
+
+
+def test_moving_calls_a_job_healthy_when_steps_advance_between_snapshots():
+    facts = facts_of(load_snapshot("healthy", "snap1"), load_snapshot("healthy", "snap0"))
+    verdict = rules.moving(facts)
+    assert verdict is not None and verdict.classification == "healthy"
+
+
+def test_moving_is_silent_after_one_step_and_silence():
+    # One step, nothing since: no step time to compare the silence with, nothing proves motion.
+    texts = {r: step_lines(r, 1, timed=False) for r in range(4)}
+    evidence = logs_only(texts, 4, T0 + timedelta(minutes=5))
+    facts = facts_of(evidence)
+    assert facts.progress.progressing is None
+    assert rules.moving(facts) is None
+
+
+def test_moving_is_silent_when_the_last_step_is_many_step_times_old():
+    evidence = logs_only({r: step_lines(r, 20) for r in range(4)}, 4, T0 + timedelta(seconds=60))
+    facts = facts_of(evidence)
+    assert facts.progress.progressing is False
+    assert facts.progress.threshold_s == 5.0
+    assert rules.moving(facts) is None
+
+
+def test_moving_calls_recent_steps_within_a_few_step_times_healthy():
+    evidence = logs_only({r: step_lines(r, 20) for r in range(4)}, 4, T0 + timedelta(seconds=22))
+    verdict = rules.moving(facts_of(evidence))
+    assert verdict is not None and verdict.classification == "healthy"
+
+
+def test_moving_is_silent_when_a_rank_is_gone_however_recent_the_steps():
+    later = drop_rank_process(load_snapshot("healthy", "snap1"), 2)
+    facts = facts_of(later, load_snapshot("healthy", "snap0"))
+    assert facts.progress.progressing is True
+    assert facts.missing == (2,)
+    assert rules.moving(facts) is None
+    assert diagnosis_json(later, load_snapshot("healthy", "snap0"))["classification"] == "A"
+
+
+def test_moving_learns_the_step_time_from_timestamps_when_lines_do_not_say():
+    texts = {r: step_lines(r, 20, step_s=2.0, timed=False) for r in range(4)}
+    facts = facts_of(logs_only(texts, 4, T0 + timedelta(seconds=90)))
+    assert facts.progress.step_time_s == 2.0
+    assert facts.progress.threshold_s == 10.0
+    assert facts.progress.progressing is False
+
+
+def test_a_stuck_verdict_without_proof_asks_for_a_second_snapshot_first():
+    texts = {r: step_lines(r, 1, timed=False) for r in range(4)}
+    evidence = logs_only(texts, 4, T0 + timedelta(minutes=5))
+    for rank in range(3):
+        evidence.nodes[0].logs[f"/logs/rank{rank}.log"] += (
+            f"[rank{rank}]:[E ProcessGroupNCCL.cpp:737] [Rank {rank}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=6, OpType=ALLREDUCE, Timeout(ms)=600000) ran "
+            "for 600060 milliseconds before timing out.\n"
+        )
+    result = diagnosis_json(evidence)
+    assert result["classification"] != "healthy"
+    assert result["next_steps"][0] == SECOND_SNAPSHOT
+
+
+# ------------------------------------------------------------------ straggler
+
+
+def test_moving_names_a_straggler_from_per_rank_step_times():
+    texts = {r: step_lines(r, 20, step_s=1.0) for r in range(7)}
+    texts[7] = step_lines(7, 20, step_s=3.0)
+    evidence = logs_only(texts, 8, T0 + timedelta(seconds=24), nodes=2)
+    verdict = rules.moving(facts_of(evidence))
+    assert verdict is not None and verdict.classification == "straggler"
+    assert verdict.suspects == (7,)
+
+
+def test_moving_does_not_call_half_the_job_stragglers():
+    texts = {r: step_lines(r, 20, step_s=1.0 if r < 4 else 3.0) for r in range(8)}
+    evidence = logs_only(texts, 8, T0 + timedelta(seconds=24), nodes=2)
+    verdict = rules.moving(facts_of(evidence))
+    assert verdict is not None and verdict.classification == "healthy"
+
+
+# ------------------------------------------------------------------ departed / lost
+
+
+def test_departed_names_the_rank_that_exited_not_the_ones_the_launcher_stopped():
+    verdict = rules.departed(facts_of(load_snapshot("crash")))
+    assert verdict is not None and verdict.classification == "A"
+    assert verdict.suspects == (2,)
+
+
+def test_departed_is_silent_when_every_rank_is_alive():
+    assert rules.departed(facts_of(load_snapshot("outside"))) is None
+
+
+def test_lost_names_a_rank_gone_from_ps():
+    verdict = rules.lost(facts_of(drop_rank_process(load_snapshot("outside"), 1)))
+    assert verdict is not None and verdict.suspects == (1,)
+    assert any(e.kind == "missing" and e.rank == 1 for e in verdict.evidence)
+
+
+def test_lost_is_silent_on_a_logs_only_bundle_without_a_rank():
+    texts = {r: step_lines(r, 5) for r in (0, 2, 3)}
+    facts = facts_of(logs_only(texts, 4, T0 + timedelta(minutes=5)))
+    assert facts.unobserved == (1,)
+    assert rules.lost(facts) is None
+
+
+# ------------------------------------------------------------------ init
+
+
+def test_init_speaks_when_ranks_wait_in_the_rendezvous():
+    verdict = rules.init(facts_of(load_snapshot("init")))
+    assert verdict is not None and verdict.classification == "init"
+
+
+def test_init_is_silent_once_training_ran():
+    assert rules.init(facts_of(load_snapshot("outside"))) is None
+
+
+def test_init_is_silent_on_logs_without_steps_that_show_collectives_completed():
+    # Logs without step lines are no proof of an init hang: the watchdog says work completed.
+    line = (
+        "[rank{r}]:[E626 06:24:44.906457629 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID "
+        "0(default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog at "
+        "work: 808, last enqueued NCCL work: 811, last completed NCCL work: 807.\n"
+    )
+    texts = {r: line.format(r=r) for r in range(4)}
+    assert rules.init(facts_of(logs_only(texts, 4, T0))) is None
+
+
+# ------------------------------------------------------------------ unreachable
+
+
+def test_unreachable_points_at_a_node_that_gave_nothing():
+    snapshot = split_nodes(same_stack_everywhere(load_snapshot("outside")))
+    snapshot.nodes[1] = NodeEvidence(node="lab-node-1", status="unreachable: timed out")
+    verdict = rules.unreachable(facts_of(snapshot))
+    assert verdict is not None and verdict.suspect_nodes == ("lab-node-1",)
+    assert verdict.suspects == ()
+
+
+def test_unreachable_is_silent_when_every_node_answered():
+    assert rules.unreachable(facts_of(split_nodes(load_snapshot("outside")))) is None
+
+
+# ------------------------------------------------------------------ B from the flight recorder
+
+
+def test_fr_different_collective_names_the_odd_rank():
+    verdict = rules.fr_different_collective(facts_of(load_snapshot("mismatch")))
+    assert verdict is not None and verdict.classification == "B"
+    assert verdict.suspects == (0,)
+
+
+def test_fr_different_collective_breaks_a_two_rank_tie_with_the_other_groups():
+    # Tensor-parallel group {2, 3}: rank 3 runs all_gather, rank 2 all_reduce as group {0, 1}.
+    verdict = rules.fr_different_collective(facts_of(load_snapshot("tp-mismatch")))
+    assert verdict is not None and verdict.suspects == (3,)
+
+
+def test_fr_different_collective_is_silent_when_only_a_rank_is_missing():
+    assert rules.fr_different_collective(facts_of(load_snapshot("outside"))) is None
+
+
+# ------------------------------------------------------------------ B from the logs
+
+
+def _watchdog(rank: int, seq: int, op: str, numel: int) -> str:
+    return (
+        f"[rank{rank}]:[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, "
+        f"NumelOut={numel}, Timeout(ms)=600000) ran for 600143 milliseconds before timing out.\n"
+    )
+
+
+def test_logs_different_collective_finds_another_op_at_the_same_seqnum():
+    texts = {r: step_lines(r, 3) + _watchdog(r, 41, "ALLREDUCE", 1024) for r in range(3)}
+    texts[3] = step_lines(3, 3) + _watchdog(3, 41, "_ALLGATHER_BASE", 1024)
+    verdict = rules.logs_different_collective(facts_of(logs_only(texts, 4, T0)))
+    assert verdict is not None and verdict.classification == "B"
+    assert verdict.suspects == (3,)
+    assert any(e.rank == 3 and "_ALLGATHER_BASE" in e.text for e in verdict.evidence)
+
+
+def test_logs_different_collective_finds_another_size_at_the_same_seqnum():
+    texts = {r: _watchdog(r, 41, "ALLREDUCE", 1024) for r in range(4)}
+    texts[1] = _watchdog(1, 41, "ALLREDUCE", 2048)
+    verdict = rules.logs_different_collective(facts_of(logs_only(texts, 4, T0)))
+    assert verdict is not None and verdict.suspects == (1,)
+
+
+def test_logs_different_collective_is_silent_when_all_agree():
+    texts = {r: _watchdog(r, 41, "ALLREDUCE", 1024) for r in range(4)}
+    assert rules.logs_different_collective(facts_of(logs_only(texts, 4, T0))) is None
+
+
+# ------------------------------------------------------------------ A: outside the collective
+
+
+def test_outside_collective_names_the_rank_elsewhere_and_agrees_with_the_flight_recorder():
+    verdict = rules.outside_collective(facts_of(load_snapshot("tp-rank-stall")))
+    assert verdict is not None and verdict.suspects == (3,)
+    assert verdict.confidence >= 0.85  # the groups' flight records stop at rank 3 too
+
+
+def test_outside_collective_is_silent_when_everyone_is_in_a_collective():
+    assert rules.outside_collective(facts_of(load_snapshot("mismatch"))) is None
+
+
+# ------------------------------------------------------------------ B from stacks
+
+
+def test_stacks_different_collective_speaks_without_a_flight_recorder():
+    snapshot = load_snapshot("mismatch")
+    snapshot.nodes[0].flight_recorder = {}
+    verdict = rules.stacks_different_collective(facts_of(snapshot))
+    assert verdict is not None and verdict.classification == "B"
+
+
+def test_stacks_different_collective_is_silent_on_one_op():
+    facts = facts_of(same_stack_everywhere(load_snapshot("outside")))
+    assert rules.stacks_different_collective(facts) is None
+
+
+def test_different_call_sites_speaks_when_one_rank_calls_from_elsewhere():
+    snapshot = same_stack_everywhere(load_snapshot("outside"))
+    node = snapshot.nodes[0]
+    pid = pid_of_rank(node, 3)
+    threads = json.loads(node.pyspy[pid])
+    main = next(t for t in threads if t["thread_name"] == "MainThread")
+    main["frames"][-1]["line"] += 7  # the same all_reduce, reached from another line
+    node.pyspy[pid] = json.dumps(threads)
+    facts = facts_of(snapshot)
+    assert len(facts.signatures) == 2
+    verdict = rules.different_call_sites(facts)
+    assert verdict is not None and verdict.suspects == (3,)
+
+
+def test_different_call_sites_is_silent_on_one_call_site():
+    facts = facts_of(same_stack_everywhere(load_snapshot("outside")))
+    assert rules.different_call_sites(facts) is None
+
+
+# ------------------------------------------------------------------ A from the flight recorder
+
+
+def test_fr_never_reached_tells_the_culprit_from_a_victim_of_another_group():
+    # Data + tensor parallel: rank 3 stalled; rank 2 waits for it in their tensor-parallel
+    # all_reduce, so rank 2 never reached the data-parallel one rank 0 waits in. Rank 2 is a
+    # victim, rank 3 the culprit: no stacks, the flight recorder alone must say so.
+    snapshot = load_snapshot("tp-rank-stall")
+    snapshot.nodes[0].pyspy = {}
+    verdict = rules.fr_never_reached(facts_of(snapshot))
+    assert verdict is not None and verdict.suspects == (3,)
+    assert "rank 2 wait" in verdict.summary
+
+
+def test_fr_never_reached_is_silent_when_all_ranks_entered():
+    assert rules.fr_never_reached(facts_of(load_snapshot("mismatch"))) is None
+
+
+# ------------------------------------------------------------------ lagging
+
+
+def _progress_line(rank: int, completed: int) -> str:
+    return (
+        f"[rank{rank}]:[E626 06:24:44.906457629 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID "
+        f"0(default_pg) Rank {rank}] Exception (either an error or timeout) detected by watchdog "
+        f"at work: {completed + 1}, last enqueued NCCL work: {completed + 3}, last completed "
+        f"NCCL work: {completed}.\n"
+    )
+
+
+def test_lagging_names_the_rank_whose_last_completed_collective_is_behind():
+    texts = {r: _progress_line(r, 807) for r in range(4)}
+    texts[2] = _progress_line(2, 800)
+    verdict = rules.lagging(facts_of(logs_only(texts, 4, T0)))
+    assert verdict is not None and verdict.suspects == (2,)
+    assert verdict.evidence and verdict.evidence[0].rank == 2
+
+
+def test_lagging_is_silent_when_every_rank_is_at_the_same_place():
+    texts = {r: _progress_line(r, 807) for r in range(4)}
+    assert rules.lagging(facts_of(logs_only(texts, 4, T0))) is None
+
+
+# ------------------------------------------------------------------ C: same collective, env
+
+
+def test_same_collective_speaks_when_everyone_waits_in_one_op():
+    verdict = rules.same_collective(facts_of(same_stack_everywhere(load_snapshot("outside"))))
+    assert verdict is not None and verdict.classification == "C"
+
+
+def test_same_collective_is_silent_with_a_rank_outside():
+    assert rules.same_collective(facts_of(load_snapshot("outside"))) is None
+
+
+def test_cpu_side_speaks_when_no_rank_is_in_a_collective():
+    snapshot = load_snapshot("outside")
+    node = snapshot.nodes[0]
+    for rank in range(3):
+        node.pyspy[pid_of_rank(node, rank)] = node.pyspy[pid_of_rank(node, 3)]
+    verdict = rules.cpu_side(facts_of(snapshot))
+    assert verdict is not None and verdict.suspects == (0, 1, 2, 3)
+
+
+def test_cpu_side_is_silent_when_ranks_wait_in_a_collective():
+    assert rules.cpu_side(facts_of(load_snapshot("outside"))) is None
+
+
+def test_watchdog_only_names_the_stuck_collective_without_guessing_a_class():
+    texts = {r: step_lines(r, 3) + _watchdog(r, 41, "ALLREDUCE", 1024) for r in range(4)}
+    verdict = rules.watchdog_only(facts_of(logs_only(texts, 4, T0 + timedelta(minutes=20))))
+    assert verdict is not None and verdict.classification == "unknown"
+    assert "#41 (ALLREDUCE)" in verdict.summary
+    assert verdict.suspects == ()
+
+
+def test_watchdog_only_is_silent_with_process_evidence():
+    assert rules.watchdog_only(facts_of(load_snapshot("outside"))) is None
+
+
+def test_the_rules_run_in_the_order_the_module_documents():
+    names = [rule.__name__ for rule in rules.RULES]
+    assert names.index("moving") < names.index("departed") < names.index("init")
+    assert names.index("fr_different_collective") < names.index("outside_collective")
+    assert names.index("peer_named") < names.index("lagging") < names.index("same_collective")
