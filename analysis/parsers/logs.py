@@ -3,55 +3,78 @@
 Understands: the lab step line (`... [rank3] host=h step=42 loss=.. step_time=0.5s`), Megatron
 `iteration N/ M` lines, torchrun `[defaultN]:` / `[rankN]:` prefixes and failure summaries, the
 PyTorch NCCL watchdog in its several versions, the desync report, DETAIL mismatch errors, and
-`NCCL INFO` / `NCCL WARN` lines. Anything else is ignored (logs are mostly noise), but a file
-in which nothing at all was recognised is reported as a problem.
+`NCCL INFO` / `NCCL WARN` lines, and the launchers' own failure and rank-numbering lines
+(`analysis.parsers.launchers`). What NCCL says about collectives, peers, its own configuration
+and slow ranks comes from `analysis.parsers.nccl`. Anything else is ignored (logs are mostly
+noise), but a file in which nothing at all was recognised is reported as a problem.
+
+Each line goes through a table of (substring guard, handler) pairs, after a fast path for the
+lab step line that makes up most of a healthy log; every list kept is bounded.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-_RANK_TAG = re.compile(r"\[rank(\d+)\]", re.IGNORECASE)
-_LOCAL_PREFIX = re.compile(r"^\[(?:[A-Za-z_][\w-]*?)(\d+)\]:")
-_RANK_WORD = re.compile(r"(?:\bRank (\d+)\]|\brank=(\d+)\b)")
-_FILE_RANK = re.compile(r"rank[_-]?(\d+)(?:\D*)$", re.IGNORECASE)
+from analysis.parsers import nccl
+from analysis.parsers.launchers import ExitFact, LauncherReader
+from analysis.parsers.nccl import CollectiveFact, NcclConfigFact, PeerFact, SlowFact
+
+__all__ = [
+    "ExitFact",
+    "LineFact",
+    "LogFacts",
+    "StepRecord",
+    "WatchdogFact",
+    "parse_log",
+    "parse_timestamp",
+    "rank_from_filename",
+]
+
+_RANK_TAG = re.compile(r"\[rank(\d{1,18})\]", re.IGNORECASE)
+_LOCAL_PREFIX = re.compile(r"^\[(?:[A-Za-z_][\w-]*?)(\d{1,18})\]:")
+_RANK_WORD = re.compile(r"(?:\bRank (\d{1,18})\]|\brank=(\d{1,18})\b)")
+_FILE_RANK = re.compile(r"rank[_-]?(\d{1,18})(?:\D*)$", re.IGNORECASE)
 _TIMESTAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
-_STEP = re.compile(r"\bstep[= ](\d+)\b")
+_STEP = re.compile(r"\bstep[= ](\d{1,18})\b")
 _STEP_TIME = re.compile(r"\bstep_time=([\d.]+)s?")
 _HOST = re.compile(r"\bhost=(\S+)")
-_ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)")
+_ITERATION = re.compile(r"\biteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
 _ITER_MS = re.compile(r"elapsed time per iteration \(ms\):\s*([\d.]+)")
-_WORLD = re.compile(r"\bworld_size[=: ]\s*(\d+)")
+_WORLD = re.compile(r"\bworld_size[=: ]\s*(\d{1,18})")
 _WD_OLD = re.compile(
-    r"Watchdog caught collective operation timeout: Work\w*\(SeqNum=(\d+), OpType=(\w+)"
+    r"Watchdog caught collective operation timeout: Work\w*\(SeqNum=(\d{1,18}), OpType=(\w+)"
 )
-_WD_RAN = re.compile(r"ran for (\d+) milliseconds")
+_WD_RAN = re.compile(r"ran for (\d{1,18}) milliseconds")
 _WD_WORK = re.compile(
-    r"detected by watchdog at work: (\d+), last enqueued \w* ?work: (\d+), "
-    r"last completed \w* ?work: (\d+)"
+    r"detected by watchdog at work: (\d{1,18}), last enqueued \w* ?work: (\d{1,18}), "
+    r"last completed \w* ?work: (\d{1,18})"
 )
 _WD_SEQ = re.compile(
-    r"failure detected by watchdog at work sequence id: (\d+) PG status: "
-    r"last enqueued work: (\d+), last completed work: (\d+)"
+    r"failure detected by watchdog at work sequence id: (\d{1,18}) PG status: "
+    r"last enqueued work: (\d{1,18}), last completed work: (\d{1,18})"
 )
-_LAST_COMPLETED = re.compile(r"last enqueued NCCL work: (\d+), last completed NCCL work: (\d+)")
-_DESYNC_TIMEOUT = re.compile(r"Timeout at collective: (\w+), #(\d+)")
-_DESYNC_LAG = re.compile(r"\[(\d+)\] finished collective #(\d+), but didn't join collective #(\d+)")
-_DETAIL = re.compile(
-    r"Rank (\d+) is running collective: CollectiveFingerPrint\(SequenceNumber=(\d+)\s*,?\s*"
-    r"OpType=(\w+).*?but Rank (\d+) is running collective: "
-    r"CollectiveFingerPrint\(SequenceNumber=(\d+)\s*,?\s*OpType=(\w+)"
+_LAST_COMPLETED = re.compile(
+    r"last enqueued NCCL work: (\d{1,18}), last completed NCCL work: (\d{1,18})"
+)
+_DESYNC_TIMEOUT = re.compile(r"Timeout at collective: (\w+), #(\d{1,18})")
+_DESYNC_LAG = re.compile(
+    r"\[(\d{1,18})\] finished collective #(\d{1,18}), but didn't join collective #(\d{1,18})"
+)
+# One side of a DETAIL mismatch; a line naming two of them is a mismatch. Read with finditer
+# rather than one pattern spanning both sides, which would rescan the line from every start.
+_FINGERPRINT = re.compile(
+    r"Rank (\d{1,18}) is running collective: CollectiveFingerPrint\(SequenceNumber=(\d{1,18})"
+    r"\s*(?:,\s*)?OpType=(\w+)"
 )
 _NCCL = re.compile(
     r"^(?:\[\d+\] )?(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] "
     r"NCCL (?P<lvl>INFO|WARN) (?P<msg>.*)"
 )
 _NCCL_ENV = re.compile(r"\b(NCCL_\w+) set by environment to (\S+)")
-_TORCHRUN_FAIL = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
-_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
-_SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+) \(pid: (\d+)\)")
 _ERROR_HINTS = (
     "Traceback",
     "Error",
@@ -92,15 +115,6 @@ class WatchdogFact:
 
 
 @dataclass
-class ExitFact:
-    rank: int | None
-    local_rank: int | None
-    pid: int | None
-    exit_code: int
-    line: str
-
-
-@dataclass
 class LineFact:
     rank: int | None
     local_rank: int | None
@@ -121,6 +135,17 @@ class LogFacts:
     nccl_warn: list[LineFact] = field(default_factory=list)
     nccl_env: dict[str, str] = field(default_factory=dict)
     nccl_net: list[LineFact] = field(default_factory=list)
+    # From the launchers (torchrun's rendezvous result and failure summary, DeepSpeed's world
+    # info, Ray Train's worker list): bounded to launchers.MAX_MAP entries each. A local rank
+    # that two reports in this file map to different global ranks is left out.
+    local_to_global: dict[int, int] = field(default_factory=dict)
+    host_ranks: dict[str, list[int]] = field(default_factory=dict)  # host -> ranks, local order
+    pid_ranks: dict[int, int] = field(default_factory=dict)
+    # From analysis.parsers.nccl, each list keeping its first and latest entries.
+    collectives: list[CollectiveFact] = field(default_factory=list)
+    peer_errors: list[tuple[int | None, int | None, PeerFact]] = field(default_factory=list)
+    nccl_config: list[tuple[int | None, int | None, NcclConfigFact]] = field(default_factory=list)
+    slow_reports: list[SlowFact] = field(default_factory=list)
     world_size: int | None = None
     fr_disabled: bool = False
     problems: list[str] = field(default_factory=list)
@@ -148,8 +173,8 @@ def parse_timestamp(text: str) -> datetime | None:
 
 
 _LAB_STEP = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3}) \w+ \[rank(\d+)\] host=(\S+) "
-    r"step=(\d+)\b(?:.*\bstep_time=([\d.]+)s?)?"
+    r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3}) \w+ \[rank(\d{1,18})\] host=(\S+) "
+    r"step=(\d{1,18})\b(?:.*\bstep_time=([\d.]+)s?)?"
 )
 
 
@@ -172,28 +197,74 @@ def _lab_step(match: re.Match, line: str) -> StepRecord:
 
 
 _MAX_KEPT = 20  # error / warn lines kept per file: enough to quote, bounded for 4,096 ranks
+_MAX_COLLECTIVES = 512
+_MAX_PEERS = 64
+_MAX_CONFIG = 256
+_MAX_SLOW = 512
+_MAX_LAGGING = 65_536
+
+_COLLECTIVE_HINTS = ("atchdog", "last completed", "ollective", "SeqNum")
+_SLOW_HINTS = ("traggler", "Rnk", "MnRtt", "slowest")
 
 
 def parse_log(path: str, text: str | None) -> LogFacts:
     facts = LogFacts(path=path, file_rank=rank_from_filename(path))
     if not text:
         return facts
-    recognised = 0
-    summary_rank: tuple[int, int] | None = None
-    previous_rank: int | None = None
+    reader = _LogReader(facts)
     for raw_line in text.splitlines():
         line = raw_line.rstrip()
-        if not line:
-            continue
+        if line:
+            reader.read(line)
+    reader.finish()
+    if reader.recognised == 0 and text.count("\n") >= 3:
+        facts.problems.append(f"{path}: no step, watchdog, NCCL or error line recognised")
+    return facts
+
+
+class _LogReader:
+    """One pass over one log. `read` resolves who wrote the line, then offers it to each
+    handler whose guard substring it contains, until one consumes it."""
+
+    def __init__(self, facts: LogFacts) -> None:
+        self.facts = facts
+        self.recognised = 0
+        self.previous_rank: int | None = None
+        self.launchers = LauncherReader()
+
+    def read(self, line: str) -> None:
         if line[0].isdigit():
             # Fast path for the lab step line, which makes up most of a healthy log.
             lab = _LAB_STEP.match(line)
             if lab:
-                recognised += 1
-                previous_rank = int(lab.group(8))
-                facts.steps.append(_lab_step(lab, line))
-                continue
-        continuation = line[0] in " \t"
+                self.recognised += 1
+                self.previous_rank = int(lab.group(8))
+                self.facts.steps.append(_lab_step(lab, line))
+                return
+        rank, local = self._who(line)
+        self.previous_rank = rank
+        if self.launchers.feed(line, rank, local):
+            self.recognised += 1
+            if _is_error(line):
+                _keep(self.facts.errors, LineFact(rank, local, line))
+            return
+        for guards, handler in _DISPATCH:
+            if any(g in line for g in guards) and handler(self, line, rank, local):
+                self.recognised += 1
+                return
+        if _is_error(line):
+            self.recognised += 1
+            _keep(self.facts.errors, LineFact(rank, local, line))
+
+    def finish(self) -> None:
+        self.launchers.finish()
+        self.facts.exits = self.launchers.exits
+        rank_map = self.launchers.map
+        self.facts.local_to_global = rank_map.local_to_global
+        self.facts.host_ranks = rank_map.host_ranks
+        self.facts.pid_ranks = rank_map.pid_ranks
+
+    def _who(self, line: str) -> tuple[int | None, int | None]:
         local = None
         prefix = _LOCAL_PREFIX.match(line)
         if prefix and not line.startswith("[rank"):
@@ -207,117 +278,132 @@ def parse_log(path: str, text: str | None) -> LogFacts:
                 rank = int(word.group(1) or word.group(2))
         if rank is None and local is None:
             # Indented lines continue a multi-line report (desync) from the line above.
-            rank = previous_rank if continuation and previous_rank is not None else facts.file_rank
-        previous_rank = rank
-        if "step" in line:
-            step = _STEP.search(line)
-            if step and "NCCL" not in line:
-                recognised += 1
-                if rank is None and local is None:
-                    word = _RANK_WORD.search(line)
-                    if word:
-                        rank = int(word.group(1) or word.group(2))
-                step_time = _STEP_TIME.search(line)
-                host = _HOST.search(line)
-                facts.steps.append(
-                    StepRecord(
-                        rank,
-                        local,
-                        int(step.group(1)),
-                        parse_timestamp(line),
-                        float(step_time.group(1)) if step_time else None,
-                        host.group(1) if host else None,
-                        line,
-                    )
-                )
-                continue
-        if "iteration" in line:
-            iteration = _ITERATION.search(line)
-            if iteration:
-                recognised += 1
-                ms = _ITER_MS.search(line)
-                facts.steps.append(
-                    StepRecord(
-                        rank,
-                        local,
-                        int(iteration.group(1)),
-                        parse_timestamp(line),
-                        float(ms.group(1)) / 1000 if ms else None,
-                        None,
-                        line,
-                    )
-                )
-                continue
-        if "world_size" in line and facts.world_size is None:
+            continuation = line[0] in " \t"
+            previous = self.previous_rank
+            rank = previous if continuation and previous is not None else self.facts.file_rank
+        return rank, local
+
+    # -- handlers: each returns True when it consumed the line ---------------------------------
+
+    def _step(self, line: str, rank: int | None, local: int | None) -> bool:
+        step = _STEP.search(line)
+        if not step or "NCCL" in line:
+            return False
+        step_time = _STEP_TIME.search(line)
+        host = _HOST.search(line)
+        self.facts.steps.append(
+            StepRecord(
+                rank,
+                local,
+                int(step.group(1)),
+                parse_timestamp(line),
+                float(step_time.group(1)) if step_time else None,
+                host.group(1) if host else None,
+                line,
+            )
+        )
+        return True
+
+    def _iteration(self, line: str, rank: int | None, local: int | None) -> bool:
+        iteration = _ITERATION.search(line)
+        if not iteration:
+            return False
+        ms = _ITER_MS.search(line)
+        self.facts.steps.append(
+            StepRecord(
+                rank,
+                local,
+                int(iteration.group(1)),
+                parse_timestamp(line),
+                float(ms.group(1)) / 1000 if ms else None,
+                None,
+                line,
+            )
+        )
+        self._slow(line)
+        return True
+
+    def _world_size(self, line: str, rank: int | None, local: int | None) -> bool:
+        if self.facts.world_size is None:
             world = _WORLD.search(line)
             if world:
-                facts.world_size = int(world.group(1))
+                self.facts.world_size = int(world.group(1))
+        return False  # the line may say more
+
+    def _collective(self, line: str, rank: int | None, local: int | None) -> bool:
+        self._collective_facts(line, rank)
         if "atchdog" in line or "last completed" in line:
             fact = _watchdog(line, rank, local)
             if fact:
-                recognised += 1
-                facts.watchdog.append(fact)
-                continue
-        if "collective" in line and _parse_collective_reports(line, rank, local, facts):
-            recognised += 1
-            continue
-        if "NCCL" in line:
-            if "FlightRecorder is disabled" in line:
-                facts.fr_disabled = True
-                recognised += 1
-                continue
-            nccl = _NCCL.match(line)
-            if nccl:
-                recognised += 1
-                msg = nccl.group("msg")
-                if nccl.group("lvl") == "WARN":
-                    _keep(facts.nccl_warn, LineFact(rank, local, line))
-                env = _NCCL_ENV.search(msg)
-                if env:
-                    facts.nccl_env[env.group(1)] = env.group(2)
-                if msg.startswith("NET/") and "Using" in msg:
-                    _keep(facts.nccl_net, LineFact(rank, local, line))
-                continue
-        if "exitcode" in line or "local_rank:" in line:
-            fail = _TORCHRUN_FAIL.search(line)
-            if fail:
-                recognised += 1
-                facts.exits.append(
-                    ExitFact(None, int(fail.group(2)), int(fail.group(3)), int(fail.group(1)), line)
-                )
-                continue
-            summary = _SUMMARY_RANK.match(line)
-            if summary:
-                summary_rank = (int(summary.group(1)), int(summary.group(2)))
-                recognised += 1
-                continue
-            exit_match = _SUMMARY_EXIT.match(line)
-            if exit_match and summary_rank:
-                recognised += 1
-                facts.exits.append(
-                    ExitFact(
-                        summary_rank[0],
-                        summary_rank[1],
-                        int(exit_match.group(2)),
-                        int(exit_match.group(1)),
-                        line,
-                    )
-                )
-                summary_rank = None
-                continue
-        if any(hint in line for hint in _ERROR_HINTS) and "UserWarning" not in line:
-            recognised += 1
-            _keep(facts.errors, LineFact(rank, local, line))
-    if recognised == 0 and text.count("\n") >= 3:
-        facts.problems.append(f"{path}: no step, watchdog, NCCL or error line recognised")
-    return facts
+                _keep(self.facts.watchdog, fact, _MAX_COLLECTIVES)
+                return True
+        return "collective" in line and _parse_collective_reports(line, rank, local, self.facts)
+
+    def _collective_facts(self, line: str, rank: int | None) -> None:
+        for fact in nccl.collective_facts(line):
+            if fact.rank is None and rank is not None:
+                fact = replace(fact, rank=rank)
+            _keep(self.facts.collectives, fact, _MAX_COLLECTIVES)
+
+    def _nccl(self, line: str, rank: int | None, local: int | None) -> bool:
+        self._peer_and_config(line, rank, local)
+        if "NCCL" not in line:
+            return False
+        if "FlightRecorder is disabled" in line:
+            self.facts.fr_disabled = True
+            return True
+        match = _NCCL.match(line)
+        if not match:
+            return False
+        msg = match.group("msg")
+        if match.group("lvl") == "WARN":
+            _keep(self.facts.nccl_warn, LineFact(rank, local, line))
+        env = _NCCL_ENV.search(msg)
+        if env and (env.group(1) in self.facts.nccl_env or len(self.facts.nccl_env) < 256):
+            self.facts.nccl_env[env.group(1)] = env.group(2)
+        if msg.startswith("NET/") and "Using" in msg:
+            _keep(self.facts.nccl_net, LineFact(rank, local, line))
+        return True
+
+    def _peer_and_config(self, line: str, rank: int | None, local: int | None) -> None:
+        peer = nccl.peer_fact(line)
+        if peer is not None:
+            _keep(self.facts.peer_errors, (rank, local, peer), _MAX_PEERS)
+        config = nccl.nccl_config_fact(line)
+        if config is not None:
+            _keep(self.facts.nccl_config, (rank, local, config), _MAX_CONFIG)
+
+    def _slow_line(self, line: str, rank: int | None, local: int | None) -> bool:
+        return self._slow(line)
+
+    def _slow(self, line: str) -> bool:
+        found = False
+        for fact in nccl.slow_facts(line):
+            _keep(self.facts.slow_reports, fact, _MAX_SLOW)
+            found = True
+        return found
 
 
-def _keep(bucket: list[LineFact], fact: LineFact) -> None:
+_Handler = Callable[[_LogReader, str, "int | None", "int | None"], bool]
+_DISPATCH: tuple[tuple[tuple[str, ...], _Handler], ...] = (
+    (("step",), _LogReader._step),
+    (("iteration",), _LogReader._iteration),
+    (("world_size",), _LogReader._world_size),
+    (_COLLECTIVE_HINTS, _LogReader._collective),
+    (("NCCL", "gloo", "Gloo"), _LogReader._nccl),
+    (_SLOW_HINTS, _LogReader._slow_line),
+)
+
+
+def _is_error(line: str) -> bool:
+    return any(hint in line for hint in _ERROR_HINTS) and "UserWarning" not in line
+
+
+def _keep(bucket: list, fact: object, limit: int = _MAX_KEPT) -> None:
     # Keep the first lines (the cause usually comes first) and a rolling window of the latest
     # (where a hang shows), bounded so 4,096 logs stay cheap.
-    if len(bucket) >= _MAX_KEPT:
-        del bucket[_MAX_KEPT // 2]
+    if len(bucket) >= limit:
+        del bucket[limit // 2]
     bucket.append(fact)
 
 
@@ -365,20 +451,32 @@ def _parse_collective_reports(
 ) -> bool:
     lag = _DESYNC_LAG.search(line)
     if lag:
-        facts.lagging[int(lag.group(1))] = int(lag.group(3))
-        facts.desync.append(LineFact(int(lag.group(1)), None, line.strip()))
+        lagging = int(lag.group(1))
+        if lagging in facts.lagging or len(facts.lagging) < _MAX_LAGGING:
+            facts.lagging[lagging] = int(lag.group(3))
+        _keep(facts.desync, LineFact(lagging, None, line.strip()), _MAX_COLLECTIVES)
         return True
     timeout = _DESYNC_TIMEOUT.search(line)
     if timeout:
-        facts.desync.append(LineFact(rank, local, line.strip()))
-        facts.watchdog.append(
+        _keep(facts.desync, LineFact(rank, local, line.strip()), _MAX_COLLECTIVES)
+        _keep(
+            facts.watchdog,
             WatchdogFact(
                 rank, local, int(timeout.group(2)), timeout.group(1), None, None, None, line.strip()
-            )
+            ),
+            _MAX_COLLECTIVES,
         )
         return True
-    detail = _DETAIL.search(line)
-    if detail:
-        facts.mismatches.append(LineFact(rank, local, line.strip()))
+    if "CollectiveFingerPrint" in line and _fingerprints(line) >= 2:
+        _keep(facts.mismatches, LineFact(rank, local, line.strip()), _MAX_COLLECTIVES)
         return True
     return False
+
+
+def _fingerprints(line: str) -> int:
+    count = 0
+    for _ in _FINGERPRINT.finditer(line):
+        count += 1
+        if count >= 2:
+            break
+    return count
