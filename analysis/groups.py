@@ -88,12 +88,16 @@ class Disagreement:
     lines: tuple[str, ...]
 
 
-def disagreements(records: dict[int, tuple[CollectiveRecord, ...]]) -> list[Disagreement]:
+def disagreements(
+    records: dict[int, tuple[CollectiveRecord, ...]],
+    sources: frozenset[str] = frozenset({"watchdog", "detail"}),
+    departed: frozenset[int] = frozenset(),
+) -> list[Disagreement]:
     """Every (group, sequence number) at which the ranks' logs report different collectives."""
     at: dict[tuple[str, int], dict[int, CollectiveRecord]] = defaultdict(dict)
     for rank, mine in records.items():
         for record in mine:
-            if record.seq is not None and record.op:
+            if record.seq is not None and record.op and record.source in sources:
                 at[(record.pg, record.seq)].setdefault(rank, record)
     found = []
     for (pg, seq), by_rank in sorted(at.items()):
@@ -105,16 +109,17 @@ def disagreements(records: dict[int, tuple[CollectiveRecord, ...]]) -> list[Disa
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
         majority, minority = ordered[0][1], [r for _, ranks in ordered[1:] for r in ranks]
         if len(ordered[0][1]) == len(ordered[1][1]):
-            majority, minority = _break_tie(ordered, records, seq)
+            majority, minority = _break_tie(ordered, records, seq, departed)
+        odd = minority or [r for _, ranks in ordered[1:] for r in ranks]
         found.append(
             Disagreement(
                 pg=pg,
                 seq=seq,
                 majority=tuple(sorted(majority)),
                 minority=tuple(sorted(minority)),
-                majority_op=by_rank[majority[0]].op,
-                minority_op=by_rank[minority[0]].op,
-                lines=tuple(by_rank[r].line for r in sorted(minority)[:3]),
+                majority_op=by_rank[min(majority)].op,
+                minority_op=by_rank[min(odd)].op,
+                lines=tuple(by_rank[r].line for r in sorted(odd)[:3]),
             )
         )
     return found
@@ -128,14 +133,20 @@ def _comparable(record: CollectiveRecord, others) -> tuple:
     return tuple(v if k else None for v, k in zip(mine, keep, strict=True))
 
 
-def _break_tie(ordered, records, seq) -> tuple[list[int], list[int]]:
-    """Two equal halves: the op the rest of the world runs at this sequence number wins."""
+def _break_tie(ordered, records, seq, departed) -> tuple[list[int], list[int]]:
+    """Equal halves: the side that runs what the rest of the world runs at this sequence
+    number wins; else the side a rank of which left the job is the odd one; else nobody can
+    be named (two ranks that disagree say "look here", not "it is that one")."""
     world = Counter(
         op_key(r.op) for mine in records.values() for r in mine if r.seq == seq and r.op
     )
-    ops = {key: world.get(key[0], 0) for key, _ in ordered}
-    best = max(ordered, key=lambda kv: (ops[kv[0]], 0 in kv[1]))
-    return best[1], [r for key, ranks in ordered if key != best[0] for r in ranks]
+    score = {key: (world.get(key[0], 0), not set(ranks) & departed) for key, ranks in ordered}
+    best = max(ordered, key=lambda kv: score[kv[0]])
+    rivals = [kv for kv in ordered if kv is not best and score[kv[0]] == score[best[0]]]
+    everyone = [r for _, ranks in ordered for r in ranks]
+    if rivals:
+        return everyone, []
+    return best[1], [r for r in everyone if r not in best[1]]
 
 
 def lagging_in_group(records: dict[int, tuple[CollectiveRecord, ...]]) -> dict[int, str]:

@@ -122,6 +122,9 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         has_process_evidence=False,
     )
     world_sizes: list[int] = []
+    # A bundle of one node: its local ranks are the global ones (the node is the whole job,
+    # or the bundle would hold the others too).
+    single_node = len(evidence.nodes) == 1
 
     def problem(node: str, source: str, text: str) -> None:
         parsed.problems.append({"node": node, "source": source, "problem": text})
@@ -137,11 +140,13 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         for path in sorted(node_ev.logs):
             log = parse_log(path, node_ev.logs[path])
             parsed.logs.append((node_ev.node, log))
+            if log.file_rank is not None and node_ev.logs[path].strip():
+                parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
             for text in log.problems:
                 problem(node_ev.node, path, text)
             if log.world_size:
                 world_sizes.append(log.world_size)
-            _apply_log(node_ev.node, log, local_to_global, facts, parsed, problem)
+            _apply_log(node_ev.node, log, local_to_global, facts, parsed, problem, single_node)
         for path in sorted(node_ev.flight_recorder) if flight_recorder else ():
             dump = parse_flight_recorder(path, node_ev.flight_recorder[path])
             for text in dump.problems:
@@ -273,7 +278,9 @@ def _apply_stack(node_ev: NodeEvidence, pid: int, state: RankState, problem) -> 
     state.frame_kind = frame_kind(frame)
 
 
-def _apply_log(node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, problem) -> None:
+def _apply_log(
+    node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, problem, single_node: bool
+) -> None:
     # The launcher's own maps place [defaultN] lines even when no process is left to read
     # LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world info.
     for local, rank in getattr(log, "local_to_global", {}).items():
@@ -288,7 +295,9 @@ def _apply_log(node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, p
     def resolve(rank: int | None, local: int | None) -> int | None:
         if rank is not None:
             return rank
-        return local_to_global.get(local) if local is not None else None
+        if local is None:
+            return None
+        return local_to_global.get(local, local if single_node else None)
 
     _apply_steps(node, log, resolve, parsed.ranks, problem)
     for exit_fact in log.exits:
@@ -374,18 +383,21 @@ def _apply_sources(node, log: LogFacts, resolve, parsed: ParsedSnapshot) -> None
         parsed.collectives.append((node, rank, fact))
         if rank is not None:
             mentioned.add(rank)
-    for rank, local, fact in getattr(log, "peer_errors", ()):
-        parsed.peer_errors.append((node, resolve(rank, local), fact))
-    for rank, local, fact in getattr(log, "nccl_config", ()):
-        parsed.nccl_config.append((node, resolve(rank, local), fact))
+    for target, facts in (
+        (parsed.peer_errors, getattr(log, "peer_errors", ())),
+        (parsed.nccl_config, getattr(log, "nccl_config", ())),
+    ):
+        for rank, local, fact in facts:
+            reporter = resolve(rank, local)
+            target.append((node, reporter, fact))
+            if reporter is not None:
+                mentioned.add(reporter)
     parsed.slow_reports.extend(getattr(log, "slow_reports", ()))
     for bucket in (log.errors, log.nccl_warn, log.desync, log.mismatches):
         for fact in bucket:
             rank = resolve(fact.rank, fact.local_rank)
             if rank is not None:
                 mentioned.add(rank)
-    if log.file_rank is not None and (log.errors or log.watchdog or log.nccl_warn):
-        mentioned.add(log.file_rank)
 
 
 def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:

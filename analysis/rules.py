@@ -316,28 +316,50 @@ def fr_different_collective(facts: Facts) -> Verdict | None:
     )
 
 
+def detail_mismatch(facts: Facts) -> Verdict | None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL compared the ranks' fingerprints and found them
+    different: B, even when ranks then exited (the mismatch error is why they exited)."""
+    return _logs_disagree(facts, frozenset({"detail"}), "detail_mismatch")
+
+
 def logs_different_collective(facts: Facts) -> Verdict | None:
-    """Watchdog or DETAIL lines: at one group's sequence number, ranks report another op or
-    size than their peers (the classic type B read from `kubectl logs`)."""
-    found = disagreements(facts.collectives)
+    """Watchdog lines: at one group's sequence number, ranks report another op or size than
+    their peers (the classic type B read from `kubectl logs`)."""
+    return _logs_disagree(facts, frozenset({"watchdog", "detail"}), "logs_different_collective")
+
+
+def _logs_disagree(facts: Facts, sources: frozenset[str], rule: str) -> Verdict | None:
+    found = disagreements(facts.collectives, sources, frozenset(facts.departures))
     if not found:
         return None
     first = found[0]
     group = f" of group {first.pg}" if first.pg else ""
-    evidence = [Evidence("collective", None, first.minority[0], line) for line in first.lines]
-    majority = facts.collectives[first.majority[0]]
-    evidence += [Evidence("collective", None, first.majority[0], r.line) for r in majority[:1]]
+    odd = first.minority or tuple(r for r in first.majority if first.lines)
+    evidence = [Evidence("collective", None, None, line) for line in first.lines]
+    for rank in first.majority[:1] if first.minority else ():
+        evidence += [
+            Evidence("collective", None, rank, r.line) for r in facts.collectives[rank][:1]
+        ]
+    if first.minority:
+        evidence = [Evidence(e.kind, e.node, first.minority[0], e.text) for e in evidence[:1]] + (
+            evidence[1:]
+        )
+        what = (
+            f"{ranks_text(first.minority)} {'runs' if len(first.minority) == 1 else 'run'} "
+            f"{first.minority_op} while {ranks_text(first.majority)} run {first.majority_op}"
+        )
+        where = f" Look for a rank-dependent branch near {quotes.frame_of(facts, first.minority)}."
+    else:
+        what = f"{ranks_text(odd)} disagree ({first.majority_op} vs {first.minority_op})"
+        where = " Nothing tells which side left the order: compare their code paths."
     return _verdict(
         facts,
         "B",
-        0.85,
-        f"At collective #{first.seq}{group}, {ranks_text(first.minority)} "
-        f"{'runs' if len(first.minority) == 1 else 'run'} {first.minority_op} while "
-        f"{ranks_text(first.majority)} run {first.majority_op}: the ranks left the same order. "
-        f"Look for a rank-dependent branch near {quotes.frame_of(facts, first.minority)}.",
+        0.85 if first.minority else 0.7,
+        f"At collective #{first.seq}{group}, {what}: the ranks left the same order.{where}",
         suspects=first.minority,
         evidence=tuple(evidence),
-        rule="logs_different_collective",
+        rule=rule,
     )
 
 
@@ -660,6 +682,7 @@ def undecided(facts: Facts) -> Verdict:
 RULES: tuple[Rule, ...] = (
     no_evidence,
     moving,
+    detail_mismatch,
     departed,
     init,
     lost,

@@ -201,6 +201,7 @@ def test_it_calls_a_rank_absent_from_a_log_only_bundle_unobserved_not_missing():
     node = snapshot.nodes[0]
     node.ps, node.environ, node.pyspy, node.flight_recorder = None, {}, {}, {}
     del node.logs["/var/log/train/rank1.log"]
+    del node.logs["/var/log/train/torchrun.log"]  # its [default1]: lines are rank 1's too
     result = diagnosis_json(snapshot)
     assert result["missing_ranks"] == []
     assert result["unobserved_ranks"] == [1]
