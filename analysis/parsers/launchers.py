@@ -559,7 +559,8 @@ class LauncherReader:
         self.map = RankMap()
         self._exits = _Capped(MAX_EXITS)
         self._entry: _SummaryEntry | None = None
-        self._section: str | None = None  # "failures" | "root" while in torchrun's summary
+        # "failures" | "root" | "cut" (quoted from its middle) while in torchrun's summary
+        self._section: str | None = None
         self._block: list[_SummaryEntry] = []
         self._death_signal = False
         self._rdzv: dict[str, object] | None = None
@@ -619,6 +620,18 @@ class LauncherReader:
         if "death signal" in line and _TR_DEATH.search(line):
             self._death_signal = True
             return True
+        if line.lstrip().startswith("[") and _SUMMARY_ENTRY.match(line):
+            # A summary quoted from its middle: the entries are still torchrun's.
+            self._open_summary("cut")
+            self._entry = _SummaryEntry(first_observed=False)
+            return True
+        if "(local_rank: " in line and "rank" in line:
+            field = _SUMMARY_FIELD.match(line)
+            if field and field.group(1) == "rank":
+                self._open_summary("cut")
+                self._entry = _SummaryEntry(first_observed=False)
+                self._summary_field("rank", field.group(2), line)
+                return True
         if "Rendezvous complete for workers" in line:
             self._close_rendezvous()
             self._rdzv = {}

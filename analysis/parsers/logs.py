@@ -203,8 +203,10 @@ _MAX_CONFIG = 256
 _MAX_SLOW = 512
 _MAX_LAGGING = 65_536
 
-_COLLECTIVE_HINTS = ("atchdog", "last completed", "ollective", "SeqNum")
-_SLOW_HINTS = ("traggler", "Rnk", "MnRtt", "slowest")
+# Substrings that must be present for analysis.parsers.nccl's readers to find anything.
+_COLLECTIVE_HINTS = ("atchdog", "last completed", "ollective", "SeqNum", "lagging", "work: ")
+_PEER_HINTS = ("NCCL", "gloo", "peer", "remote=[", "onnect", "monitoredBarrier")
+_SLOW_HINTS = ("Rnk", "Ranks with lowest", "STRAGGLER")
 
 
 def parse_log(path: str, text: str | None) -> LogFacts:
@@ -243,8 +245,13 @@ class _LogReader:
                 return
         rank, local = self._who(line)
         self.previous_rank = rank
+        if any(hint in line for hint in _PEER_HINTS):
+            self._peer_and_config(line, rank, local)
         if self.launchers.feed(line, rank, local):
             self.recognised += 1
+            # A process's last words can carry the watchdog's report on the same line.
+            if any(hint in line for hint in _COLLECTIVE_HINTS):
+                self._collective(line, rank, local)
             if _is_error(line):
                 _keep(self.facts.errors, LineFact(rank, local, line))
             return
@@ -320,7 +327,6 @@ class _LogReader:
                 line,
             )
         )
-        self._slow(line)
         return True
 
     def _world_size(self, line: str, rank: int | None, local: int | None) -> bool:
@@ -346,9 +352,6 @@ class _LogReader:
             _keep(self.facts.collectives, fact, _MAX_COLLECTIVES)
 
     def _nccl(self, line: str, rank: int | None, local: int | None) -> bool:
-        self._peer_and_config(line, rank, local)
-        if "NCCL" not in line:
-            return False
         if "FlightRecorder is disabled" in line:
             self.facts.fr_disabled = True
             return True
@@ -374,9 +377,6 @@ class _LogReader:
             _keep(self.facts.nccl_config, (rank, local, config), _MAX_CONFIG)
 
     def _slow_line(self, line: str, rank: int | None, local: int | None) -> bool:
-        return self._slow(line)
-
-    def _slow(self, line: str) -> bool:
         found = False
         for fact in nccl.slow_facts(line):
             _keep(self.facts.slow_reports, fact, _MAX_SLOW)
@@ -386,12 +386,12 @@ class _LogReader:
 
 _Handler = Callable[[_LogReader, str, "int | None", "int | None"], bool]
 _DISPATCH: tuple[tuple[tuple[str, ...], _Handler], ...] = (
+    (_SLOW_HINTS, _LogReader._slow_line),
     (("step",), _LogReader._step),
     (("iteration",), _LogReader._iteration),
     (("world_size",), _LogReader._world_size),
     (_COLLECTIVE_HINTS, _LogReader._collective),
-    (("NCCL", "gloo", "Gloo"), _LogReader._nccl),
-    (_SLOW_HINTS, _LogReader._slow_line),
+    (("NCCL",), _LogReader._nccl),
 )
 
 

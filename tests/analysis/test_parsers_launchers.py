@@ -442,3 +442,63 @@ def test_launcher_reader_is_usable_line_by_line():
         reader.feed(line)
     reader.finish()
     assert [(f.rank, f.first_observed) for f in reader.exits] == [(0, True)]
+
+
+# -- analysis.parsers.nccl facts, as parse_log files them --------------------------------------
+
+NCCL_WILD = SAMPLES / "public" / "nccl_wild"
+
+
+def test_it_gives_a_collective_fact_the_reporters_rank_when_the_line_has_none():
+    line = (
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, "
+        "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out."
+    )
+    log = parse_log("/logs/rank5.log", line)
+    assert [(c.rank, c.seq, c.op) for c in log.collectives] == [(5, 469508, "ALLREDUCE")]
+    assert log.watchdog[0].seq == 469508  # the older field is still filled
+
+
+def test_it_files_peer_errors_with_the_reporters_rank():
+    log = parse_log("/logs/rank3.log", (NCCL_WILD / "peer_gloo_rvc_1882.log").read_text())
+    assert [(rank, local, fact.peer_addr) for rank, local, fact in log.peer_errors] == [
+        (3, None, "127.0.0.1"),
+        (3, None, "192.168.70.92"),
+    ]
+
+
+def test_it_files_nccl_configuration_and_slow_rank_reports():
+    log = parse_log("n.log", (NCCL_WILD / "config_nccl_1357.log").read_text())
+    assert ("net", "IBext") in {(c.key, c.value) for _, _, c in log.nccl_config}
+    slow = parse_log("s.log", (NCCL_WILD / "slow_megatron_bridge_resiliency.log").read_text())
+    assert 76 in {s.rank for s in slow.slow_reports}
+
+
+def test_a_slurm_job_step_is_not_a_training_step():
+    log = parse_log("slurm.out", sample("slurm_oom_cancelled.log"))
+    assert log.steps == []
+
+
+def test_a_process_last_words_keep_the_watchdog_report_on_the_same_line():
+    line = (
+        "[rank3]: terminate called after throwing an instance of 'c10::DistBackendError' what():  "
+        "[PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with "
+        "exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1) ran for 90 milliseconds before "
+        "timing out."
+    )
+    log = parse_log("x.log", line)
+    assert [(f.rank, f.exit_code) for f in log.exits] == [(3, -6)]
+    assert [(w.rank, w.seq) for w in log.watchdog] == [(3, 1)]
+
+
+def test_it_reads_a_summary_quoted_from_its_middle():
+    # huggingface/accelerate#1519 as pasted: the first agent's summary starts at entry [3].
+    text = SAMPLES.parent / "corpus" / "12-torchrun-root-cause-not-first" / "gpu187" / "logs"
+    log = parse_log("agent-node0.log", (text / "agent-node0.log").read_text())
+    assert [(f.rank, f.exit_code, f.first_observed) for f in log.exits] == [
+        (3, 1, False),
+        (0, 1, True),
+    ]
+    orphan = parse_log("x.log", "  rank      : 5 (local_rank: 1)\n  exitcode  : -9 (pid: 77)\n")
+    assert [(f.rank, f.local_rank, f.pid, f.exit_code) for f in orphan.exits] == [(5, 1, 77, -9)]
