@@ -138,6 +138,20 @@ def test_it_prefers_the_global_rank_prefix_over_the_group_rank():
     )
 
 
+def test_it_reads_a_subgroup_with_a_numeric_guid():
+    timeout, exception, queue = wild("watchdog_diffsynth_458.log")
+    assert only(collective_facts(timeout)).pg is None
+    for line in (exception, queue):
+        fact = only(collective_facts(line))
+        assert (fact.rank, fact.pg, fact.seq, fact.last_enqueued, fact.last_completed) == (
+            4,
+            "2",
+            610,
+            616,
+            609,
+        )
+
+
 def test_it_reads_the_queue_of_a_dump_signal_line():
     fact = only(collective_facts(wild("watchdog_simple_grpo_46.log")[0]))
     assert (fact.rank, fact.pg, fact.seq) == (5, "0", None)
@@ -257,6 +271,26 @@ def test_it_reads_socket_closes_and_failed_connects():
     fact = peer_fact(connect)
     assert (fact.peer_addr, fact.reason) == ("10.0.0.2", "connection aborted")
     assert peer_fact(proxy) is None  # "from rank 0" there is the proxy's own rank
+
+
+def test_it_blames_a_peer_only_once_connect_retries_are_exhausted():
+    # No published copy of this WARN was found; built from NCCL's format in src/os/linux.cc
+    # ("%s: connect to %s returned %s, exceeded error retry count after %d attempts") with the
+    # peer of modelscope/ms-swift#8043's title.
+    fact = peer_fact(
+        "h20-1:1200:1300 [0] misc/socket.cc:590 NCCL WARN socketPollConnect: connect to "
+        "169.254.20.10<52597> returned Connection refused, exceeded error retry count after 35 "
+        "attempts"
+    )
+    assert (fact.peer_addr, fact.reason) == ("169.254.20.10", "connection refused")
+    # the INFO line of each retry before that (same file) is not yet trouble
+    assert (
+        peer_fact(
+            "h20-1:1200:1300 [0] NCCL INFO socketPollConnect: connect to 169.254.20.10<52597> "
+            "returned Connection refused, retrying (1/34) after sleep for 100 msec"
+        )
+        is None
+    )
 
 
 def test_it_reads_socket_closes_by_address_and_the_older_net_wording():
