@@ -112,6 +112,7 @@ class Facts:
     outside: tuple[int, ...]
     in_init: tuple[int, ...]
     with_stack: int
+    job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
 
@@ -153,10 +154,9 @@ class Facts:
     def job_kills(self, node: NodeFacts) -> list:
         """OOM kills that can belong to this job: not stamped before its first rank started
         (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
-        started = [s.started_at for s in self.ranks.values() if s.started_at is not None]
-        if not started:
+        if self.job_started is None:
             return node.kernel.oom_kills
-        since = min(started) - JOB_START_SLACK
+        since = self.job_started - JOB_START_SLACK
         return [k for k in node.kernel.oom_kills if k.at is None or k.at >= since]
 
 
@@ -196,6 +196,9 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         outside=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "outside")),
         in_init=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "init")),
         with_stack=len(with_stack),
+        job_started=min(
+            (s.started_at for s in snap.ranks.values() if s.started_at is not None), default=None
+        ),
         ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
         signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
     )

@@ -15,6 +15,7 @@ from incidents.models import Incident
 
 from . import selectors, services
 from .bundles import BundleRefused, read_bundle_fileobj
+from .diagnosis_serializers import DiagnosisSerializer
 from .models import NodeCollection, Snapshot
 
 
@@ -88,12 +89,12 @@ class SnapshotDetailApi(APIView):
 
 
 class SnapshotDiagnosisApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: DiagnosisSerializer})
     def get(self, request, snapshot_pk: int):
         snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
         if snapshot.diagnosis is None:
             raise Conflict(f"Snapshot {snapshot.pk} is {snapshot.status}; no diagnosis yet.")
-        return Response(snapshot.diagnosis)
+        return Response(DiagnosisSerializer(snapshot.diagnosis).data)
 
 
 class BundleImportApi(APIView):

@@ -167,3 +167,14 @@ def test_the_openapi_schema_is_served(api, carol):
     schema = response.json()
     assert "/api/v1/incidents/{id}/status/" in schema["paths"]
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+def test_the_diagnosis_is_documented_field_by_field_in_the_openapi_schema(api, carol):
+    schema = api(carol).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    path = schema["paths"]["/api/v1/snapshots/{snapshot_pk}/diagnosis/"]["get"]
+    ref = path["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    diagnosis = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    for field in ("classification", "suspect_ranks", "unobserved_ranks", "evidence", "per_rank"):
+        assert field in diagnosis["properties"]
+    classes = schema["components"]["schemas"]["ClassificationEnum"]["enum"]
+    assert set(classes) == {"A", "B", "C", "straggler", "init", "healthy", "unknown"}
