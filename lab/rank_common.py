@@ -31,7 +31,7 @@ def setup_logging(rank: int) -> None:
 
 
 # Scenarios whose job builds data-parallel and tensor-parallel groups (dist.new_group).
-GROUP_SCENARIOS = ("tp-rank-stall", "tp-mismatch")
+GROUP_SCENARIOS = ("tp-rank-stall", "tp-mismatch", "tp-rank-exit")
 # Group descriptions as Megatron-LM passes them to new_group (every TP group has the same desc;
 # the flight recorder tells groups apart by their name, a counter shared by all ranks).
 DP_DESC = "DATA_PARALLEL_GROUP"

@@ -85,6 +85,14 @@ SCENARIOS: dict[str, Scenario] = {
             "same sequence number in that group, different ops. The other node's ranks wait in "
             "the data-parallel all_reduce.",
         ),
+        Scenario(
+            "tp-rank-exit",
+            "A",
+            "Data + tensor parallel job. One rank was SIGKILLed (exit code 137) before its "
+            "tensor-parallel all_reduce; its tensor-parallel peer waits in that group's "
+            "all_reduce, the other node's ranks wait in the data-parallel all_reduce for the "
+            "stuck node. Only the dead rank is missing; the waiting ranks are victims.",
+        ),
     ]
 }
 
@@ -127,12 +135,12 @@ def expected(
         "world_size": world,
         "suspect_ranks": suspects if name != "healthy" else [],
         "suspect_node": suspect_node,
-        "missing_ranks": [rank] if name in ("rank-exit", "oom") else [],
+        "missing_ranks": [rank] if name in ("rank-exit", "oom", "tp-rank-exit") else [],
         "fault_step": fault_step if name != "healthy" else None,
         # Every rank completed fault_step - 1; the step of the fault never completes.
         "last_global_step": fault_step - 1 if sc.hangs and name != "init-hang" else None,
     }
-    if name == "rank-exit":
+    if name in ("rank-exit", "tp-rank-exit"):
         out["exit_code"] = 137
     if name == "oom":
         out["exit_code"] = 137

@@ -329,6 +329,8 @@ def train_step_parallel(args, model, opt, step: int, par: Parallel) -> float:
     fault_now = args.fault_rank == RANK and step == args.fault_step
     hidden = model.net[1](model.net[0](x))
     record_activation_stats(step, hidden, args.scenario == "tp-rank-stall" and fault_now)
+    if args.scenario == "tp-rank-exit" and fault_now:
+        os.kill(os.getpid(), signal.SIGKILL)
     if args.scenario == "tp-mismatch" and fault_now:
         hidden = gather_sequence_parallel(hidden, par)
     else:

@@ -59,9 +59,14 @@ def _assert_two_groups_per_rank(lab, dumps: dict[int, dict]) -> dict[str, dict]:
         assert logged[rank][1] in layout["dp"] and rank in logged[rank][1]
     groups = _groups_in_dumps(dumps)
     assert len(groups) == 4, groups
-    assert sorted(g["ranks"] for g in groups.values()) == sorted(layout["dp"] + layout["tp"])
+    # Each group as the dumps show it: its members among the ranks that left a dump.
+    dumped = set(dumps)
+    members = [sorted(set(g) & dumped) for g in layout["dp"] + layout["tp"]]
+    assert sorted(g["ranks"] for g in groups.values()) == sorted(members)
     kinds = _kind_of(groups, expected)
     for rank, (dp_name, _, tp_name) in logged.items():
+        if rank not in dumps:
+            continue
         assert kinds[dp_name] == "dp" and kinds[tp_name] == "tp"
         # Each group counts its own sequence: step N is seq N in both of this rank's groups.
         for name in (dp_name, tp_name):
@@ -126,6 +131,28 @@ class TestTpRankStall:
                    if e["process_group"][0] == name)  # fmt: skip
         assert last == stuck["seq"] - 1 and stuck["ranks"] == [2, 3]
         assert "Watchdog: no collective pending" in lab.log(3)
+
+    def test_the_console_concludes_what_the_lab_expects(self, lab):
+        _assert_console_concludes(lab)
+
+
+class TestTpRankExit:
+    @pytest.fixture(scope="class")
+    def lab(self, lab_factory):
+        yield from _lab(lab_factory, "tp-rank-exit")
+
+    def test_dead_rank_gone_victims_wait_in_two_groups(self, lab):
+        dumps = _hung(lab, [0, 1, 2])
+        _assert_two_groups_per_rank(lab, dumps)
+        assert lab.expected["missing_ranks"] == [3]
+        assert sorted(lab.rank_pids(1)) == [2] and lab.flight_recorder(3) is None
+        launcher = lab.read(1, "/var/log/train/launcher.log").decode()
+        assert re.search(r"rank 3 \(pid \d+\) exited with exitcode 137", launcher)
+        stacks = lab.stacks()
+        assert sorted(stacks) == [0, 1, 2]
+        _assert_victims_wait_in_their_groups(lab, dumps, stacks)
+        fault = lab.expected["fault_step"]
+        assert all(lab.last_step(r) == fault - 1 for r in range(4))
 
     def test_the_console_concludes_what_the_lab_expects(self, lab):
         _assert_console_concludes(lab)
