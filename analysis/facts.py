@@ -96,6 +96,7 @@ class Facts:
     exited: tuple[int, ...]  # the subset with an exit code or a zombie
     unobserved: tuple[int, ...]  # the evidence says nothing about them
     departures: dict[int, Departure]
+    node_exits: tuple[tuple[str, str], ...]  # (node, line): a job process died, rank unknown
     progress: Progress
     flight_recorder: dict | None
     group_stops: tuple[GroupStop, ...]
@@ -180,6 +181,11 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         exited=tuple(sorted(departures)),
         unobserved=tuple(unobserved),
         departures=departures,
+        node_exits=tuple(
+            (node, fact.line.strip())
+            for node, fact in snap.unplaced_exits
+            if not fact.stopped_by_launcher and fact.exit_code not in (0, *TERMINATED_BY_LAUNCHER)
+        ),
         progress=_progress(snap, prev),
         flight_recorder=align_flight_recorder(snap.dumps),
         group_stops=tuple(group_stops(snap.dumps)),
@@ -266,15 +272,17 @@ def _missing_and_unobserved(
 def job_step_time(snap: ParsedSnapshot) -> float | None:
     """The job's own median step time, warm-up steps excluded; None when unknown."""
     times = sorted(s.step_time for s in snap.ranks.values() if s.step_time)
-    if times:
-        return times[len(times) // 2]
-    return None
+    if not times:
+        # A straggler detector's round trip is the step time as the framework measures it.
+        times = sorted(took for _, took in snap.heartbeats if took)
+    return times[len(times) // 2] if times else None
 
 
 def _progress(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
     if prev is not None:
         return _two_snapshots(snap, prev)
     times = [s.last_step_at for s in snap.ranks.values() if s.last_step_at is not None]
+    times += [at for at, _ in snap.heartbeats]
     if not times or snap.collected_at is None:
         return Progress("none", None)
     age = (snap.collected_at - max(times)).total_seconds()

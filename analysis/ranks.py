@@ -8,6 +8,7 @@ rank, turned into a global one with the node's LOCAL_RANK -> RANK map), or from 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -16,7 +17,14 @@ from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ
 from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
-from analysis.parsers.logs import LineFact, LogFacts, WatchdogFact, parse_log
+from analysis.parsers.logs import (
+    ExitFact,
+    LineFact,
+    LogFacts,
+    WatchdogFact,
+    parse_log,
+    parse_timestamp,
+)
 from analysis.parsers.nccl import CollectiveFact, NcclConfigFact, PeerFact, SlowFact
 from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
@@ -94,6 +102,10 @@ class ParsedSnapshot:
     peer_errors: list[tuple[str, int | None, PeerFact]] = field(default_factory=list)
     nccl_config: list[tuple[str, int | None, NcclConfigFact]] = field(default_factory=list)
     slow_reports: list[SlowFact] = field(default_factory=list)
+    # (node, exit) for exits no rank could be tied to: a process of the job died there.
+    unplaced_exits: list[tuple[str, ExitFact]] = field(default_factory=list)
+    # (when, seconds per step) from periodic framework reports: the job was alive then.
+    heartbeats: list[tuple[datetime, float | None]] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -301,7 +313,8 @@ def _apply_log(
 
     _apply_steps(node, log, resolve, parsed.ranks, problem)
     for exit_fact in log.exits:
-        _apply_exit(node, exit_fact, resolve, facts, parsed.ranks)
+        if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks):
+            parsed.unplaced_exits.append((node, exit_fact))
     for fact in log.watchdog:
         rank = resolve(fact.rank, fact.local_rank)
         parsed.watchdog.append((node, rank, fact))
@@ -348,14 +361,15 @@ def _median_step_time(times: list[float]) -> float:
     return recent[len(recent) // 2]
 
 
-def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks) -> None:
+def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks) -> bool:
+    """Record a launcher-reported exit on its rank; False when no rank can be named."""
     rank = exit_fact.rank
     if rank is None and exit_fact.pid is not None:
         rank = facts.rank_pids.get(exit_fact.pid)
     if rank is None:
         rank = resolve(None, exit_fact.local_rank)
     if rank is None:
-        return
+        return False
     state = ranks.setdefault(rank, RankState(rank=rank, node=node))
     if state.local_rank is None and exit_fact.rank is not None:
         state.local_rank = exit_fact.local_rank
@@ -363,12 +377,13 @@ def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks) -> None:
     # unless all we had was the launcher stopping the rank.
     known = state.exit_line or state.exit_code is not None
     if known and not (state.stopped_by_launcher or _stopped(state.exit_code)):
-        return
+        return True
     state.exit_code = exit_fact.exit_code
     state.exit_line = exit_fact.line.strip()
     state.stopped_by_launcher = getattr(exit_fact, "stopped_by_launcher", False)
     if state.pid is None:
         state.pid = exit_fact.pid
+    return True
 
 
 def _stopped(code: int | None) -> bool:
@@ -392,12 +407,36 @@ def _apply_sources(node, log: LogFacts, resolve, parsed: ParsedSnapshot) -> None
             target.append((node, reporter, fact))
             if reporter is not None:
                 mentioned.add(reporter)
-    parsed.slow_reports.extend(getattr(log, "slow_reports", ()))
+    for fact in getattr(log, "slow_reports", ()):
+        _apply_slow_report(fact, parsed)
     for bucket in (log.errors, log.nccl_warn, log.desync, log.mismatches):
         for fact in bucket:
             rank = resolve(fact.rank, fact.local_rank)
             if rank is not None:
                 mentioned.add(rank)
+
+
+_REPORT_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)\]")
+_MIN_RTT = re.compile(r"MnRtt/Rnk: (\d{1,12}(?:\.\d{1,6})?)ms")
+# Megatron names a slowest rank in every report; only a real spread makes it a straggler.
+STRAGGLER_SPREAD = 1.2
+
+
+def _apply_slow_report(fact: SlowFact, parsed: ParsedSnapshot) -> None:
+    """A straggler detector's report: a heartbeat (the job ran then), and a slow rank only
+    when it says so explicitly or its round trip stands out from the fastest rank's."""
+    if fact.source != "megatron":
+        parsed.slow_reports.append(fact)
+        return
+    if "MxRtt/Rnk: " not in fact.line or fact.value is None:
+        return  # "Bottom N ranks" lists four ranks every time, healthy or not
+    stamp = _REPORT_TIME.search(fact.line, 0, 200)
+    at = parse_timestamp(stamp.group(1)) if stamp else None
+    if at is not None:
+        parsed.heartbeats.append((at, fact.value / 1000))
+    fastest = _MIN_RTT.search(fact.line, 0, 400)
+    if fastest and fact.value >= STRAGGLER_SPREAD * float(fastest.group(1)):
+        parsed.slow_reports.append(fact)
 
 
 def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:

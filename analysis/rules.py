@@ -134,11 +134,25 @@ def _straggler(facts: Facts, slow: list[int]) -> Verdict:
 
 
 def departed(facts: Facts) -> Verdict | None:
-    """A rank left on positive evidence (launcher exit, OOM kill, zombie): A, however early."""
+    """A rank left on positive evidence (launcher exit, OOM kill, zombie): A, however early.
+    A job process that died where no rank can be named points at its node."""
     decisive = [r for r in facts.missing if _left_for_sure(facts, r)]
-    if not decisive:
+    if decisive:
+        return _lost(facts, sorted(set(facts.missing)), rule="departed")
+    if not facts.node_exits:
         return None
-    return _lost(facts, sorted(set(facts.missing)), rule="departed")
+    nodes = sorted({node for node, _ in facts.node_exits})
+    evidence = [Evidence("exit_code", node, None, line) for node, line in facts.node_exits[:4]]
+    return _verdict(
+        facts,
+        "A",
+        0.6,
+        f"A process of the job died on {', '.join(nodes[:5])} ({facts.node_exits[0][1][:120]}); "
+        "the line names no rank. Read that node's logs and dmesg to find which rank it was.",
+        suspect_nodes=tuple(nodes),
+        evidence=tuple(evidence),
+        rule="departed",
+    )
 
 
 def _left_for_sure(facts: Facts, rank: int) -> bool:

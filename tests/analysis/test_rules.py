@@ -400,3 +400,30 @@ def test_the_rules_run_in_the_order_the_module_documents():
     assert names.index("moving") < names.index("departed") < names.index("init")
     assert names.index("fr_different_collective") < names.index("outside_collective")
     assert names.index("peer_named") < names.index("lagging") < names.index("same_collective")
+
+
+def test_departed_points_at_the_node_when_a_dying_process_names_no_rank():
+    evidence = logs_only({}, 4, T0)
+    evidence.nodes[0].logs["/logs/server.log"] = (
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f2ea0870640 (most "
+        "recent call first):\n"
+    )
+    verdict = rules.departed(facts_of(evidence))
+    assert verdict is not None and verdict.classification == "A"
+    assert verdict.suspects == () and verdict.suspect_nodes == ("node-0",)
+
+
+def test_a_straggler_detector_report_is_a_heartbeat_not_a_straggler_without_a_spread():
+    # Megatron names a slowest rank in every report; 3,468 ms against 3,453 ms is no straggler.
+    line = (
+        " 0: INFO:megatron.core.utils:[2026-11-29 09:00:00] | MnRtt/Rnk: 3453.08ms/8 | "
+        "MxRtt/Rnk: 3468.20ms/0 | MnPwr/Rnk: 601796W/8 | MxPwr/Rnk: 683801W/18\n"
+    )
+    evidence = logs_only({0: line * 3}, 1, T0 + timedelta(seconds=4))
+    facts = facts_of(evidence)
+    assert facts.progress.progressing is True
+    verdict = rules.moving(facts)
+    assert verdict is not None and verdict.classification == "healthy"
+    slow = line.replace("3468.20ms/0", "9468.20ms/3")
+    facts = facts_of(logs_only({0: slow * 3}, 4, T0 + timedelta(seconds=4)))
+    assert rules.moving(facts).suspects == (3,)
