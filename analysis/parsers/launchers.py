@@ -113,6 +113,7 @@ _DS_KILLING = re.compile(r"Killing subprocess (\d{1,18})")
 _DS_NODE = re.compile(r"nnodes=(\d{1,18}), num_local_procs=(\d{1,18}), node_rank=(\d{1,18})")
 _DS_MAPPING_ENTRY = re.compile(r"'([^']{1,255})': \[([\d, ]*)\]")
 _DS_SPAWNED = re.compile(r"process (\d{1,18}) spawned with command:")
+_PDSH_PREFIX = re.compile(r"([\w.-]{1,255}): \[")
 _DS_LOCAL_ARG = re.compile(r"'--local_rank=(\d{1,18})'")
 
 # Ray Train (ray/train/_internal/utils.py, backend_executor.py, v2 worker_group/poll.py)
@@ -446,8 +447,7 @@ def shell_exit(line: str) -> ExitFact | None:
     return None
 
 
-_SINGLE_LINE = (
-    torchrun_exit,
+_SINGLE_LINE = (  # torchrun_exit is tried by LauncherReader._torchrun, before these
     ray_exit,
     slurm_step_exit,
     mpirun_exit,
@@ -567,6 +567,8 @@ class LauncherReader:
         self._ds_node_rank: int | None = None
         self._ds_local_procs: int | None = None
         self._ds_pids: dict[int, int] = {}  # pid -> local rank
+        # pids of each node's teardown under way, in its order, by pdsh's "host: " prefix
+        self._ds_killing: dict[str, list[int]] = {}
         self._ray_errors = False
         self._mpi_rank: int | None = None
         self._mpi_block = False
@@ -654,7 +656,25 @@ class LauncherReader:
             if match and local_arg and len(self._ds_pids) < MAX_MAP:
                 self._ds_pids[int(match.group(1))] = int(local_arg.group(1))
             return match is not None
-        return self._add(deepspeed_exit(line, self._ds_local_procs))
+        if "Killing subprocess" not in line and "exits with return code" not in line:
+            return False
+        node = _PDSH_PREFIX.match(line)
+        key = node.group(1) if node else ""
+        if key not in self._ds_killing and len(self._ds_killing) >= MAX_MAP:
+            key = ""
+        killing = self._ds_killing.setdefault(key, [])
+        fact = deepspeed_exit(line, self._ds_local_procs or len(killing) or None)
+        if fact is None:
+            return False
+        if fact.pid is not None:
+            # sigkill_handler walks its process list in spawn order, which is local rank order
+            # when every node runs the same number of processes.
+            fact = replace(fact, local_rank=len(killing))
+            if len(killing) < MAX_MAP:
+                killing.append(fact.pid)
+        else:
+            killing.clear()
+        return self._add(fact)
 
     def _deepspeed_mapping(self, line: str) -> None:
         start = line.find("{", line.find("global_rank_mapping="))

@@ -207,6 +207,7 @@ _MAX_LAGGING = 65_536
 _COLLECTIVE_HINTS = ("atchdog", "last completed", "ollective", "SeqNum", "lagging", "work: ")
 _PEER_HINTS = ("NCCL", "gloo", "peer", "remote=[", "onnect", "monitoredBarrier")
 _SLOW_HINTS = ("Rnk", "Ranks with lowest", "STRAGGLER")
+_JOB_STEP_WORDS = ("srun", "slurmstepd", "StepId", "oom-kill", "oom_kill", "job step")
 
 
 def parse_log(path: str, text: str | None) -> LogFacts:
@@ -245,8 +246,12 @@ class _LogReader:
                 return
         rank, local = self._who(line)
         self.previous_rank = rank
-        if any(hint in line for hint in _PEER_HINTS):
-            self._peer_and_config(line, rank, local)
+        for hint in _PEER_HINTS:
+            if hint in line:
+                self._peer_and_config(line, rank, local)
+                break
+        if self._dispatch(_BEFORE_LAUNCHERS, line, rank, local):
+            return
         if self.launchers.feed(line, rank, local):
             self.recognised += 1
             # A process's last words can carry the watchdog's report on the same line.
@@ -255,13 +260,21 @@ class _LogReader:
             if _is_error(line):
                 _keep(self.facts.errors, LineFact(rank, local, line))
             return
-        for guards, handler in _DISPATCH:
-            if any(g in line for g in guards) and handler(self, line, rank, local):
-                self.recognised += 1
-                return
+        if self._dispatch(_AFTER_LAUNCHERS, line, rank, local):
+            return
         if _is_error(line):
             self.recognised += 1
             _keep(self.facts.errors, LineFact(rank, local, line))
+
+    def _dispatch(self, table: _Table, line: str, rank: int | None, local: int | None) -> bool:
+        for guards, handler in table:
+            for guard in guards:  # a plain loop: any() with a generator costs more per line
+                if guard in line:
+                    if handler(self, line, rank, local):
+                        self.recognised += 1
+                        return True
+                    break
+        return False
 
     def finish(self) -> None:
         self.launchers.finish()
@@ -293,6 +306,9 @@ class _LogReader:
     # -- handlers: each returns True when it consumed the line ---------------------------------
 
     def _step(self, line: str, rank: int | None, local: int | None) -> bool:
+        for word in _JOB_STEP_WORDS:
+            if word in line:
+                return False  # Slurm's job steps are not training steps
         step = _STEP.search(line)
         if not step or "NCCL" in line:
             return False
@@ -385,18 +401,26 @@ class _LogReader:
 
 
 _Handler = Callable[[_LogReader, str, "int | None", "int | None"], bool]
-_DISPATCH: tuple[tuple[tuple[str, ...], _Handler], ...] = (
+_Table = tuple[tuple[tuple[str, ...], _Handler], ...]
+# The common line kinds, none of which a launcher prints, go first so that most lines never
+# reach the launchers' readers; the rest after.
+_BEFORE_LAUNCHERS: _Table = (
+    (("NCCL",), _LogReader._nccl),
     (_SLOW_HINTS, _LogReader._slow_line),
     (("step",), _LogReader._step),
+)
+_AFTER_LAUNCHERS: _Table = (
     (("iteration",), _LogReader._iteration),
     (("world_size",), _LogReader._world_size),
     (_COLLECTIVE_HINTS, _LogReader._collective),
-    (("NCCL",), _LogReader._nccl),
 )
 
 
 def _is_error(line: str) -> bool:
-    return any(hint in line for hint in _ERROR_HINTS) and "UserWarning" not in line
+    for hint in _ERROR_HINTS:
+        if hint in line:
+            return "UserWarning" not in line
+    return False
 
 
 def _keep(bucket: list, fact: object, limit: int = _MAX_KEPT) -> None:

@@ -146,18 +146,18 @@ def test_it_reads_deepspeed_return_code_of_its_only_process():
     log = parse_log("ds.log", sample("deepspeed_exit_single.log"))
     codes = [f for f in log.exits if f.exit_code is not None]
     assert [(f.exit_code, f.launcher) for f in codes] == [(-9, "deepspeed")]
-    # Without the launcher's num_local_procs line the --local_rank in that command is not
-    # trusted: DeepSpeed prints the last spawned command, whichever process failed.
-    assert codes[0].local_rank is None
-    assert [f.pid for f in log.exits if f.exit_code is None] == [13266]
+    # One "Killing subprocess" line before it: the handler had one process, local rank 0.
+    assert codes[0].local_rank == 0
+    assert [(f.pid, f.local_rank) for f in log.exits if f.exit_code is None] == [(13266, 0)]
 
 
 def test_it_does_not_blame_the_last_spawned_deepspeed_process():
     facts = exits("deepspeed_exit_two_procs.log")
     code = [f for f in facts if f.exit_code is not None]
+    # The command printed is the last one spawned (--local_rank=1), whichever process failed.
     assert [(f.exit_code, f.local_rank) for f in code] == [(-11, None)]
     killed = [f for f in facts if f.exit_code is None]
-    assert [f.pid for f in killed] == [94984, 94985]
+    assert [(f.pid, f.local_rank) for f in killed] == [(94984, 0), (94985, 1)]
     assert not any(f.stopped_by_launcher for f in killed)  # the failed one is among them
 
 
@@ -502,3 +502,21 @@ def test_it_reads_a_summary_quoted_from_its_middle():
     ]
     orphan = parse_log("x.log", "  rank      : 5 (local_rank: 1)\n  exitcode  : -9 (pid: 77)\n")
     assert [(f.rank, f.local_rank, f.pid, f.exit_code) for f in orphan.exits] == [(5, 1, 77, -9)]
+
+
+def test_it_numbers_each_pdsh_nodes_deepspeed_teardown_on_its_own():
+    # deepspeed/launcher/launch.py lines as pdsh prefixes them with the worker's name.
+    text = "\n".join(
+        [
+            "worker-0: [INFO] [launch.py:315:sigkill_handler] Killing subprocess 100",
+            "worker-1: [INFO] [launch.py:315:sigkill_handler] Killing subprocess 200",
+            "worker-0: [INFO] [launch.py:315:sigkill_handler] Killing subprocess 101",
+            "worker-1: [INFO] [launch.py:315:sigkill_handler] Killing subprocess 201",
+        ]
+    )
+    assert [(f.pid, f.local_rank) for f in parse_log("ds.log", text).exits] == [
+        (100, 0),
+        (200, 0),
+        (101, 1),
+        (201, 1),
+    ]
