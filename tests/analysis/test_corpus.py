@@ -33,10 +33,6 @@ def _expected(case: Path) -> dict:
     return json.loads((case / "expected.json").read_text())
 
 
-def _as_dict(diagnosis) -> dict:
-    return diagnosis.to_json() if hasattr(diagnosis, "to_json") else diagnosis
-
-
 def _evidence_text(result: dict) -> str:
     lines = [f"summary: {result.get('summary')}"]
     for item in (result.get("evidence") or [])[:12]:
@@ -81,7 +77,7 @@ def test_case_is_documented(case: Path):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_diagnosis(case: Path):
     expected = _expected(case)
-    result = _as_dict(diagnose(read_bundle(case)))
+    result = diagnose(read_bundle(case)).to_json()
     got = {
         "classification": result.get("classification"),
         **{field: sorted(result.get(field) or []) for field in RANK_FIELDS},
@@ -97,3 +93,27 @@ def test_case_diagnosis(case: Path):
         f"expected: {want}\n"
         f"got:      {got}\n{_evidence_text(result)}"
     )
+
+
+RANKS_NAMED = re.compile(r"\b[Rr]anks?:? ?(\d+(?:-\d+)?(?:, ?\d+(?:-\d+)?)*)|\[(\d+)\]")
+
+
+def _ranks_named(text: str) -> set[int]:
+    """Ranks a line names: "rank 3", "ranks 0-2, 5", "[7]"."""
+    named: set[int] = set()
+    for listed, bracketed in RANKS_NAMED.findall(text[:2000]):
+        for part in filter(None, (listed or bracketed).replace(" ", "").split(",")):
+            low, _, high = part.partition("-")
+            named.update(range(int(low), int(high or low) + 1))
+    return named
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_suspect_and_missing_rank_has_a_line_naming_it(case: Path):
+    # Issue 9: no rank is called missing, and no rank is a suspect, without a line of evidence
+    # naming it (an evidence item for that rank, or a quoted line that names it).
+    result = diagnose(read_bundle(case)).to_json()
+    evidence = result["evidence"]
+    for rank in set(result["suspect_ranks"]) | set(result["missing_ranks"]):
+        named = [e for e in evidence if e["rank"] == rank or rank in _ranks_named(e["text"])]
+        assert named, f"{case.name}: rank {rank} is blamed or missing with no line naming it"
