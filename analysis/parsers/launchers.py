@@ -817,7 +817,8 @@ class LauncherReader:
     def _summary_field(self, name: str, value: str, line: str) -> None:
         entry = self._entry
         assert entry is not None
-        entry.lines.append(line)
+        if len(entry.lines) < 8:
+            entry.lines.append(line)
         if name == "time":
             entry.at = _summary_time(value)
         elif name == "host":
@@ -838,10 +839,15 @@ class LauncherReader:
         entry, self._entry = self._entry, None
         if entry is not None and (entry.rank is not None or entry.code is not None):
             self._block.append(entry)
+            if len(self._block) >= MAX_EXITS:
+                self._emit_block()
 
     def _close_summary(self) -> None:
         self._flush_entry()
         self._section = None
+        self._emit_block()
+
+    def _emit_block(self) -> None:
         block, self._block = self._block, []
         if not block:
             return

@@ -429,6 +429,12 @@ def test_hostile_lines_parse_without_error(line):
     assert len(log.local_to_global) <= launchers.MAX_MAP
 
 
+def test_an_endless_torchrun_summary_stays_bounded():
+    entry = "[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 5)\n"
+    log = parse_log("flood.log", "Failures:\n" + entry * 40_000)
+    assert len(log.exits) == launchers.MAX_EXITS
+
+
 def test_the_exit_list_keeps_its_first_and_latest_facts():
     text = "srun: error: n1: tasks 0-65535: Killed\n" * 2
     facts = parse_log("flood.log", text).exits
