@@ -100,10 +100,23 @@ def _init_or_training(d: dict) -> dict[str, str]:
     }
 
 
+def next_steps(diagnosis: dict[str, Any]) -> list[str]:
+    """What the verdict itself asks for first (a second snapshot when nothing proves the job
+    stuck), then the class's own advice."""
+    first = list(diagnosis.get("next_steps") or [])
+    return first + [
+        s for s in NEXT_STEPS.get(diagnosis.get("classification", ""), []) if s not in first
+    ]
+
+
 def _who_is_there(d: dict) -> dict[str, str]:
     question = "All ranks stuck, or only some missing?"
     missing, exited = d.get("missing_ranks_compact", ""), _compact(d.get("exited_ranks", []))
     seen = f"{d.get('ranks_seen', 0)} of {d.get('world_size', 0)} ranks seen"
+    unobserved = d.get("unobserved_ranks_compact", "")
+    if unobserved:
+        # Absence of evidence is not evidence of absence: say so, accuse no one for it.
+        seen += f"; nothing in the evidence about ranks {unobserved} (unobserved, not missing)"
     if missing or exited:
         parts = [f"missing: {missing}" if missing else "", f"exited: {exited}" if exited else ""]
         return {

@@ -150,7 +150,7 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
         "diagnosis": diagnosis,
         "class_name": guide.class_name(classification),
         "choices": list(guide.CLASS_NAMES.items()),
-        "next_steps": guide.NEXT_STEPS.get(classification, []),
+        "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
         "figure": analysis.timeline_figure(diagnosis),
         "rank_rows": ordered,
