@@ -797,3 +797,39 @@ def slow_facts(line: str) -> list[SlowFact]:
     if "STRAGGLER DETECTION WARNING" in line:
         return _nvrx(line)
     return []
+
+
+@dataclass(frozen=True)
+class CommInitFact:
+    """NCCL's communicator set-up line: which process is which rank of how many.
+
+    `host:pid:tid [dev] NCCL INFO comm 0x.. rank 2 nranks 8 cudaDev 2 ... - Init START` (and
+    `Init COMPLETE`): the rank wrote it, so it was observed; its pid joins dmesg's OOM kills.
+    """
+
+    host: str | None
+    pid: int | None
+    rank: int
+    nranks: int
+    line: str
+
+
+_COMM_INIT = re.compile(r" comm 0x[0-9a-f]{1,16} rank (\d{1,7}) nranks (\d{1,7}) ")
+
+
+def comm_init_fact(line: str) -> CommInitFact | None:
+    if " - Init " not in line or " nranks " not in line:
+        return None
+    info = line.find("NCCL INFO")
+    if info < 0:
+        return None
+    m = _COMM_INIT.search(line, info, info + 200)
+    if not m:
+        return None
+    host = _nccl_host(line, info)
+    pid = None
+    head = line[max(0, info - 300) : info]
+    if host:
+        rest = head[head.rfind(host) + len(host) + 1 :].split(":", 1)[0]
+        pid = int(rest) if rest.isdecimal() and len(rest) <= 9 else None
+    return CommInitFact(host, pid, int(m.group(1)), int(m.group(2)), line[:LINE_CAP])

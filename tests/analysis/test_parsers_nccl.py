@@ -10,6 +10,7 @@ from analysis.parsers.nccl import (
     LINE_CAP,
     CollectiveFact,
     collective_facts,
+    comm_init_fact,
     nccl_config_fact,
     peer_fact,
     slow_facts,
@@ -580,3 +581,24 @@ def test_it_survives_hostile_megabyte_lines(size):
         config = nccl_config_fact(line)
         assert config is None or (len(config.value) <= 200 and len(config.addresses) <= 16)
         assert len(slow_facts(line)) <= 1024
+
+
+def test_comm_init_names_the_rank_pid_and_size_of_a_communicator():
+    # NVIDIA/nccl#1027 (Init COMPLETE) and NVIDIA/nccl#1267 (Init START), verbatim.
+    done = comm_init_fact(
+        "UIBE-DC-GPUSVR-01:13313:13992 [4] NCCL INFO comm 0x55b4098c56f0 rank 4 nranks 8 "
+        "cudaDev 4 nvmlDev 4 busId ce000 commId 0xb9b42cb8fce289f2 - Init COMPLETE"
+    )
+    assert (done.host, done.pid, done.rank, done.nranks) == ("UIBE-DC-GPUSVR-01", 13313, 4, 8)
+    start = comm_init_fact(
+        "instance-8g-96c-3:2744870:2745046 [0] NCCL INFO comm 0x55f08a1c83d0 rank 0 nranks 1 "
+        "cudaDev 0 nvmlDev 0 busId 30 commId 0x438c8edb9fb0064f - Init START"
+    )
+    assert (start.pid, start.rank, start.nranks) == (2744870, 0, 1)
+
+
+def test_comm_init_ignores_other_lines_and_hostile_ones():
+    assert comm_init_fact("host:1:2 [0] NCCL INFO Channel 00/02 :    0   1") is None
+    assert comm_init_fact("rank 3 nranks 8 - Init COMPLETE") is None  # no NCCL INFO prefix
+    # Linear by construction: substring checks, then one bounded search near NCCL INFO.
+    assert comm_init_fact(" - Init nranks NCCL INFO comm 0x" + "1" * 2_000_000) is None
