@@ -97,6 +97,18 @@ def _assert_victims_wait_in_their_groups(lab, dumps: dict[int, dict], stacks: di
             assert f"{caller[other]} (lab/train.py" not in stacks[rank]
 
 
+def _assert_console_concludes_per_group(lab) -> None:
+    """The console's verdict is `expected` (test_scenarios' check), and its per-rank rows
+    blame the culprit only: the ranks waiting in either group's collective are not suspects."""
+    diagnosis = _assert_console_concludes(lab)
+    rows = {row["rank"]: row for row in diagnosis["per_rank"]}
+    for kind, ranks in lab.expected["waiting_in"].items():
+        for rank in ranks:
+            assert rows[rank]["suspect"] is False, (kind, rows[rank], diagnosis["summary"])
+    for rank in lab.expected["suspect_ranks"]:
+        assert rows[rank]["suspect"] is True, (rows[rank], diagnosis["summary"])
+
+
 class TestTpRankStall:
     @pytest.fixture(scope="class")
     def lab(self, lab_factory):
@@ -133,7 +145,7 @@ class TestTpRankStall:
         assert "Watchdog: no collective pending" in lab.log(3)
 
     def test_the_console_concludes_what_the_lab_expects(self, lab):
-        _assert_console_concludes(lab)
+        _assert_console_concludes_per_group(lab)
 
 
 class TestTpRankExit:
@@ -155,7 +167,7 @@ class TestTpRankExit:
         assert all(lab.last_step(r) == fault - 1 for r in range(4))
 
     def test_the_console_concludes_what_the_lab_expects(self, lab):
-        _assert_console_concludes(lab)
+        _assert_console_concludes_per_group(lab)
 
 
 class TestTpMismatch:
@@ -193,7 +205,7 @@ class TestTpMismatch:
         assert f"{seq}ALLREDUCE" in lab.log(2)
 
     def test_the_console_concludes_what_the_lab_expects(self, lab):
-        _assert_console_concludes(lab)
+        _assert_console_concludes_per_group(lab)
 
 
 def test_group_scenarios_need_torch_and_two_by_two(tmp_path):
