@@ -71,6 +71,7 @@ class Departure:
     line: str
     exit_code: int | None
     stopped_by_launcher: bool
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Facts:
     exited: tuple[int, ...]  # the subset with an exit code or a zombie
     unobserved: tuple[int, ...]  # the evidence says nothing about them
     departures: dict[int, Departure]
+    rendezvous_errors: tuple[tuple[str, str], ...]  # (node, line): agents never met
     node_exits: tuple[tuple[str, str], ...]  # (node, line): a job process died, rank unknown
     progress: Progress
     flight_recorder: dict | None
@@ -181,6 +183,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         exited=tuple(sorted(departures)),
         unobserved=tuple(unobserved),
         departures=departures,
+        rendezvous_errors=tuple(snap.rendezvous_errors[:6]),
         node_exits=tuple(
             (node, fact.line.strip())
             for node, fact in snap.unplaced_exits
@@ -233,7 +236,9 @@ def _departures(snap: ParsedSnapshot) -> dict[int, Departure]:
         if state.exit_code is not None or state.exit_line:
             stopped = state.stopped_by_launcher or state.exit_code in TERMINATED_BY_LAUNCHER
             reason = exit_reason(state.exit_code) if state.exit_code is not None else "it failed"
-            gone[rank] = Departure(rank, reason, state.exit_line, state.exit_code, stopped)
+            gone[rank] = Departure(
+                rank, reason, state.exit_line, state.exit_code, stopped, state.exited_at
+            )
         elif state.state == "Z":
             gone[rank] = Departure(rank, "its process is a zombie (exited)", "", None, False)
     return gone

@@ -25,7 +25,13 @@ from analysis.parsers.logs import (
     parse_log,
     parse_timestamp,
 )
-from analysis.parsers.nccl import CollectiveFact, NcclConfigFact, PeerFact, SlowFact
+from analysis.parsers.nccl import (
+    CollectiveFact,
+    CommInitFact,
+    NcclConfigFact,
+    PeerFact,
+    SlowFact,
+)
 from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
@@ -69,6 +75,7 @@ class RankState:
     gpu_memory_mib: int | None = None
     started_at: datetime | None = None  # when the process started (ps etimes)
     stopped_by_launcher: bool = False  # the launcher killed it after another rank failed
+    exited_at: datetime | None = None  # when the launcher says it failed
 
 
 @dataclass
@@ -106,6 +113,10 @@ class ParsedSnapshot:
     unplaced_exits: list[tuple[str, ExitFact]] = field(default_factory=list)
     # (when, seconds per step) from periodic framework reports: the job was alive then.
     heartbeats: list[tuple[datetime, float | None]] = field(default_factory=list)
+    # (node, line) where the launcher's agents could not reach the rendezvous.
+    rendezvous_errors: list[tuple[str, str]] = field(default_factory=list)
+    # (node, fact): NCCL communicator set-up lines, placed once the world size is known.
+    comm_inits: list[tuple[str, CommInitFact]] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -168,7 +179,9 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         for name in node_ev.truncated:
             problem(node_ev.node, name, "cut at the size cap: its head is missing")
 
+    world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
+    _place_comm_inits(parsed, expected)
     for state in parsed.ranks.values():
         if state.world_size is None and expected:
             state.world_size = expected
@@ -295,10 +308,10 @@ def _apply_log(
 ) -> None:
     # The launcher's own maps place [defaultN] lines even when no process is left to read
     # LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world info.
-    for local, rank in getattr(log, "local_to_global", {}).items():
+    for local, rank in log.local_to_global.items():
         local_to_global.setdefault(local, rank)
     for host in (node, facts.hostname):
-        for local, rank in enumerate(getattr(log, "host_ranks", {}).get(host, ())):
+        for local, rank in enumerate(log.host_ranks.get(host, ())):
             local_to_global.setdefault(local, rank)
     for exit_fact in log.exits:
         if exit_fact.rank is not None and exit_fact.local_rank is not None:
@@ -313,7 +326,7 @@ def _apply_log(
 
     _apply_steps(node, log, resolve, parsed.ranks, problem)
     for exit_fact in log.exits:
-        if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks):
+        if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks, log.pid_ranks):
             parsed.unplaced_exits.append((node, exit_fact))
     for fact in log.watchdog:
         rank = resolve(fact.rank, fact.local_rank)
@@ -361,11 +374,11 @@ def _median_step_time(times: list[float]) -> float:
     return recent[len(recent) // 2]
 
 
-def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks) -> bool:
+def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks, pid_ranks) -> bool:
     """Record a launcher-reported exit on its rank; False when no rank can be named."""
     rank = exit_fact.rank
     if rank is None and exit_fact.pid is not None:
-        rank = facts.rank_pids.get(exit_fact.pid)
+        rank = facts.rank_pids.get(exit_fact.pid, pid_ranks.get(exit_fact.pid))
     if rank is None:
         rank = resolve(None, exit_fact.local_rank)
     if rank is None:
@@ -376,11 +389,14 @@ def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks) -> bool:
     # The launcher's own failure line and its summary repeat one exit: keep the first cause,
     # unless all we had was the launcher stopping the rank.
     known = state.exit_line or state.exit_code is not None
-    if known and not (state.stopped_by_launcher or _stopped(state.exit_code)):
+    if known and (
+        exit_fact.exit_code is None or not (state.stopped_by_launcher or _stopped(state.exit_code))
+    ):
         return True
     state.exit_code = exit_fact.exit_code
     state.exit_line = exit_fact.line.strip()
-    state.stopped_by_launcher = getattr(exit_fact, "stopped_by_launcher", False)
+    state.stopped_by_launcher = exit_fact.stopped_by_launcher
+    state.exited_at = exit_fact.at
     if state.pid is None:
         state.pid = exit_fact.pid
     return True
@@ -393,22 +409,25 @@ def _stopped(code: int | None) -> bool:
 def _apply_sources(node, log: LogFacts, resolve, parsed: ParsedSnapshot) -> None:
     """Collective positions, peers named, NCCL's configuration, slow-rank reports, mentions."""
     mentioned = parsed.mentioned
-    for fact in getattr(log, "collectives", ()):
+    for fact in log.collectives:
         rank = fact.rank
         parsed.collectives.append((node, rank, fact))
         if rank is not None:
             mentioned.add(rank)
     for target, facts in (
-        (parsed.peer_errors, getattr(log, "peer_errors", ())),
-        (parsed.nccl_config, getattr(log, "nccl_config", ())),
+        (parsed.peer_errors, log.peer_errors),
+        (parsed.nccl_config, log.nccl_config),
     ):
         for rank, local, fact in facts:
             reporter = resolve(rank, local)
             target.append((node, reporter, fact))
             if reporter is not None:
                 mentioned.add(reporter)
-    for fact in getattr(log, "slow_reports", ()):
+    for fact in log.slow_reports:
         _apply_slow_report(fact, parsed)
+    mentioned.update(log.named_ranks)
+    parsed.rendezvous_errors += [(node, f.line) for f in log.rendezvous_errors[:3]]
+    parsed.comm_inits += [(node, fact) for fact in log.comm_inits]
     for bucket in (log.errors, log.nccl_warn, log.desync, log.mismatches):
         for fact in bucket:
             rank = resolve(fact.rank, fact.local_rank)
@@ -437,6 +456,21 @@ def _apply_slow_report(fact: SlowFact, parsed: ParsedSnapshot) -> None:
     fastest = _MIN_RTT.search(fact.line, 0, 400)
     if fastest and fact.value >= STRAGGLER_SPREAD * float(fastest.group(1)):
         parsed.slow_reports.append(fact)
+
+
+def _place_comm_inits(parsed: ParsedSnapshot, world: int | None) -> None:
+    """A world communicator's set-up line names a rank and its pid: the rank was observed,
+    and its pid can be joined with dmesg. Sub-communicators number ranks within their group,
+    so only lines whose size is the world's are placed."""
+    for node, fact in parsed.comm_inits:
+        if world is None or fact.nranks != world:
+            continue
+        parsed.mentioned.add(fact.rank)
+        state = parsed.ranks.get(fact.rank)
+        if state is None:
+            state = parsed.ranks[fact.rank] = RankState(rank=fact.rank, node=node)
+        if state.pid is None and fact.pid is not None:
+            state.pid = fact.pid
 
 
 def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:

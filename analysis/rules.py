@@ -143,12 +143,16 @@ def departed(facts: Facts) -> Verdict | None:
         return None
     nodes = sorted({node for node, _ in facts.node_exits})
     evidence = [Evidence("exit_code", node, None, line) for node, line in facts.node_exits[:4]]
+    gone = [r for r in facts.missing if r in facts.departures]
+    evidence += [Evidence("exit_code", facts.node_of(r), r, facts.departures[r].line) for r in gone]
+    then = f"; {ranks_text(gone)} left with it" if gone else ""
     return _verdict(
         facts,
         "A",
         0.6,
-        f"A process of the job died on {', '.join(nodes[:5])} ({facts.node_exits[0][1][:120]}); "
-        "the line names no rank. Read that node's logs and dmesg to find which rank it was.",
+        f"A process of the job died on {', '.join(nodes[:5])} ({facts.node_exits[0][1][:120]})"
+        f"{then}. The launcher's line names no rank: read that node's logs and dmesg to find "
+        "which rank failed first.",
         suspect_nodes=tuple(nodes),
         evidence=tuple(evidence),
         rule="departed",
@@ -156,8 +160,10 @@ def departed(facts: Facts) -> Verdict | None:
 
 
 def _left_for_sure(facts: Facts, rank: int) -> bool:
+    """An exit code of its own (not the launcher stopping it) or an OOM kill of its pid; a
+    launcher that only says it killed the rank does not say the rank failed first."""
     gone = facts.departures.get(rank)
-    if gone is not None and not gone.stopped_by_launcher:
+    if gone is not None and not gone.stopped_by_launcher and gone.exit_code is not None:
         return True
     pid = facts.known_pid(rank)
     return pid is not None and pid in facts.oom_by_pid
@@ -169,14 +175,15 @@ def init(facts: Facts) -> Verdict | None:
     never_started = (
         not _training_started(facts)
         and not facts.in_collective
-        and (facts.snap.has_process_evidence or facts.in_init)
-        and (facts.ranks or facts.missing)
+        and (facts.snap.has_process_evidence or facts.in_init or facts.rendezvous_errors)
+        and (facts.ranks or facts.missing or facts.rendezvous_errors)
     )
     if not (majority_init or never_started):
         return None
     waiting = list(facts.in_init)
     lost = list(facts.missing)
     suspects, evidence = list(lost), quotes.stacks(facts, waiting, limit=2)
+    evidence += [Evidence("rendezvous", n, None, line) for n, line in facts.rendezvous_errors]
     if not lost:
         # Everyone came but to different places: the ranks pointed at another rendezvous.
         for diff in facts.env_diffs:
@@ -223,11 +230,19 @@ def lost(facts: Facts) -> Verdict | None:
     return _lost(facts, list(facts.missing), rule="lost")
 
 
+# Failures this close to the first are one event; later ones are its consequences (torchrun
+# stops the others with SIGTERM, then SIGKILL 30 s later).
+SAME_FAILURE_S = 5.0
+
+
 def _first_leaver(facts: Facts, lost_ranks: list[int]) -> int:
     for rank in lost_ranks:
         pid = facts.known_pid(rank)
         if pid is not None and pid in facts.oom_by_pid:
             return rank
+    timed = _culprits_by_time(facts, lost_ranks)
+    if timed:
+        return timed[0]
     for rank in lost_ranks:
         gone = facts.departures.get(rank)
         if gone is not None and not gone.stopped_by_launcher:
@@ -235,11 +250,26 @@ def _first_leaver(facts: Facts, lost_ranks: list[int]) -> int:
     return lost_ranks[0]
 
 
+def _culprits_by_time(facts: Facts, lost_ranks: list[int]) -> list[int]:
+    """When the launchers say when each rank failed, the first failures, earliest first
+    (a "Root Cause" block is only what its own agent saw first)."""
+    timed = [
+        (gone.at, rank)
+        for rank in lost_ranks
+        if (gone := facts.departures.get(rank)) and gone.at and not gone.stopped_by_launcher
+    ]
+    if not timed:
+        return []
+    first = min(timed)[0]
+    return [rank for at, rank in sorted(timed) if (at - first).total_seconds() <= SAME_FAILURE_S]
+
+
 def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Verdict:
     first = _first_leaver(facts, lost_ranks)
     ordered = [first, *[r for r in lost_ranks if r != first]]
-    # Ranks the launcher stopped after another rank failed are victims, not suspects.
-    culprits = [
+    # Ranks the launcher stopped after another rank failed are victims, not suspects; so are
+    # ranks that failed well after the first one.
+    culprits = _culprits_by_time(facts, ordered) or [
         r
         for r in ordered
         if r not in facts.departures or not facts.departures[r].stopped_by_launcher
@@ -250,8 +280,10 @@ def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Verdict:
         quoted, decisive = quotes.departure(facts, rank)
         evidence += quoted
         strong = strong or decisive
-    if facts.flight_recorder and facts.flight_recorder.get("first_mismatch"):
-        evidence.append(quotes.flight_recorder(facts.flight_recorder["first_mismatch"]))
+    # The flight recorder's word on where the groups stop, victims aside.
+    culprit_set = set(culprits or ordered)
+    stops = [s for s in facts.group_stops if set(s.culprits) & culprit_set]
+    evidence += [quotes.flight_recorder(s.mismatch) for s in stops[:2]]
     waiting = list(facts.in_collective)
     if waiting:
         evidence += quotes.stack(facts, waiting[0])

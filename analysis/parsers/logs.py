@@ -21,7 +21,13 @@ from datetime import UTC, datetime
 
 from analysis.parsers import nccl
 from analysis.parsers.launchers import ExitFact, LauncherReader
-from analysis.parsers.nccl import CollectiveFact, NcclConfigFact, PeerFact, SlowFact
+from analysis.parsers.nccl import (
+    CollectiveFact,
+    CommInitFact,
+    NcclConfigFact,
+    PeerFact,
+    SlowFact,
+)
 
 __all__ = [
     "ExitFact",
@@ -146,6 +152,12 @@ class LogFacts:
     peer_errors: list[tuple[int | None, int | None, PeerFact]] = field(default_factory=list)
     nccl_config: list[tuple[int | None, int | None, NcclConfigFact]] = field(default_factory=list)
     slow_reports: list[SlowFact] = field(default_factory=list)
+    # NCCL's communicator set-up lines (rank, pid, size) and the ranks a desync report's
+    # snapshot names: who wrote or was seen, even without a step line.
+    comm_inits: list[CommInitFact] = field(default_factory=list)
+    named_ranks: set[int] = field(default_factory=set)
+    # The launcher's agents could not reach the rendezvous: the job never started.
+    rendezvous_errors: list[LineFact] = field(default_factory=list)
     world_size: int | None = None
     fr_disabled: bool = False
     problems: list[str] = field(default_factory=list)
@@ -207,6 +219,16 @@ _MAX_LAGGING = 65_536
 _COLLECTIVE_HINTS = ("atchdog", "last completed", "ollective", "SeqNum", "lagging", "work: ")
 _PEER_HINTS = ("NCCL", "gloo", "peer", "remote=[", "onnect", "monitoredBarrier")
 _SLOW_HINTS = ("Rnk", "Ranks with lowest", "STRAGGLER")
+_RENDEZVOUS_HINTS = (
+    "RendezvousConnectionError",
+    "RendezvousTimeoutError",
+    "The client socket has timed out after",
+)
+# A desync report's snapshot line; the list is bounded, each item by its digits.
+_DESYNC_STATE = re.compile(
+    r"\s{0,40}\[(\d{1,7}(?:, \d{1,7}){0,8191})\] (?:started|finished|joined) "
+)
+_MAX_COMM_INITS = 256
 _JOB_STEP_WORDS = ("srun", "slurmstepd", "StepId", "oom-kill", "oom_kill", "job step")
 
 
@@ -371,6 +393,9 @@ class _LogReader:
         if "FlightRecorder is disabled" in line:
             self.facts.fr_disabled = True
             return True
+        comm = nccl.comm_init_fact(line)
+        if comm is not None:
+            _keep(self.facts.comm_inits, comm, _MAX_COMM_INITS)
         match = _NCCL.match(line)
         if not match:
             return False
@@ -392,6 +417,19 @@ class _LogReader:
         if config is not None:
             _keep(self.facts.nccl_config, (rank, local, config), _MAX_CONFIG)
 
+    def _desync_snapshot(self, line: str, rank: int | None, local: int | None) -> bool:
+        # "[0, 1, 2] started ALLREDUCE" under "#315 started ranks:": where each rank was.
+        match = _DESYNC_STATE.match(line)
+        if match and len(self.facts.named_ranks) < _MAX_LAGGING:
+            self.facts.named_ranks.update(int(r) for r in match.group(1).split(", "))
+        return False  # the desync reader may still want the line
+
+    def _rendezvous(self, line: str, rank: int | None, local: int | None) -> bool:
+        fact = LineFact(rank, local, line)
+        _keep(self.facts.rendezvous_errors, fact)
+        _keep(self.facts.errors, fact)
+        return True
+
     def _slow_line(self, line: str, rank: int | None, local: int | None) -> bool:
         found = False
         for fact in nccl.slow_facts(line):
@@ -412,6 +450,8 @@ _BEFORE_LAUNCHERS: _Table = (
 _AFTER_LAUNCHERS: _Table = (
     (("iteration",), _LogReader._iteration),
     (("world_size",), _LogReader._world_size),
+    (("] started ", "] finished ", "] joined "), _LogReader._desync_snapshot),
+    (_RENDEZVOUS_HINTS, _LogReader._rendezvous),
     (_COLLECTIVE_HINTS, _LogReader._collective),
 )
 
