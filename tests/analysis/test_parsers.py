@@ -252,3 +252,31 @@ def test_a_rank_written_in_the_line_beats_the_file_name():
     )
     facts = parse_log("/var/log/train/rank3.log", text)
     assert [(s.rank, s.step) for s in facts.steps] == [(5, 42), (3, 43)]
+
+
+def test_it_reads_who_a_desync_snapshot_and_nccl_communicators_name():
+    # pytorch/pytorch#152623 (desync snapshot) and NVIDIA/nccl#1027 (Init COMPLETE), verbatim.
+    text = (
+        "[rank0]:[E515 18:36:47.343377708 ProcessGroupNCCL.cpp:1937] Rank 0\n"
+        "         - Snapshot of ranks' latest states:\n"
+        "           #315 started ranks:\n"
+        "             [0, 1, 2] started ALLREDUCE\n"
+        "           #317 started ranks:\n"
+        "             [3, 4, 5, 6] started _ALLGATHER_BASE\n"
+        "UIBE-DC-GPUSVR-01:13313:13992 [4] NCCL INFO comm 0x55b4098c56f0 rank 4 nranks 8 "
+        "cudaDev 4 nvmlDev 4 busId ce000 commId 0xb9b42cb8fce289f2 - Init COMPLETE\n"
+    )
+    facts = parse_log("/logs/rank0.log", text)
+    assert facts.named_ranks == {0, 1, 2, 3, 4, 5, 6}
+    assert [(c.rank, c.pid, c.nranks) for c in facts.comm_inits] == [(4, 13313, 8)]
+
+
+def test_it_keeps_rendezvous_errors_apart():
+    text = (
+        '    "message": "RendezvousConnectionError: The connection to the C10d store has '
+        'failed. See inner exception for details.",\n'
+    )
+    facts = parse_log("/logs/torchrun.log", text)
+    assert len(facts.rendezvous_errors) == 1 and facts.steps == []
+    # A hostile 1.2 MB snapshot line: read in linear time, past the list cap nothing is taken.
+    assert parse_log("/logs/x.log", "[" + "1, " * 400_000 + "1] started X\n").named_ranks <= {1}

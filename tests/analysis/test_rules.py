@@ -427,3 +427,37 @@ def test_a_straggler_detector_report_is_a_heartbeat_not_a_straggler_without_a_sp
     slow = line.replace("3468.20ms/0", "9468.20ms/3")
     facts = facts_of(logs_only({0: slow * 3}, 4, T0 + timedelta(seconds=4)))
     assert rules.moving(facts).suspects == (3,)
+
+
+def test_init_speaks_when_the_agents_never_reached_the_rendezvous():
+    # pytorch/pytorch#79388: both agents time out on the c10d store; no worker ever started.
+    line = (
+        "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to "
+        "connect to (IP1, 2222).\n"
+    )
+    evidence = logs_only({}, 2, T0, nodes=2)
+    for node in evidence.nodes:
+        node.logs["/logs/torchrun.log"] = line
+    verdict = rules.init(facts_of(evidence))
+    assert verdict is not None and verdict.classification == "init"
+    assert verdict.suspects == ()
+    assert any(e.kind == "rendezvous" for e in verdict.evidence)
+
+
+def test_departed_names_the_earliest_failure_across_agents_not_each_root_cause():
+    # huggingface/accelerate#1519: each agent's "Root Cause" is only what it saw first; rank 4
+    # failed 51 s before ranks 0 and 3.
+    def summary(rank: int, local: int, pid: int, at: str) -> str:
+        return (
+            "Root Cause (first observed failure):\n[0]:\n"
+            f"  time      : 2023-06-03_{at}\n  host      : gpu187.cluster.local\n"
+            f"  rank      : {rank} (local_rank: {local})\n  exitcode  : 1 (pid: {pid})\n"
+            "  error_file: <N/A>\n"
+        )
+
+    evidence = logs_only({}, 8, T0)
+    evidence.nodes[0].logs["/logs/agent0.log"] = summary(0, 0, 19414, "22:45:52")
+    evidence.nodes[0].logs["/logs/agent1.log"] = summary(4, 0, 19401, "22:45:01")
+    verdict = rules.departed(facts_of(evidence))
+    assert verdict is not None and verdict.suspects == (4,)
+    assert facts_of(evidence).missing == (0, 4)
