@@ -356,9 +356,12 @@ def _oom_by_pid(facts: Facts) -> dict[int, tuple[str, str, bool]]:
 
 def _peer_blames(snap, local_maps, addresses, departures) -> list[PeerBlame]:
     """Map each peer a line names (rank, host or address) to the ranks that live there."""
-    ranks_of_node: dict[str, list[int]] = defaultdict(list)
-    for rank, state in sorted(snap.ranks.items()):
-        ranks_of_node[state.node].append(rank)
+    ranks_of_node: dict[str, set[int]] = defaultdict(set)
+    for rank, state in snap.ranks.items():
+        ranks_of_node[state.node].add(rank)
+    for node, reporter, _ in snap.nccl_config:
+        if reporter is not None:
+            ranks_of_node[node].add(reporter)  # a rank whose NCCL wrote there runs there
     blames = []
     for node, reporter, fact in snap.peer_errors:
         peer_node = None
@@ -369,7 +372,7 @@ def _peer_blames(snap, local_maps, addresses, departures) -> list[PeerBlame]:
             peer_node = addresses.get(fact.peer_addr or "") or addresses.get(fact.peer_host or "")
             if peer_node is None or peer_node == node:
                 continue  # a peer we cannot place blames no one
-            peer_ranks = tuple(ranks_of_node.get(peer_node, ()))
+            peer_ranks = tuple(sorted(ranks_of_node.get(peer_node, ())))
         if reporter is not None and reporter in peer_ranks:
             continue
         blames.append(PeerBlame(reporter, node, peer_ranks, peer_node, fact.reason, fact.line))

@@ -22,9 +22,9 @@ def _node_of_host(snap) -> dict[str, str]:
 
 def _config_node(snap, node: str, host: str | None, hosts: dict[str, str]) -> str:
     """The node a config line describes: the host in its NCCL prefix when that is a known node
-    (logs may sit on shared storage), else the host itself, else the node it was read on."""
+    (logs may sit on shared storage), else the node whose log holds it."""
     if host:
-        return hosts.get(host) or hosts.get(host.split(".", 1)[0]) or host
+        return hosts.get(host) or hosts.get(host.split(".", 1)[0]) or node
     return node
 
 
@@ -38,6 +38,7 @@ def node_addresses(snap) -> dict[str, str]:
             table.setdefault(address, owner)
         if fact.host:
             table.setdefault(fact.host, owner)
+            table.setdefault(fact.host.split(".", 1)[0], owner)
     return table
 
 

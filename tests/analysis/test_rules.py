@@ -461,3 +461,88 @@ def test_departed_names_the_earliest_failure_across_agents_not_each_root_cause()
     verdict = rules.departed(facts_of(evidence))
     assert verdict is not None and verdict.suspects == (4,)
     assert facts_of(evidence).missing == (0, 4)
+
+
+# ------------------------------------------------------------------ DETAIL, peers, NCCL config
+
+_DETAIL = (
+    "[rank{r}]: RuntimeError: Detected mismatch between collectives on ranks. Rank {a} is "
+    "running collective: CollectiveFingerPrint(SequenceNumber=485, OpType={op_a}), but Rank {b} "
+    "is running collective: CollectiveFingerPrint(SequenceNumber=485, OpType={op_b}).\n"
+)
+
+
+def test_detail_mismatch_is_b_even_when_a_rank_then_exited():
+    # speechbrain/speechbrain#2401's shape: ranks 1-3 report rank 0's BROADCAST against their
+    # ALLREDUCE; rank 0 then exits with code 1 (the mismatch is why it exits).
+    texts = {
+        r: _DETAIL.format(r=r, a=r, op_a="ALLREDUCE", b=0, op_b="BROADCAST") for r in (1, 2, 3)
+    }
+    evidence = logs_only(texts, 4, T0)
+    evidence.nodes[0].logs["/logs/torchrun.log"] = (
+        "torch.distributed.elastic.multiprocessing.api:[ERROR] failed (exitcode: 1) "
+        "local_rank: 0 (pid: 4242) of binary: /usr/bin/python3\n"
+    )
+    facts = facts_of(evidence)
+    assert facts.missing == (0,)
+    verdict = rules.detail_mismatch(facts)
+    assert verdict is not None and verdict.classification == "B"
+    assert verdict.suspects == (0,)
+    assert rules.first_verdict(facts).rule == "detail_mismatch"
+
+
+def test_detail_mismatch_is_silent_on_watchdog_lines():
+    texts = {r: _watchdog(r, 41, "ALLREDUCE", 1024) for r in range(4)}
+    texts[3] = _watchdog(3, 41, "BROADCAST", 1024)
+    facts = facts_of(logs_only(texts, 4, T0))
+    assert rules.detail_mismatch(facts) is None
+    assert rules.logs_different_collective(facts) is not None
+
+
+def _nccl_node(host: str, address: str, rank: int, *lines: str) -> str:
+    prefix = f"{host}:{1000 + rank}:{2000 + rank} [{rank % 8}] "
+    boot = f"{prefix}NCCL INFO Bootstrap : Using eth0:{address}<0>\n"
+    return boot + "".join(prefix + line + "\n" for line in lines)
+
+
+def test_peer_named_blames_the_peer_not_the_rank_that_reports_it():
+    # NVIDIA/nccl#795's WARN on host-a (rank 0) names 10.200.84.247, which NCCL's own
+    # Bootstrap line on host-b (rank 1) says is that host's address.
+    warn = "misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.200.84.247<58355> failed : "
+    texts = {
+        0: _nccl_node("host-a", "10.200.84.10", 0, warn + "Broken pipe"),
+        1: _nccl_node("host-b", "10.200.84.247", 1, "NCCL INFO NCCL version 2.18.3+cuda12.2"),
+    }
+    evidence = logs_only(texts, 2, T0, nodes=2)
+    verdict = rules.peer_named(facts_of(evidence))
+    assert verdict is not None and verdict.classification == "A"
+    assert verdict.suspects == (1,)
+    assert verdict.suspect_nodes == ("node-1",)
+
+
+def test_peer_named_is_silent_when_the_address_belongs_to_no_known_node():
+    warn = "misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.9.9.9<58355> failed : "
+    texts = {
+        0: _nccl_node("host-a", "10.200.84.10", 0, warn + "Broken pipe"),
+        1: _nccl_node("host-b", "10.200.84.247", 1, "NCCL INFO NCCL version 2.18.3+cuda12.2"),
+    }
+    assert rules.peer_named(facts_of(logs_only(texts, 2, T0, nodes=2))) is None
+
+
+def _plugin(found: bool) -> str:
+    if found:
+        return "NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so"
+    return "NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin."
+
+
+def test_nccl_config_differs_names_the_odd_node():
+    # NVIDIA/nccl#1634: one node without the net plugin among nodes that load it.
+    texts = {r: _nccl_node(f"h{r}", f"10.0.0.{r + 1}", r, _plugin(r != 2)) for r in range(3)}
+    verdict = rules.nccl_config_differs(facts_of(logs_only(texts, 3, T0, nodes=3)))
+    assert verdict is not None and verdict.classification == "C"
+    assert verdict.suspects == (2,) and verdict.suspect_nodes == ("node-2",)
+
+
+def test_nccl_config_differs_names_no_one_on_a_tie():
+    texts = {r: _nccl_node(f"h{r}", f"10.0.0.{r + 1}", r, _plugin(r == 0)) for r in range(2)}
+    assert rules.nccl_config_differs(facts_of(logs_only(texts, 2, T0, nodes=2))) is None
