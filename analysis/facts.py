@@ -108,7 +108,7 @@ class Facts:
     shell: list[dict]
     nccl_diffs: list[dict]
     peer_blames: tuple[PeerBlame, ...]
-    slow_reports: dict[int, list[str]]
+    slow_reports: dict[int, tuple[int, tuple[str, ...]]]  # rank -> (times named, lines)
     oom_by_pid: dict[int, tuple[str, str, bool]]  # pid -> (node, line, since the job started)
     local_maps: dict[str, dict[int, int]]  # node -> local rank -> global rank
     in_collective: tuple[int, ...]
@@ -155,25 +155,27 @@ class Facts:
         return None
 
     def job_kills(self, node: NodeFacts) -> list:
-        """OOM kills that can belong to this job: not stamped before its first rank started
-        (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
-        if self.job_started is None:
-            return node.kernel.oom_kills
-        since = self.job_started - JOB_START_SLACK
-        return [k for k in node.kernel.oom_kills if k.at is None or k.at >= since]
+        return job_kills(node, self.job_started)
+
+
+def job_kills(node: NodeFacts, job_started: datetime | None) -> list:
+    """OOM kills that can belong to this job: not stamped before its first rank started
+    (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
+    if job_started is None:
+        return node.kernel.oom_kills
+    since = job_started - JOB_START_SLACK
+    return [k for k in node.kernel.oom_kills if k.at is None or k.at >= since]
 
 
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
     rank_node = {r: s.node for r, s in snap.ranks.items()}
-    local_maps = _local_maps(snap)
     departures = _departures(snap)
     observed = _observed(snap)
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
     in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
-    records = collective_records(snap, local_maps)
-    addresses = node_addresses(snap)
-    facts = Facts(
+    started = min((s.started_at for s in snap.ranks.values() if s.started_at), default=None)
+    return Facts(
         snap=snap,
         prev=prev,
         world=snap.world_size,
@@ -193,26 +195,22 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         flight_recorder=align_flight_recorder(snap.dumps),
         group_stops=tuple(group_stops(snap.dumps)),
         watchdog=read_watchdog(snap.watchdog),
-        collectives=records,
+        collectives=collective_records(snap),
         env_diffs=env_diffs(snap.env, rank_node),
         shell=shell_init_findings({n: f.shell_init for n, f in snap.nodes.items()}),
         nccl_diffs=nccl_config_diffs(snap),
-        peer_blames=tuple(_peer_blames(snap, local_maps, addresses, departures)),
-        slow_reports=_slow_reports(snap, local_maps),
-        oom_by_pid={},
-        local_maps=local_maps,
+        peer_blames=tuple(_peer_blames(snap, node_addresses(snap))),
+        slow_reports=_slow_reports(snap),
+        oom_by_pid=_oom_by_pid(snap, started),
+        local_maps=_local_maps(snap),
         in_collective=tuple(in_collective),
         outside=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "outside")),
         in_init=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "init")),
         with_stack=len(with_stack),
-        job_started=min(
-            (s.started_at for s in snap.ranks.values() if s.started_at is not None), default=None
-        ),
+        job_started=started,
         ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
         signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
     )
-    facts.oom_by_pid.update(_oom_by_pid(facts))
-    return facts
 
 
 # ------------------------------------------------------------------ observed / missing
@@ -344,17 +342,17 @@ def _local_maps(snap: ParsedSnapshot) -> dict[str, dict[int, int]]:
     return maps
 
 
-def _oom_by_pid(facts: Facts) -> dict[int, tuple[str, str, bool]]:
+def _oom_by_pid(snap: ParsedSnapshot, started: datetime | None) -> dict[int, tuple[str, str, bool]]:
     """pid -> (node, line, recent): every kill, since a pid match is decisive at any age."""
     pids = {}
-    for node, node_facts in facts.nodes.items():
-        recent = {id(k) for k in facts.job_kills(node_facts)}
+    for node, node_facts in snap.nodes.items():
+        recent = {id(k) for k in job_kills(node_facts, started)}
         for kill in node_facts.kernel.oom_kills:
             pids[kill.pid] = (node, kill.line, id(kill) in recent)
     return pids
 
 
-def _peer_blames(snap, local_maps, addresses, departures) -> list[PeerBlame]:
+def _peer_blames(snap: ParsedSnapshot, addresses: dict[str, str]) -> list[PeerBlame]:
     """Map each peer a line names (rank, host or address) to the ranks that live there."""
     ranks_of_node: dict[str, set[int]] = defaultdict(set)
     for rank, state in snap.ranks.items():
@@ -379,14 +377,18 @@ def _peer_blames(snap, local_maps, addresses, departures) -> list[PeerBlame]:
     return blames
 
 
-def _slow_reports(snap: ParsedSnapshot, local_maps) -> dict[int, list[str]]:
+_SLOW_QUOTED = 5
+
+
+def _slow_reports(snap: ParsedSnapshot) -> dict[int, tuple[int, tuple[str, ...]]]:
+    """rank -> (how many reports named it slow, the first few lines)."""
     named: dict[int, list[str]] = defaultdict(list)
+    counts: Counter[int] = Counter()
     for fact in snap.slow_reports:
-        if len(named[fact.rank]) < 5:
+        counts[fact.rank] += 1
+        if len(named[fact.rank]) < _SLOW_QUOTED:
             named[fact.rank].append(fact.line)
-        else:
-            named[fact.rank].append("")  # counted, not quoted again
-    return dict(named)
+    return {rank: (count, tuple(named[rank])) for rank, count in counts.items()}
 
 
 # ------------------------------------------------------------------ exit codes

@@ -44,7 +44,7 @@ class CollectiveRecord:
         return (op_key(self.op), self.numel_in, self.numel_out, self.dtype, self.shapes)
 
 
-def collective_records(snap, local_maps=None) -> dict[int, tuple[CollectiveRecord, ...]]:
+def collective_records(snap) -> dict[int, tuple[CollectiveRecord, ...]]:
     per_rank: dict[int, list[CollectiveRecord]] = defaultdict(list)
     for node, rank, fact in snap.collectives:
         if rank is None:

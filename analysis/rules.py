@@ -95,7 +95,7 @@ def _stragglers(facts: Facts) -> list[int]:
         outside = [r for r in outside if r in before]
     if outside:
         return outside
-    named = [r for r, lines in facts.slow_reports.items() if len(lines) >= SLOW_REPORTS_NEEDED]
+    named = [r for r, (count, _) in facts.slow_reports.items() if count >= SLOW_REPORTS_NEEDED]
     if named:
         return sorted(named)
     times = sorted((s.step_time, r) for r, s in facts.ranks.items() if s.step_time)
@@ -108,7 +108,7 @@ def _stragglers(facts: Facts) -> list[int]:
 def _straggler(facts: Facts, slow: list[int]) -> Verdict:
     evidence = quotes.stacks(facts, slow)
     for rank in slow[:5]:
-        lines = [line for line in facts.slow_reports.get(rank, ()) if line][:2]
+        lines = facts.slow_reports.get(rank, (0, ()))[1][:2]
         evidence += [Evidence("slow_rank", facts.rank_node.get(rank), rank, x) for x in lines]
         state = facts.ranks.get(rank)
         if state and state.step_time and not lines:
