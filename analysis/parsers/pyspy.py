@@ -8,7 +8,9 @@ import re
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+# Not frozen (a frozen dataclass pays an object.__setattr__ call per field, and a snapshot holds
+# tens of thousands of frames); unsafe_hash keeps frames hashable. Nothing assigns to a frame.
+@dataclass(slots=True, unsafe_hash=True)
 class Frame:
     name: str
     filename: str
@@ -40,6 +42,23 @@ def parse_pyspy(text: str | None) -> tuple[list[PyThread], list[str]]:
     return _parse_text(text)
 
 
+# Every rank of a job runs the same files: remember the short spelling of recent file names.
+_SHORT_CACHE: dict[str, str] = {}
+_SHORT_CACHE_ENTRIES = 4096
+_SHORT_CACHE_KEY_CHARS = 1024
+
+
+def _short_cached(filename: str) -> str:
+    short = _SHORT_CACHE.get(filename)
+    if short is None:
+        short = _short(filename)
+        if len(filename) <= _SHORT_CACHE_KEY_CHARS:
+            if len(_SHORT_CACHE) >= _SHORT_CACHE_ENTRIES:
+                _SHORT_CACHE.clear()
+            _SHORT_CACHE[filename] = short
+    return short
+
+
 def _short(filename: str) -> str:
     # Keep the tail that identifies the module (torch/distributed/x.py) without the venv prefix.
     for marker in ("site-packages/", "dist-packages/", "lib/python"):
@@ -65,25 +84,26 @@ def _parse_json(text: str) -> tuple[list[PyThread], list[str]]:
         if not isinstance(item, dict) or not isinstance(item.get("frames", []), list):
             problems.append("py-spy JSON thread entry not understood")
             continue
-        frames = []
-        for raw in item.get("frames") or []:
-            if not isinstance(raw, dict):
-                continue
-            filename = raw.get("short_filename") or _short(str(raw.get("filename") or "?"))
-            if "/" not in filename and raw.get("filename"):
-                filename = _short(str(raw["filename"]))
-            number = raw.get("line")
-            name = str(raw.get("name") or "?")
-            frames.append(Frame(name, filename, number if isinstance(number, int) else None))
+        active = item.get("active")
         threads.append(
             PyThread(
                 thread_id=str(item.get("thread_id", "")),
                 name=str(item.get("thread_name") or ""),
-                active=item.get("active") if isinstance(item.get("active"), bool) else None,
-                frames=frames,
+                active=active if isinstance(active, bool) else None,
+                frames=[_json_frame(raw) for raw in item.get("frames") or () if type(raw) is dict],
             )
         )
     return threads, problems
+
+
+def _json_frame(raw: dict) -> Frame:
+    full = raw.get("filename")
+    filename = raw.get("short_filename")
+    # py-spy's short_filename is the bare file name; prefer the module path from the full one.
+    if not filename or not isinstance(filename, str) or (full and "/" not in filename):
+        filename = _short_cached(str(full or "?"))
+    number = raw.get("line")
+    return Frame(str(raw.get("name") or "?"), filename, number if isinstance(number, int) else None)
 
 
 def _parse_text(text: str) -> tuple[list[PyThread], list[str]]:
