@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
-from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ
+from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
 from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
 from analysis.parsers.logs import (
     ExitFact,
@@ -204,11 +204,13 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         problem(node, "ps", text)
     by_pid: dict[int, PsRow] = {row.pid: row for row in ps_rows}
     rank_pids: dict[int, int] = {}
+    # Only what the analysis reads: RANK and its kin, the rendezvous and the comms settings.
+    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"}
     for pid in sorted(node_ev.environ):
-        variables, env_problems = parse_environ(node_ev.environ[pid])
+        variables, env_problems = parse_environ_subset(node_ev.environ[pid], wanted, COMMS_PREFIXES)
         for text in env_problems:
             problem(node, f"environ {pid}", text)
-        rank = int_or_none(variables.get("RANK"))
+        rank = int_or_none(variables.pop("RANK", None))
         if rank is None:
             continue  # a launcher or helper process, not a rank
         row = by_pid.get(pid)
@@ -223,18 +225,14 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         state.pid = pid
         state.ppid = row.ppid if row else None
         state.state = row.state if row else ""
-        state.local_rank = int_or_none(variables.get("LOCAL_RANK"))
-        state.world_size = int_or_none(variables.get("WORLD_SIZE"))
+        state.local_rank = int_or_none(variables.pop("LOCAL_RANK", None))
+        state.world_size = int_or_none(variables.pop("WORLD_SIZE", None))
         state.process_seen = row is None or row.state != "Z"
         if row is not None and row.elapsed_s is not None and node_ev.collected_at is not None:
             state.started_at = node_ev.collected_at - timedelta(seconds=row.elapsed_s)
         if state.world_size:
             world_sizes.append(state.world_size)
-        env[rank] = {
-            k: v
-            for k, v in variables.items()
-            if k[:1] in "NTCGM" and (k.startswith(COMMS_PREFIXES) or k in RENDEZVOUS)
-        }
+        env[rank] = variables  # NCCL_/TORCH_/CUDA_/GLOO_ and MASTER_ADDR/PORT left
         rank_pids[pid] = rank
         _apply_stack(node_ev, pid, state, problem)
     for pid in sorted(set(node_ev.pyspy) - set(rank_pids)):
