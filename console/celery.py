@@ -1,6 +1,7 @@
 """The Celery app. Configuration comes from Django settings (CELERY_* names)."""
 
 import os
+from pathlib import Path
 
 from celery import Celery
 from celery.signals import worker_ready
@@ -10,6 +11,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
 app = Celery("hangdesk")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def make_file_broker_folders(sender, source, **kwargs) -> None:
+    """The filesystem broker (no REDIS_URL) needs its folders before the first message is
+    sent or read; they are made here, when a process first uses Celery, not by the settings."""
+    if not str(source.broker_url or "").startswith("filesystem://"):
+        return
+    options = source.broker_transport_options or {}
+    for key in ("data_folder_in", "data_folder_out", "control_folder"):
+        if options.get(key):
+            Path(options[key]).mkdir(parents=True, exist_ok=True)
 
 
 @worker_ready.connect

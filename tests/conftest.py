@@ -11,6 +11,7 @@ import sys
 import pytest
 from django.conf import settings
 
+from tests import services
 from tests.browserkit import browser, log_in, page  # noqa: F401 - chromium for every suite
 from tests.helpers import wait_for  # noqa: F401 - re-exported for the suites
 from tests.labkit import Lab, lab_factory  # noqa: F401 - registers the lab fixture everywhere
@@ -22,13 +23,13 @@ from tests.labkit import Lab, lab_factory  # noqa: F401 - registers the lab fixt
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGvMWB+brretqGfLz6OJdOfzHeoYv4p+Xobv7TaQ26J1"
 
 
+def pytest_configure(config) -> None:
+    # Before pytest-django loads the settings: choose PostgreSQL/Redis (tests/services.py).
+    services.configure(config)
+
+
 def pytest_report_header(config) -> list[str]:
-    if not settings.configured:
-        return []
-    banner = getattr(settings, "SERVICES_BANNER", None)
-    if not banner:
-        return []
-    return ["=" * 20 + " services under test " + "=" * 20, *banner]
+    return services.report_header(config)
 
 
 def _user(django_user_model, username: str, role: str | None):

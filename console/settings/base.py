@@ -95,9 +95,9 @@ def database_from_env() -> dict:
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from exc
         return config
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {
-        "ENGINE": "django.db.backends.sqlite3",
+        # Django's backend, which makes VAR_DIR when it first connects (never at import).
+        "ENGINE": "console.sqlite3",
         "NAME": VAR_DIR / "hangdesk.sqlite3",
         # The web process and the worker write concurrently; wait instead of failing.
         "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
@@ -165,7 +165,7 @@ def broker_from_env() -> tuple[str, dict]:
         # A message whose worker died unacknowledged comes back after this long; it must
         # outlast the longest task (collect_node: 180 s hard limit).
         return REDIS_URL, {"visibility_timeout": 600}
-    BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    # The folders are made by the Celery app when it first reads this (console/celery.py).
     folder = str(BROKER_DIR)
     return "filesystem://", {
         "data_folder_in": folder,

@@ -40,7 +40,8 @@ def test_runconsole_serves_the_login_page_runs_tasks_on_the_file_broker_and_stop
         for key, value in os.environ.items()
         if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
     }
-    env.update(HANGDESK_VAR_DIR=str(tmp_path), HANGDESK_DEMO="0", HANGDESK_PORT=str(port))
+    var = tmp_path / "var"  # not there yet: runconsole makes it, the settings do not
+    env.update(HANGDESK_VAR_DIR=str(var), HANGDESK_DEMO="0", HANGDESK_PORT=str(port))
     console = subprocess.Popen(
         [sys.executable, "manage.py", "runconsole"],
         cwd=settings.BASE_DIR,
@@ -62,7 +63,7 @@ def test_runconsole_serves_the_login_page_runs_tasks_on_the_file_broker_and_stop
 
         def heartbeat() -> bool:
             # beat -> filesystem broker -> worker -> SQLite: the embedded mode end to end.
-            with sqlite3.connect(tmp_path / "hangdesk.sqlite3", timeout=5) as db:
+            with sqlite3.connect(var / "hangdesk.sqlite3", timeout=5) as db:
                 return bool(
                     db.execute("SELECT count(*) FROM console_workerheartbeat").fetchone()[0]
                 )
@@ -79,4 +80,6 @@ def test_runconsole_serves_the_login_page_runs_tasks_on_the_file_broker_and_stop
     assert "first admin created: user admin, password" in output
     assert "broker:   filesystem broker in" in output
     assert "stopped." in output
+    # Made by runconsole at run time (never by the settings): the key the children share.
+    assert (var / "secret-key").stat().st_mode & 0o777 == 0o600
     wait_for(lambda: not any(_alive(pid) for pid in children), timeout=10, what="children gone")

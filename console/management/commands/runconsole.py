@@ -38,6 +38,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, host: str, port: int, no_demo: bool, **options):
+        _prepare_var_dir()
         call_command("migrate", interactive=False, verbosity=0)
         self._announce_services()
         self._ensure_first_admin()
@@ -133,6 +134,19 @@ class Command(BaseCommand):
                 _signal_group(child, signal.SIGKILL)
                 child.wait()
         self.stdout.write("stopped.")
+
+
+def _prepare_var_dir() -> None:
+    """Make VAR_DIR (beat's schedule file lives there) and keep the dev secret key in it, so
+    the web, worker and beat processes started next share this process's key."""
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    key_file = getattr(settings, "DEV_SECRET_KEY_FILE", None)
+    if key_file is None or os.environ.get("DJANGO_SECRET_KEY"):
+        return
+    with contextlib.suppress(FileExistsError):
+        descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(settings.SECRET_KEY)
 
 
 def _signal_group(child: subprocess.Popen, signum: int) -> None:
