@@ -99,7 +99,10 @@ def stack_signature(frames: Iterable[Frame]) -> str:
     """Short, stable hash of the call path (function, file, line), independent of pid/host."""
     digest = hashlib.sha1(usedforsecurity=False)
     for frame in frames:
-        digest.update(f"{frame.name}\0{frame.filename}\0{frame.line}\n".encode())
+        # surrogatepass: a py-spy JSON "\ud800" escape reaches here as a lone surrogate.
+        digest.update(
+            f"{frame.name}\0{frame.filename}\0{frame.line}\n".encode(errors="surrogatepass")
+        )
     return digest.hexdigest()[:12]
 
 

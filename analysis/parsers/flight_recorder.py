@@ -111,6 +111,15 @@ def parse_flight_recorder(path: str, data: bytes | None) -> FrDump:
     if "entries" not in raw:
         dump.problems.append(f"{path}: no `entries`: not a flight-recorder dump")
         return dump
+    try:
+        _read_dump(dump, raw)
+    except (AttributeError, TypeError, RecursionError) as exc:  # a hostile shape, not torch's
+        dump.entries, dump.pg_ranks, dump.last_completed = [], {}, {}
+        dump.problems.append(f"{path}: dump not understood ({type(exc).__name__}: {exc})")
+    return dump
+
+
+def _read_dump(dump: FrDump, raw: dict) -> None:
     dump.version = str(raw.get("version", ""))
     if isinstance(raw.get("rank"), int):
         dump.rank = raw["rank"]
@@ -126,8 +135,7 @@ def parse_flight_recorder(path: str, data: bytes | None) -> FrDump:
     dump.entries = [entry for entry in parsed if entry is not None]
     skipped = len(parsed) - len(dump.entries)
     if skipped:
-        dump.problems.append(f"{path}: {skipped} entries not understood")
-    return dump
+        dump.problems.append(f"{dump.path}: {skipped} entries not understood")
 
 
 def _rank_list(value: Any) -> list[int] | None:
@@ -136,7 +144,7 @@ def _rank_list(value: Any) -> list[int] | None:
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return [v for v in parsed if isinstance(v, int)] if isinstance(parsed, list) else None
     return None

@@ -38,7 +38,10 @@ def parse_pyspy(text: str | None) -> tuple[list[PyThread], list[str]]:
         return [], ["empty py-spy output"]
     stripped = text.lstrip()
     if stripped.startswith("["):
-        return _parse_json(stripped)
+        try:
+            return _parse_json(stripped)
+        except RecursionError:  # nesting no py-spy writes; json and repr give up on it
+            return [], ["py-spy JSON nested too deeply to read"]
     return _parse_text(text)
 
 
