@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format lab lab-down lab-status migrate clean
+.PHONY: run test lint format lab lab-down lab-status migrate clean system-packages-run \
+	system-packages-test
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -16,13 +17,23 @@ $(STAMP): $(BIN)/python requirements.txt requirements-dev.txt requirements-lab.t
 	$(BIN)/pip install --quiet -r requirements-dev.txt -r requirements-lab.txt
 	@touch $(STAMP)
 
+## Debian packages (sshd, chromium, ps, unshare, ...): installed when missing as root, asked
+## for otherwise (scripts/system-packages). Listed first: python3-venv comes before .venv.
+system-packages-run:
+	@PYTHON=$(PYTHON) scripts/system-packages run
+
+system-packages-test:
+	@PYTHON=$(PYTHON) scripts/system-packages test
+
 ## Run the console: web + Celery worker + beat (SQLite and a file broker unless
 ## DATABASE_URL / REDIS_URL are set). Ctrl-C stops everything.
-run: $(STAMP)
+run: system-packages-run $(STAMP)
 	$(BIN)/python manage.py runconsole
 
 ## The whole suite: lint, format check, tests on real Postgres/Redis/Celery/sshd/chromium.
-test: $(STAMP)
+## PostgreSQL and Redis when they answer (the header of the run says which; CI=true requires
+## them), else SQLite and the file broker.
+test: system-packages-test $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -22,7 +22,7 @@ CHROMIUM_ARGS = [
 @pytest.fixture(scope="session")
 def browser():
     if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does)")
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make test` does)")
     # Playwright runs an event loop in this thread; the ORM calls made by the test body
     # itself are ordinary synchronous calls, so allow them.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
