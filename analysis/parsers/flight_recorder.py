@@ -138,16 +138,34 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
         dump.problems.append(f"{dump.path}: {skipped} entries not understood")
 
 
+# Every dump of a job repeats the same pg_config: remember recent `ranks` strings read.
+_RANKS_CACHE: dict[str, list[int] | None] = {}
+_RANKS_CACHE_ENTRIES = 1024
+_RANKS_CACHE_KEY_CHARS = 4096
+
+
 def _rank_list(value: Any) -> list[int] | None:
     if isinstance(value, list):
         return [v for v in value if isinstance(v, int)]
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except (ValueError, RecursionError):
-            return None
-        return [v for v in parsed if isinstance(v, int)] if isinstance(parsed, list) else None
-    return None
+    if not isinstance(value, str):
+        return None
+    if value in _RANKS_CACHE:
+        cached = _RANKS_CACHE[value]
+        return None if cached is None else list(cached)
+    parsed = _rank_list_from_json(value)
+    if len(value) <= _RANKS_CACHE_KEY_CHARS:
+        if len(_RANKS_CACHE) >= _RANKS_CACHE_ENTRIES:
+            _RANKS_CACHE.clear()
+        _RANKS_CACHE[value] = None if parsed is None else list(parsed)
+    return parsed
+
+
+def _rank_list_from_json(value: str) -> list[int] | None:
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    return [v for v in parsed if isinstance(v, int)] if isinstance(parsed, list) else None
 
 
 def _call_site(frames: list) -> str:

@@ -17,8 +17,9 @@ class Frame:
     line: int | None
 
     def __str__(self) -> str:
-        where = f"{self.filename}:{self.line}" if self.line is not None else self.filename
-        return f"{self.name} ({where})"
+        if self.line is None:
+            return f"{self.name} ({self.filename})"
+        return f"{self.name} ({self.filename}:{self.line})"
 
 
 @dataclass
