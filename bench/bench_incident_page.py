@@ -2,8 +2,8 @@
 
 Builds the same replicated evidence as bench_analysis.py (real captured stacks, environments,
 logs and flight-recorder dumps), imports it into an incident as a snapshot, analyses it the
-way the worker does (diagnosis + per-rank rows), then renders the incident page with Django's
-test client — the server's whole time, templates included, without a network.
+way the worker does (the diagnosis, its per-rank table inside), then renders the incident
+page with Django's test client — the server's whole time, templates included, no network.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \
         .venv/bin/python bench/bench_incident_page.py [--ranks 4096] [--nodes 512] [--repeat 5]
@@ -45,7 +45,8 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from bench.bench_analysis import build_snapshot
-    from collectors.services import snapshot_analyse, snapshot_import_bundle
+    from collectors.services import snapshot_analyse
+    from collectors.tasks import snapshot_import_bundle
     from incidents.services import cluster_create, incident_open
 
     _ensure_database()
@@ -67,8 +68,8 @@ def main() -> None:
     print(f"database: {connection.vendor}; ranks {args.ranks}, nodes {args.nodes}")
     print(f"store evidence (import): {stored - started:.2f} s")
     print(
-        f"analyse + store verdict and {snapshot.ranks.count()} rank rows: "
-        f"{analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
+        f"analyse + store the diagnosis ({len(snapshot.diagnosis['per_rank'])} per-rank rows "
+        f"inside): {analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
     )
 
     client = Client()

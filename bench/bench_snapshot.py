@@ -122,7 +122,7 @@ def _measure(nodes: int, concurrency: int, repeat: int) -> dict:
 
 def _hangdesk(info: dict, state: Path, concurrency: int) -> tuple[float, float]:
     from collectors.models import NodeCollection, Snapshot
-    from collectors.services import snapshot_start
+    from collectors.tasks import snapshot_start
     from incidents.importing import cluster_import
     from incidents.services import incident_open
 

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from console.api_errors import Conflict
 from incidents.models import Incident
 
-from . import selectors, services
+from . import selectors, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
 from .diagnosis_serializers import DiagnosisSerializer
 from .models import NodeCollection, Snapshot
@@ -76,7 +76,7 @@ class SnapshotStartApi(APIView):
     def post(self, request, pk: int):
         """Start a snapshot; if one is already running for the incident, return it (200)."""
         incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
-        snapshot, created = services.snapshot_start(incident=incident, by=request.user)
+        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(SnapshotSerializer(snapshot).data, status=code)
 
@@ -119,7 +119,7 @@ class BundleImportApi(APIView):
             evidence = read_bundle_fileobj(upload)
         except BundleRefused as exc:
             raise serializers.ValidationError({"bundle": str(exc)}) from exc
-        snapshot = services.snapshot_import_bundle(
+        snapshot = tasks.snapshot_import_bundle(
             incident=incident, evidence=evidence, by=request.user
         )
         return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)

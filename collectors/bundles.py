@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from analysis.evidence import SnapshotEvidence
 
+from . import evidence_kinds as kinds
 from .artifacts import artifacts_from_evidence, evidence_from_artifacts, parse_when
 
 BUNDLE_FORMAT = 1
@@ -55,7 +56,7 @@ def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = N
         _add(tar, "manifest.json", json.dumps(header, indent=2, sort_keys=True).encode())
         for node in evidence.nodes:
             for name, content, _truncated in artifacts_from_evidence(node):
-                _add(tar, f"{_safe_node_name(node.node)}/{_bundle_path(name)}", content)
+                _add(tar, f"{_safe_node_name(node.node)}/{kinds.bundle_path(name)}", content)
     return buffer.getvalue()
 
 
@@ -64,14 +65,6 @@ def _add(tar: tarfile.TarFile, name: str, content: bytes) -> None:
     info.size = len(content)
     info.mode = 0o644
     tar.addfile(info, io.BytesIO(content))
-
-
-def _bundle_path(artifact_name: str) -> str:
-    # logs and dumps are named by their remote path; keep it, minus the leading slash.
-    head, _, rest = artifact_name.partition("/")
-    if head in ("logs", "flight_recorder"):
-        return f"{head}/{rest.lstrip('/')}"
-    return artifact_name
 
 
 def _safe_node_name(name: str) -> str:
@@ -179,7 +172,7 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
         node, _, rest = name.partition("/")
         if not rest:
             continue  # a stray top-level file: not evidence of any node
-        per_node[node].append((_artifact_name(rest), content, False))
+        per_node[node].append((kinds.artifact_name_of_bundle_path(rest), content, False))
     statuses = manifest.get("nodes") if isinstance(manifest.get("nodes"), dict) else {}
     nodes = [
         evidence_from_artifacts(
@@ -194,13 +187,6 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
         collected_at=parse_when(manifest.get("collected_at")),
         cluster=str(manifest.get("cluster") or ""),
     )
-
-
-def _artifact_name(bundle_path: str) -> str:
-    head, _, rest = bundle_path.partition("/")
-    if head in ("logs", "flight_recorder") and rest:
-        return f"{head}//{rest}" if "/" in rest else f"{head}/{rest}"
-    return bundle_path
 
 
 def _manifest(raw: bytes | None) -> dict[str, Any]:

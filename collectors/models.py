@@ -1,4 +1,8 @@
-"""Snapshots: one visit to every node of a cluster, its raw evidence and its per-rank state."""
+"""Snapshots: one visit to every node of a cluster, its raw evidence and its diagnosis.
+
+The per-rank table lives in the diagnosis (`diagnosis["per_rank"]`), the one form the pages,
+the API and exported post-mortems read; it is not stored a second time as rows.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import zlib
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from incidents.models import Cluster, Incident, Node
 
@@ -18,7 +22,37 @@ class SnapshotStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-ACTIVE_SNAPSHOT_STATUSES = (SnapshotStatus.RUNNING, SnapshotStatus.ANALYSING)
+class Transitions:
+    """The status rule: which moves a status field may make. Every conditional UPDATE of a
+    snapshot's or a node's status goes through `move()`, which only touches rows whose status
+    may move to the new one; callers add their own conditions (which task owns the row)."""
+
+    def __init__(self, statuses: type[models.TextChoices], moves: dict[str, tuple[str, ...]]):
+        self.moves = moves
+        # Statuses with a way out are still in progress; the others are final.
+        self.active = tuple(s for s in statuses if s in moves)
+        self.finished = tuple(s for s in statuses if s not in moves)
+
+    def sources(self, to: str) -> list[str]:
+        return [status for status, targets in self.moves.items() if to in targets]
+
+    def move(self, rows: QuerySet, to: str, **changes) -> int:
+        """UPDATE the rows that may move to `to`; returns how many did."""
+        sources = self.sources(to)
+        if not sources:
+            raise ValueError(f"no status moves to {to!r}")
+        return rows.filter(status__in=sources).update(status=to, **changes)
+
+
+SNAPSHOT_FLOW = Transitions(
+    SnapshotStatus,
+    {
+        # The last node is in (a bundle's snapshot starts at analysing).
+        SnapshotStatus.RUNNING: (SnapshotStatus.ANALYSING,),
+        SnapshotStatus.ANALYSING: (SnapshotStatus.DONE, SnapshotStatus.FAILED),
+    },
+)
+ACTIVE_SNAPSHOT_STATUSES = SNAPSHOT_FLOW.active
 
 
 class Snapshot(models.Model):
@@ -45,7 +79,7 @@ class Snapshot(models.Model):
             # A second click while one runs must not start a duplicate.
             models.UniqueConstraint(
                 fields=["incident"],
-                condition=Q(status__in=["running", "analysing"]),
+                condition=Q(status__in=[str(s) for s in ACTIVE_SNAPSHOT_STATUSES]),
                 name="one_active_snapshot_per_incident",
             )
         ]
@@ -71,7 +105,17 @@ class NodeStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-FINISHED_NODE_STATUSES = (NodeStatus.OK, NodeStatus.FAILED)
+NODE_FLOW = Transitions(
+    NodeStatus,
+    {
+        # Claimed by a task; or failed by the sweep, never claimed in time.
+        NodeStatus.PENDING: (NodeStatus.RUNNING, NodeStatus.FAILED),
+        # Resumed by its own task's redelivered or retried copy; finished by it; or failed by
+        # the sweep once its worker is long gone.
+        NodeStatus.RUNNING: (NodeStatus.RUNNING, NodeStatus.OK, NodeStatus.FAILED),
+    },
+)
+FINISHED_NODE_STATUSES = NODE_FLOW.finished
 
 
 class NodeCollection(models.Model):
@@ -135,27 +179,3 @@ class Artifact(models.Model):
 
 def inflate(compressed: bytes | memoryview) -> bytes:
     return zlib.decompress(bytes(compressed))
-
-
-class RankRecord(models.Model):
-    """Parsed state of one rank in one snapshot, stored for bulk queries and the pages."""
-
-    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="ranks")
-    rank = models.IntegerField()
-    node_name = models.CharField(max_length=128, blank=True)
-    pid = models.IntegerField(null=True, blank=True)
-    local_rank = models.IntegerField(null=True, blank=True)
-    state = models.CharField(max_length=8, blank=True)
-    stack_signature = models.CharField(max_length=64, blank=True)
-    innermost_frame = models.CharField(max_length=255, blank=True)
-    last_step = models.IntegerField(null=True, blank=True)
-    last_step_at = models.DateTimeField(null=True, blank=True)
-    exit_code = models.IntegerField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["rank"]
-        # Not unique on rank: two processes claiming one rank is itself evidence.
-        indexes = [models.Index(fields=["snapshot", "stack_signature"])]
-
-    def __str__(self) -> str:
-        return f"rank {self.rank} on {self.node_name}"

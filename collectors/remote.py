@@ -4,8 +4,9 @@ The only module in the project that imports paramiko. `collect_node()` connects 
 node's pinned host key (anything else is refused before authentication), sends the constant
 probe script `probe.sh` to `sh -s` with the plan's values as shell-quoted assignments in front
 of it, reads the framed output under a byte cap and a deadline, and turns it into a
-`NodeEvidence`. Expected failures never raise: they become `NodeEvidence.status`, and
-`error_kind()` / `raise_for_status()` tell a task whether a retry is worth it.
+`NodeVisit`: the `NodeEvidence`, and a typed `NodeFailure` (outcomes.py) when the visit
+failed, whose kind says whether a retry may help. Expected failures never raise. Frame keys
+are read through the evidence-kind table (evidence_kinds.py).
 
 Wire format (written by probe.sh): a line `HDPROBE1 <nonce>` (anything before it, e.g. a
 chatty ~/.bashrc, is ignored), then frames `HD1 <key> <size>\\n` + <size> raw bytes, and
@@ -28,9 +29,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from analysis.evidence import NodeEvidence
+
+from . import evidence_kinds as kinds
+from .budget import SNAPSHOT_BUDGET
+from .evidence_kinds import as_text
+from .outcomes import FailureKind, NodeFailure, NodeVisit
 
 if TYPE_CHECKING:  # imported where used: paramiko costs ~0.1 s, and Django loads this module
     import paramiko
@@ -76,9 +82,10 @@ class CollectionPlan:
     pyspy_command: str = "py-spy"
     tail_bytes: int = 256 * KiB
     artifact_cap_bytes: int = 2 * MiB
-    command_timeout_s: float = 20.0
-    total_timeout_s: float = 60.0
-    connect_timeout_s: float = 10.0
+    # From the snapshot's time budget (budget.py), like the task limits that must outlast them.
+    command_timeout_s: float = SNAPSHOT_BUDGET.command_s
+    total_timeout_s: float = SNAPSHOT_BUDGET.visit_s
+    connect_timeout_s: float = SNAPSHOT_BUDGET.connect_s
     # Bytes read from one node in total; a node that sends more is cut off.
     max_total_bytes: int = 64 * MiB
     max_processes: int = 128
@@ -195,92 +202,13 @@ def _fingerprint_key(key: paramiko.PKey) -> str:
 
 # --- failures ----------------------------------------------------------------------------
 
-ErrorKind = Literal["transient", "permanent"]
-
-# Status prefix -> whether retrying can help. "ok" and "partial" are not errors.
-_STATUS_KINDS: dict[str, ErrorKind] = {
-    "unreachable": "transient",
-    "connection lost": "transient",
-    "ssh error": "transient",
-    "host key mismatch": "permanent",
-    "host key rejected": "permanent",
-    "host key invalid": "permanent",
-    "auth failed": "permanent",
-    "probe failed": "permanent",
-    "invalid plan": "permanent",
-}
-
 
 class CollectionError(Exception):
-    """A node gave no (complete) evidence. `str()` is the NodeEvidence.status."""
+    """A visit that cannot go on; collect_node() returns its failure, never raises it."""
 
-    kind: ErrorKind = "transient"
-
-    def __init__(self, status: str) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class TransientCollectionError(CollectionError):
-    """Timeouts, refused or reset connections: worth a retry."""
-
-    kind: ErrorKind = "transient"
-
-
-class PermanentCollectionError(CollectionError):
-    """Host key, authentication, broken node set-up: a retry gives the same answer."""
-
-    kind: ErrorKind = "permanent"
-
-
-class NodeUnreachable(TransientCollectionError):
-    pass
-
-
-class ConnectionLost(TransientCollectionError):
-    pass
-
-
-class HostKeyMismatch(PermanentCollectionError):
-    pass
-
-
-class AuthenticationFailed(PermanentCollectionError):
-    pass
-
-
-class ProbeFailed(PermanentCollectionError):
-    pass
-
-
-_ERRORS_BY_PREFIX: dict[str, type[CollectionError]] = {
-    "unreachable": NodeUnreachable,
-    "connection lost": ConnectionLost,
-    "ssh error": TransientCollectionError,
-    "host key mismatch": HostKeyMismatch,
-    "host key rejected": HostKeyMismatch,
-    "host key invalid": HostKeyMismatch,
-    "auth failed": AuthenticationFailed,
-    "probe failed": ProbeFailed,
-    "invalid plan": PermanentCollectionError,
-}
-
-
-def error_kind(status: str) -> ErrorKind | None:
-    """None for "ok" / "partial: ..." (evidence was gathered), else 'transient' when a retry
-    can help, 'permanent' otherwise (including statuses this module does not know)."""
-    prefix = status.split(":", 1)[0]
-    if prefix in ("ok", "partial"):
-        return None
-    return _STATUS_KINDS.get(prefix, "permanent")
-
-
-def raise_for_status(evidence: NodeEvidence) -> None:
-    """Raise the matching CollectionError for a failed node (for `autoretry_for`)."""
-    kind = error_kind(evidence.status)
-    if kind is not None:
-        prefix = evidence.status.split(":", 1)[0]
-        raise _ERRORS_BY_PREFIX.get(prefix, PermanentCollectionError)(evidence.status)
+    def __init__(self, kind: FailureKind, text: str) -> None:
+        super().__init__(text)
+        self.failure = NodeFailure(kind, text)
 
 
 # --- the probe script --------------------------------------------------------------------
@@ -403,62 +331,25 @@ class FrameReader:
         self._key, self._body = None, bytearray()
 
 
-def _text(data: bytes) -> str:
-    # Keeps every byte visible (\xff) without producing strings a database refuses.
-    return data.decode("utf-8", "backslashreplace")
-
-
-_SYSTEM_NAMES = {
-    "sys.df_shm": "df -h /dev/shm",
-    "sys.df_root": "df -h /",
-    "sys.loadavg": "loadavg",
-    "sys.free": "free -m",
-    "sys.date": "date",
-    "dmesg.source": "dmesg source",
-    "nvsmi.query": "nvidia-smi gpus",
-    "nvsmi.apps": "nvidia-smi processes",
-    "nvsmi.absent": "nvidia-smi",
-    "errors": "probe errors",
-}
-
-
 def evidence_from_frames(node: str, reader: FrameReader) -> NodeEvidence:
-    """Map the probe's frames onto NodeEvidence (fields are left empty when absent)."""
+    """Map the probe's frames onto NodeEvidence through the evidence-kind table (fields are
+    left empty when absent)."""
     frames = reader.frames
     evidence = NodeEvidence(node=node)
-    names: dict[str, str] = {}  # frame key -> artifact name used in `truncated`
+    names: dict[str, str] = {}  # frame key -> the piece's name in `truncated`
     for key, data in frames.items():
-        kind, _, rest = key.partition(".")
         if key == "hostname":
-            evidence.hostname = _text(data).strip()
-        elif key == "ps":
-            evidence.ps, names[key] = _text(data), "ps"
-        elif kind == "env" and rest.isdigit():
-            evidence.environ[int(rest)], names[key] = data, f"environ:{int(rest)}"
-        elif kind == "pyspy" and rest.isdigit():
-            evidence.pyspy[int(rest)], names[key] = _text(data), f"pyspy:{int(rest)}"
-        elif kind == "pyspyerr" and rest.isdigit():
-            evidence.pyspy_errors[int(rest)] = _text(data)
-        elif key == "dmesg":
-            evidence.dmesg, names[key] = _text(data), "dmesg"
-        elif key == "nvsmi":
-            evidence.nvidia_smi, names[key] = _text(data), "nvidia_smi"
-        elif key == "shellinit":
-            evidence.shell_init, names[key] = _text(data), "shell_init"
-        elif key in _SYSTEM_NAMES:
-            evidence.system[_SYSTEM_NAMES[key]] = _text(data)
-            names[key] = f"system:{_SYSTEM_NAMES[key]}"
-        elif kind in ("log", "fr") and rest.isdigit() and f"{key}.path" in frames:
-            path = _text(frames[f"{key}.path"])
-            if kind == "log":
-                evidence.logs[path], names[key] = _text(data), f"logs:{path}"
-            else:
-                evidence.flight_recorder[path], names[key] = data, f"flight_recorder:{path}"
+            evidence.hostname = as_text(data).strip()
+            continue
+        found = kinds.frame_piece(key, frames)
+        if found is not None:
+            kinds.put(evidence, *found, data, errors="backslashreplace")
+            names[key] = kinds.piece_name(*found)
     cut = {key.removeprefix("trunc.") for key in frames if key.startswith("trunc.")}
     cut |= reader.cut
     evidence.truncated = sorted(names.get(key, key) for key in cut)
     if reader.noise.strip():
-        evidence.system["output before probe"] = _text(bytes(reader.noise))
+        evidence.system["output before probe"] = as_text(bytes(reader.noise))
     return evidence
 
 
@@ -485,14 +376,14 @@ def _load_client_key(key_path: str) -> paramiko.PKey:
     try:
         return paramiko.PKey.from_path(key_path)
     except paramiko.PasswordRequiredException as exc:
-        raise AuthenticationFailed(
-            f"auth failed: private key {key_path} is passphrase-protected"
+        raise CollectionError(
+            FailureKind.AUTH, f"auth failed: private key {key_path} is passphrase-protected"
         ) from exc
     except (OSError, paramiko.SSHException, ValueError) as exc:
         # The message names the file and the reason; it never contains key material.
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise AuthenticationFailed(
-            f"auth failed: cannot load private key {key_path}: {reason}"
+        raise CollectionError(
+            FailureKind.AUTH, f"auth failed: cannot load private key {key_path}: {reason}"
         ) from exc
 
 
@@ -500,16 +391,15 @@ def _open_socket(target: NodeTarget, timeout: float) -> socket.socket:
     where = f"{target.address}:{target.port}"
     try:
         return socket.create_connection((target.address, target.port), timeout=timeout)
-    except TimeoutError as exc:
-        raise NodeUnreachable(
-            f"unreachable: connect to {where} timed out after {timeout:g}s"
-        ) from exc
+    except TimeoutError:
+        text = f"unreachable: connect to {where} timed out after {timeout:g}s"
     except socket.gaierror as exc:
-        raise NodeUnreachable(f"unreachable: cannot resolve {target.address}: {exc}") from exc
-    except ConnectionRefusedError as exc:
-        raise NodeUnreachable(f"unreachable: connection refused by {where}") from exc
+        text = f"unreachable: cannot resolve {target.address}: {exc}"
+    except ConnectionRefusedError:
+        text = f"unreachable: connection refused by {where}"
     except OSError as exc:
-        raise NodeUnreachable(f"unreachable: {where}: {exc.strerror or exc}") from exc
+        text = f"unreachable: {where}: {exc.strerror or exc}"
+    raise CollectionError(FailureKind.UNREACHABLE, text)
 
 
 class _Watchdog:
@@ -559,40 +449,48 @@ def _connect(
         )
     except paramiko.BadHostKeyException as exc:
         client.close()
-        raise HostKeyMismatch(
+        raise CollectionError(
+            FailureKind.HOST_KEY,
             f"host key mismatch: expected {host_key.fingerprint}, "
-            f"got {_fingerprint_key(exc.key)} ({exc.key.get_name()})"
+            f"got {_fingerprint_key(exc.key)} ({exc.key.get_name()})",
         ) from exc
     except paramiko.AuthenticationException as exc:
         client.close()
-        raise AuthenticationFailed(f"auth failed: {target.username}@{target.name}: {exc}") from exc
+        raise CollectionError(
+            FailureKind.AUTH, f"auth failed: {target.username}@{target.name}: {exc}"
+        ) from exc
     except paramiko.SSHException as exc:
         client.close()
-        message = str(exc)
-        if "banner" in message:
-            raise NodeUnreachable(
-                f"unreachable: no SSH banner from {target.address}:{target.port} "
-                f"within {timeout:g}s"
-            ) from exc
-        if "No existing session" in message:  # start_client gave up waiting for key exchange
-            raise NodeUnreachable(
-                f"unreachable: SSH handshake with {target.address}:{target.port} did not finish "
-                f"within {2 * timeout:g}s"
-            ) from exc
-        if "No authentication methods available" in message:
-            raise AuthenticationFailed(
-                f"auth failed: {target.username}@{target.name}: no key_path and no key in the "
-                "ssh-agent"
-            ) from exc
-        if "known_hosts" in message:
-            raise HostKeyMismatch(f"host key rejected: {message}") from exc
-        raise TransientCollectionError(f"ssh error: {message}") from exc
+        raise _ssh_failure(str(exc), target, timeout) from exc
     except (OSError, EOFError) as exc:
         client.close()
-        raise ConnectionLost(
-            f"connection lost: during SSH handshake: {exc or type(exc).__name__}"
+        raise CollectionError(
+            FailureKind.CONNECTION_LOST,
+            f"connection lost: during SSH handshake: {exc or type(exc).__name__}",
         ) from exc
     return client
+
+
+def _ssh_failure(message: str, target: NodeTarget, timeout: float) -> CollectionError:
+    where = f"{target.address}:{target.port}"
+    if "banner" in message:
+        return CollectionError(
+            FailureKind.UNREACHABLE, f"unreachable: no SSH banner from {where} within {timeout:g}s"
+        )
+    if "No existing session" in message:  # start_client gave up waiting for key exchange
+        return CollectionError(
+            FailureKind.UNREACHABLE,
+            f"unreachable: SSH handshake with {where} did not finish within {2 * timeout:g}s",
+        )
+    if "No authentication methods available" in message:
+        return CollectionError(
+            FailureKind.AUTH,
+            f"auth failed: {target.username}@{target.name}: no key_path and no key in the "
+            "ssh-agent",
+        )
+    if "known_hosts" in message:
+        return CollectionError(FailureKind.HOST_KEY, f"host key rejected: {message}")
+    return CollectionError(FailureKind.SSH_ERROR, f"ssh error: {message}")
 
 
 @dataclass
@@ -601,7 +499,12 @@ class _ProbeRun:
     exit_status: int | None = None
     stderr: bytes = b""
     stopped: str | None = None  # why reading stopped before the end of the output
+    lost: bool = False  # ... because the connection broke
+    out_of_time: bool = False  # ... because the time budget ran out
     remote_budget: int = 0  # seconds the node's `timeout` grants the probe
+
+    def stop_out_of_time(self, plan: CollectionPlan) -> None:
+        self.stopped, self.out_of_time = f"time budget of {plan.total_timeout_s:g}s used up", True
 
 
 def _run_probe(
@@ -634,7 +537,7 @@ def _run_probe(
             while channel.recv_stderr_ready():
                 stderr += channel.recv_stderr(64 * KiB)[: max(0, 8 * KiB - len(stderr))]
             if time.monotonic() >= deadline:
-                run.stopped = f"time budget of {plan.total_timeout_s:g}s used up"
+                run.stop_out_of_time(plan)
                 break
             try:
                 data = channel.recv(256 * KiB)
@@ -642,7 +545,7 @@ def _run_probe(
                 continue
             if not data:
                 if watchdog.fired:  # the socket was shut under us: EOF, not the real end
-                    run.stopped = f"time budget of {plan.total_timeout_s:g}s used up"
+                    run.stop_out_of_time(plan)
                 break
             run.reader.feed(data)
             if run.reader.over_cap:
@@ -663,72 +566,89 @@ def _run_probe(
         channel.close()
     except (OSError, EOFError, paramiko.SSHException) as exc:
         if watchdog.fired:
-            run.stopped = f"time budget of {plan.total_timeout_s:g}s used up"
+            run.stop_out_of_time(plan)
         else:
-            run.stopped = f"connection lost: {exc or type(exc).__name__}"
+            run.stopped, run.lost = f"connection lost: {exc or type(exc).__name__}", True
     run.stderr = bytes(stderr)
     return run
 
 
-def _status(run: _ProbeRun) -> str:
+def _failure(run: _ProbeRun) -> NodeFailure | None:
+    """Why the probe gave no usable evidence; None when it gave some, whole or partial."""
+    if run.reader.ended:
+        return None
+    if run.lost:
+        text = f"{run.stopped} (partial evidence kept)" if run.reader.frames else run.stopped
+        return NodeFailure(FailureKind.CONNECTION_LOST, text or "connection lost")
+    if run.reader.started:
+        return None
+    if run.out_of_time:
+        return NodeFailure(
+            FailureKind.UNREACHABLE, f"unreachable: no probe output before the {run.stopped}"
+        )
+    detail = as_text(run.stderr).strip()[-500:]
+    noise = as_text(bytes(run.reader.noise)).strip()[:200]
+    return NodeFailure(
+        FailureKind.PROBE,
+        f"probe failed: exit status {run.exit_status}: {detail or noise or 'no output'}",
+    )
+
+
+def _gathered_status(run: _ProbeRun) -> str:
+    """ "ok", or "partial: <why>" for evidence that stopped short."""
     if run.reader.ended:
         return "ok"
-    detail = _text(run.stderr).strip()[-500:]
-    if run.stopped and run.stopped.startswith("connection lost"):
-        return f"{run.stopped} (partial evidence kept)" if run.reader.frames else run.stopped
-    if not run.reader.started:
-        if run.stopped and run.stopped.startswith("time budget"):
-            return f"unreachable: no probe output before the {run.stopped}"
-        noise = _text(bytes(run.reader.noise)).strip()[:200]
-        return f"probe failed: exit status {run.exit_status}: {detail or noise or 'no output'}"
     if run.stopped:
         return f"partial: {run.stopped}"
     if run.exit_status in (124, 137):  # `timeout` on the node stopped the probe
         return f"partial: the probe used up its {run.remote_budget}s on the node"
+    detail = as_text(run.stderr).strip()[-500:]
     return f"partial: probe exited with status {run.exit_status} before finishing: {detail}"
 
 
-def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeEvidence:
-    """Gather one node's evidence. Expected failures come back as `status`, never raised."""
-    plan = plan or CollectionPlan()
-    started = time.monotonic()
-    deadline = started + plan.total_timeout_s
-    collected_at = datetime.now(UTC)
+def _probe_node(target: NodeTarget, plan: CollectionPlan, deadline: float) -> _ProbeRun:
+    """Connect and run the probe; raises CollectionError when there is nothing to read."""
     try:
         plan.validate()
     except ValueError as exc:
-        return NodeEvidence(
-            node=target.name, collected_at=collected_at, status=f"invalid plan: {exc}"
-        )
+        raise CollectionError(FailureKind.INVALID_PLAN, f"invalid plan: {exc}") from exc
     try:
         host_key = parse_host_key(target.host_key)
     except InvalidHostKey as exc:
-        return NodeEvidence(
-            node=target.name, collected_at=collected_at, status=f"host key invalid: {exc}"
-        )
-    try:
-        sock = _open_socket(target, min(plan.connect_timeout_s, plan.total_timeout_s))
-    except CollectionError as exc:
-        return NodeEvidence(node=target.name, collected_at=collected_at, status=exc.status)
+        raise CollectionError(FailureKind.HOST_KEY, f"host key invalid: {exc}") from exc
+    sock = _open_socket(target, min(plan.connect_timeout_s, plan.total_timeout_s))
     # A little after the deadline, so the read loop normally stops first and cleanly.
     watchdog = _Watchdog(sock, deadline + 0.5)
     client: paramiko.SSHClient | None = None
     try:
         client = _connect(target, plan, sock, host_key)
-        run = _run_probe(client, plan, deadline, watchdog)
+        return _run_probe(client, plan, deadline, watchdog)
     except CollectionError as exc:
-        status = exc.status
-        if watchdog.fired and not isinstance(exc, PermanentCollectionError):
-            status = f"unreachable: no answer within the {plan.total_timeout_s:g}s time budget"
-        return NodeEvidence(node=target.name, collected_at=collected_at, status=status)
+        if watchdog.fired and exc.failure.transient:
+            raise CollectionError(
+                FailureKind.UNREACHABLE,
+                f"unreachable: no answer within the {plan.total_timeout_s:g}s time budget",
+            ) from exc
+        raise
     finally:
         watchdog.cancel()
         if client is not None:
             client.close()
         sock.close()
+
+
+def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeVisit:
+    """Visit one node: its evidence, and why the visit failed if it did (never raised)."""
+    plan = plan or CollectionPlan()
+    started = time.monotonic()
+    collected_at = datetime.now(UTC)
+    try:
+        run = _probe_node(target, plan, started + plan.total_timeout_s)
+    except CollectionError as exc:
+        evidence = NodeEvidence(node=target.name, collected_at=collected_at)
+        return NodeVisit.failed(evidence, exc.failure)
     evidence = evidence_from_frames(target.name, run.reader)
     evidence.collected_at = collected_at
-    evidence.status = _status(run)
     if not run.reader.ended:
         for pid in _pids(evidence.ps):
             if pid not in evidence.pyspy and pid not in evidence.pyspy_errors:
@@ -736,12 +656,16 @@ def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> Node
         if run.reader.over_cap:
             evidence.truncated.append("output")
     if run.stderr.strip():
-        evidence.system["probe stderr"] = _text(run.stderr)
+        evidence.system["probe stderr"] = as_text(run.stderr)
     evidence.system["collection"] = (
         f"{time.monotonic() - started:.2f}s, {run.reader.total} bytes, "
         f"remote exit status {run.exit_status}"
     )
-    return evidence
+    failure = _failure(run)
+    if failure is not None:
+        return NodeVisit.failed(evidence, failure)
+    evidence.status = _gathered_status(run)
+    return NodeVisit(evidence)
 
 
 def _pids(ps: str | None) -> list[int]:

@@ -1,10 +1,16 @@
-"""Snapshot writes: start, collect one node, analyse. Each step is safe to run twice."""
+"""Snapshot writes, one step each: create, collect one node, sweep, analyse.
+
+Each step is safe to run twice and returns what happened as a value (outcomes.py); it never
+queues work. What runs next, and when a step is retried, is for collectors/tasks.py to say:
+this module does not import it.
+"""
 
 from __future__ import annotations
 
 import logging
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -20,33 +26,51 @@ from incidents.services import timeline_event_record
 
 from . import remote, selectors
 from .artifacts import artifacts_from_evidence
+from .budget import SNAPSHOT_BUDGET
 from .models import (
     FINISHED_NODE_STATUSES,
+    NODE_FLOW,
+    SNAPSHOT_FLOW,
     Artifact,
     NodeCollection,
     NodeStatus,
-    RankRecord,
     Snapshot,
     SnapshotStatus,
 )
+from .outcomes import (
+    Collected,
+    Failed,
+    FailureKind,
+    NodeFailure,
+    NodeOutcome,
+    NodeVisit,
+    NotClaimed,
+    Retryable,
+    SweepOutcome,
+    status_gathered,
+)
 
 log = logging.getLogger(__name__)
-
-# One retry for a node that timed out or reset: enough for a blip, short enough for 3 a.m.
-MAX_ATTEMPTS = 2
 
 
 class SnapshotRefused(Exception):
     """The snapshot cannot start (for example: the cluster has no nodes)."""
 
 
-def snapshot_start(
-    *, incident: Incident, by: AbstractBaseUser | None = None, source: str = ""
-) -> tuple[Snapshot, bool]:
-    """Start a snapshot of the incident's cluster, or return the one already running.
+@dataclass(frozen=True)
+class SnapshotCreated:
+    snapshot: Snapshot
+    # False: one was already running for the incident, and this is it.
+    created: bool
+    # The node visits to make (empty when not created).
+    collection_ids: tuple[int, ...] = ()
 
-    Returns (snapshot, created). The node tasks are queued once the rows are committed.
-    """
+
+def snapshot_create(
+    *, incident: Incident, by: AbstractBaseUser | None = None, source: str = ""
+) -> SnapshotCreated:
+    """Create a snapshot of the incident's cluster with one pending visit per node, or return
+    the one already running. Queues nothing: tasks.snapshot_start does, once committed."""
     cluster = incident.cluster
     nodes = list(cluster.nodes.order_by("name"))
     if not nodes:
@@ -77,16 +101,15 @@ def snapshot_start(
         active = selectors.active_snapshot(incident)
         if active is None:
             raise
-        return active, False
-    ids = [c.pk for c in collections]
-    transaction.on_commit(lambda: _queue_node_tasks(ids))
-    return snapshot, True
+        return SnapshotCreated(active, created=False)
+    return SnapshotCreated(snapshot, created=True, collection_ids=tuple(c.pk for c in collections))
 
 
-def snapshot_import_bundle(
+def snapshot_store_bundle(
     *, incident: Incident, evidence: SnapshotEvidence, by: AbstractBaseUser | None = None
 ) -> Snapshot:
-    """Store a bundle's evidence as a snapshot of the incident, then analyse it like any other."""
+    """Store a bundle's evidence as a snapshot of the incident, ready for analysis (which
+    tasks.snapshot_import_bundle queues)."""
     if not evidence.nodes:
         raise SnapshotRefused("The bundle holds no node directories: nothing to analyse.")
     now = timezone.now()
@@ -107,7 +130,7 @@ def snapshot_import_bundle(
                     snapshot=snapshot,
                     node_name=node.node,
                     address="(bundle)",
-                    status=NodeStatus.FAILED if remote.error_kind(node.status) else NodeStatus.OK,
+                    status=NodeStatus.OK if status_gathered(node.status) else NodeStatus.FAILED,
                     reason=node.status,
                     started_at=now,
                     finished_at=now,
@@ -140,60 +163,52 @@ def snapshot_import_bundle(
         raise SnapshotRefused(
             "A snapshot of this incident is still running; import the bundle once it is done."
         ) from exc
-    from .tasks import analyse_snapshot
-
-    transaction.on_commit(lambda: analyse_snapshot.delay(snapshot.pk))
     return snapshot
 
 
-def _queue_node_tasks(collection_ids: list[int]) -> None:
-    from .tasks import collect_node
-
-    for collection_id in collection_ids:
-        collect_node.delay(collection_id)
-
-
-def node_collection_run(*, collection_id: int, task_id: str) -> str | None:
-    """Visit one node and store what it gave. Returns the node's final status, or None
-    when the work belongs to another task or is already done.
-
-    Raises remote.TransientCollectionError when a retry is worth it (the task retries with
-    the same task id, which may resume its own claim).
-    """
-    claimed = (
-        NodeCollection.objects.filter(pk=collection_id)
-        .filter(Q(status=NodeStatus.PENDING) | Q(status=NodeStatus.RUNNING, task_id=task_id))
-        .update(
-            status=NodeStatus.RUNNING,
-            task_id=task_id,
-            attempts=F("attempts") + 1,
-            started_at=timezone.now(),
-        )
+def node_collection_run(*, collection_id: int, task_id: str) -> NodeOutcome:
+    """Visit one node and store what it gave, under a claim only this task id holds (its own
+    retried or redelivered copy may resume it). `Retryable` stores nothing and keeps the
+    claim; `Collected` and `Failed` say whether the snapshot's analysis is now due."""
+    claimed = NODE_FLOW.move(
+        NodeCollection.objects.filter(pk=collection_id).filter(
+            Q(status=NodeStatus.PENDING) | Q(task_id=task_id)
+        ),
+        NodeStatus.RUNNING,
+        task_id=task_id,
+        attempts=F("attempts") + 1,
+        started_at=timezone.now(),
     )
     if not claimed:
-        return None
+        return NotClaimed()
     collection = NodeCollection.objects.select_related("node", "snapshot__cluster").get(
         pk=collection_id
     )
+    visit = _visit(collection)
+    failure = visit.failure
+    if failure and failure.transient and collection.attempts < SNAPSHOT_BUDGET.attempts:
+        return Retryable(failure, attempt=collection.attempts)
+    final = NodeStatus.FAILED if failure else NodeStatus.OK
+    if not _record_node_result(collection, task_id, final, visit.evidence):
+        return NotClaimed()
+    due = snapshot_finish_if_complete(snapshot_id=collection.snapshot_id)
+    if failure:
+        return Failed(failure, snapshot_id=collection.snapshot_id, analysis_due=due)
+    return Collected(snapshot_id=collection.snapshot_id, analysis_due=due)
+
+
+def _visit(collection: NodeCollection) -> NodeVisit:
     if collection.node is None:
-        evidence = NodeEvidence(node=collection.node_name, status="node removed from the cluster")
-    else:
-        try:
-            evidence = remote.collect_node(
-                _target_for(collection.node), _plan_for(collection.snapshot.cluster)
-            )
-        except Exception as exc:  # a bug here must fail the node, not leave it spinning
-            log.exception("collecting %s failed", collection.node_name)
-            evidence = NodeEvidence(
-                node=collection.node_name, status=f"probe failed: internal error: {exc!r}"
-            )
-        if remote.error_kind(evidence.status) == "transient" and collection.attempts < MAX_ATTEMPTS:
-            remote.raise_for_status(evidence)
-    final = NodeStatus.FAILED if remote.error_kind(evidence.status) else NodeStatus.OK
-    if not _record_node_result(collection, task_id, final, evidence):
-        return None
-    snapshot_finish_if_complete(snapshot_id=collection.snapshot_id)
-    return final
+        failure = NodeFailure(FailureKind.NODE_REMOVED, "node removed from the cluster")
+        return NodeVisit.failed(NodeEvidence(node=collection.node_name), failure)
+    try:
+        return remote.collect_node(
+            _target_for(collection.node), _plan_for(collection.snapshot.cluster)
+        )
+    except Exception as exc:  # a bug here must fail the node, not leave it spinning
+        log.exception("collecting %s failed", collection.node_name)
+        failure = NodeFailure(FailureKind.INTERNAL, f"probe failed: internal error: {exc!r}")
+        return NodeVisit.failed(NodeEvidence(node=collection.node_name), failure)
 
 
 def _target_for(node) -> remote.NodeTarget:
@@ -220,9 +235,12 @@ def _plan_for(cluster) -> remote.CollectionPlan:
 def _record_node_result(
     collection: NodeCollection, task_id: str, final: str, evidence: NodeEvidence
 ) -> bool:
-    finished = NodeCollection.objects.filter(
-        pk=collection.pk, status=NodeStatus.RUNNING, task_id=task_id
-    ).update(status=final, reason=evidence.status, finished_at=timezone.now())
+    finished = NODE_FLOW.move(
+        NodeCollection.objects.filter(pk=collection.pk, status=NodeStatus.RUNNING, task_id=task_id),
+        final,
+        reason=evidence.status,
+        finished_at=timezone.now(),
+    )
     if not finished:
         return False
     # Replace, never append: a redelivered task stores the node's evidence exactly once.
@@ -246,43 +264,41 @@ def _artifacts(collection: NodeCollection, evidence: NodeEvidence) -> Iterator[A
         )
 
 
-def node_collection_fail_stale(*, older_than: timedelta) -> int:
-    """Mark collections whose worker vanished long ago as failed; returns how many."""
+def node_collection_fail_stale(
+    *, older_than: timedelta = SNAPSHOT_BUDGET.stale_after
+) -> SweepOutcome:
+    """Fail the visits whose worker vanished long ago; the outcome names the snapshots whose
+    analysis that made due."""
     cutoff = timezone.now() - older_than
     stale = NodeCollection.objects.filter(
         Q(status=NodeStatus.RUNNING, started_at__lt=cutoff)
         | Q(status=NodeStatus.PENDING, snapshot__started_at__lt=cutoff)
     )
     snapshot_ids = set(stale.values_list("snapshot_id", flat=True))
-    count = stale.update(
-        status=NodeStatus.FAILED,
+    count = NODE_FLOW.move(
+        stale,
+        NodeStatus.FAILED,
         reason="no worker finished this node in time (worker lost?)",
         finished_at=timezone.now(),
     )
-    for snapshot_id in snapshot_ids:
-        snapshot_finish_if_complete(snapshot_id=snapshot_id)
-    return count
+    due = tuple(i for i in sorted(snapshot_ids) if snapshot_finish_if_complete(snapshot_id=i))
+    return SweepOutcome(failed=count, analysis_due=due)
 
 
 def snapshot_finish_if_complete(*, snapshot_id: int) -> bool:
-    """When the last node is in, move the snapshot to analysis (exactly once)."""
+    """When the last node is in, move the snapshot to analysis (exactly once): True for the
+    one caller that moved it, whose task then queues the analysis."""
     unfinished = NodeCollection.objects.filter(snapshot_id=snapshot_id).exclude(
         status__in=FINISHED_NODE_STATUSES
     )
     if unfinished.exists():
         return False
-    moved = Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).update(
-        status=SnapshotStatus.ANALYSING
-    )
-    if moved:
-        from .tasks import analyse_snapshot
-
-        transaction.on_commit(lambda: analyse_snapshot.delay(snapshot_id))
+    moved = SNAPSHOT_FLOW.move(Snapshot.objects.filter(pk=snapshot_id), SnapshotStatus.ANALYSING)
     return bool(moved)
 
 
 def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
-    """Diagnose a collected snapshot and store the verdict and per-rank rows."""
+    """Diagnose a collected snapshot and store its diagnosis (per-rank table included)."""
     snapshot = Snapshot.objects.select_related("incident", "cluster").get(pk=snapshot_id)
     if snapshot.status != SnapshotStatus.ANALYSING:
         return None
@@ -290,12 +306,11 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     previous = selectors.previous_snapshot(snapshot)
     previous_evidence = selectors.snapshot_evidence(previous) if previous else None
     try:
-        diagnosed = analysis.diagnose(evidence, previous=previous_evidence)
-        diagnosis, ranks = diagnosed.to_json(), diagnosed.rank_states
+        diagnosis = analysis.diagnose(evidence, previous=previous_evidence).to_json()
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
         return _snapshot_finish(snapshot, status=SnapshotStatus.FAILED, error=f"analysis: {exc}")
-    return _snapshot_finish(snapshot, status=SnapshotStatus.DONE, diagnosis=diagnosis, ranks=ranks)
+    return _snapshot_finish(snapshot, status=SnapshotStatus.DONE, diagnosis=diagnosis)
 
 
 @transaction.atomic
@@ -304,17 +319,18 @@ def _snapshot_finish(
     *,
     status: str,
     diagnosis: dict | None = None,
-    ranks: list | None = None,
     error: str = "",
 ) -> Snapshot | None:
     now = timezone.now()
-    moved = Snapshot.objects.filter(pk=snapshot.pk, status=SnapshotStatus.ANALYSING).update(
-        status=status, diagnosis=diagnosis, error=error, finished_at=now
+    moved = SNAPSHOT_FLOW.move(
+        Snapshot.objects.filter(pk=snapshot.pk),
+        status,
+        diagnosis=diagnosis,
+        error=error,
+        finished_at=now,
     )
     if not moved:
         return None
-    RankRecord.objects.filter(snapshot=snapshot).delete()
-    RankRecord.objects.bulk_create(_rank_record(snapshot, r) for r in ranks or [])
     snapshot.refresh_from_db()
     counts = selectors.node_counts(snapshot)
     summary = (
@@ -341,22 +357,6 @@ def _snapshot_finish(
         at=now,
     )
     return snapshot
-
-
-def _rank_record(snapshot: Snapshot, rank) -> RankRecord:
-    return RankRecord(
-        snapshot=snapshot,
-        rank=rank.rank,
-        node_name=rank.node or "",
-        pid=rank.pid,
-        local_rank=rank.local_rank,
-        state=rank.state or "",
-        stack_signature=rank.stack_signature or "",
-        innermost_frame=(rank.innermost_frame or "")[:255],
-        last_step=rank.last_step,
-        last_step_at=rank.last_step_at,
-        exit_code=rank.exit_code,
-    )
 
 
 def snapshot_record_decision(

@@ -1,32 +1,111 @@
-"""Thin tasks: take ids, call one service. They run on the "ssh" queue (settings)."""
+"""The snapshot pipeline: its Celery tasks, and the two ways in that queue them.
 
-from datetime import timedelta
+Services do one step each and say what happened (outcomes.py); this module alone decides what
+runs next — a visit per node after a snapshot is created, the analysis after the last node or
+after a bundle is stored — and when a step is retried: a `Retryable` outcome becomes a
+`NodeRetry` raised for Celery's autoretry. Queues (settings.CELERY_TASK_ROUTES): node visits
+on "ssh", the analysis on "analysis", the sweep on "default". Limits: budget.py.
+"""
+
+from __future__ import annotations
 
 from celery import shared_task
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 
 import console.celery  # noqa: F401  (the configured app, before any task is sent)
+from analysis.evidence import SnapshotEvidence
+from incidents.models import Incident
 
-from . import remote, services
+from . import services
+from .budget import SNAPSHOT_BUDGET
+from .models import Snapshot
+from .outcomes import Collected, Failed, NodeFailure, Retryable
+
+NODE_LIMITS = SNAPSHOT_BUDGET.node_task
+ANALYSIS_LIMITS = SNAPSHOT_BUDGET.analysis_task
+
+
+class NodeRetry(Exception):
+    """A node's visit failed in a way a retry may fix (raised for `autoretry_for`)."""
+
+    def __init__(self, failure: NodeFailure) -> None:
+        super().__init__(failure)
+        self.failure = failure
+
+    def __str__(self) -> str:
+        return self.failure.text
+
+
+# --- the ways in -------------------------------------------------------------------------
+
+
+def snapshot_start(
+    *, incident: Incident, by: AbstractBaseUser | None = None, source: str = ""
+) -> tuple[Snapshot, bool]:
+    """Start a snapshot of the incident's cluster, or return the one already running.
+
+    Returns (snapshot, created); a new snapshot's node visits are queued once committed."""
+    created = services.snapshot_create(incident=incident, by=by, source=source)
+    if created.created:
+        ids = created.collection_ids
+        transaction.on_commit(lambda: _visit_nodes(ids))
+    return created.snapshot, created.created
+
+
+def snapshot_import_bundle(
+    *, incident: Incident, evidence: SnapshotEvidence, by: AbstractBaseUser | None = None
+) -> Snapshot:
+    """Store a bundle's evidence as a snapshot of the incident and queue its analysis."""
+    snapshot = services.snapshot_store_bundle(incident=incident, evidence=evidence, by=by)
+    _analyse_once_committed(snapshot.pk)
+    return snapshot
+
+
+def _visit_nodes(collection_ids: tuple[int, ...]) -> None:
+    for collection_id in collection_ids:
+        collect_node.delay(collection_id)
+
+
+def _analyse_once_committed(snapshot_id: int) -> None:
+    transaction.on_commit(lambda: analyse_snapshot.delay(snapshot_id))
+
+
+# --- the tasks ---------------------------------------------------------------------------
 
 
 @shared_task(
     bind=True,
-    autoretry_for=(remote.TransientCollectionError,),
-    retry_backoff=2,
+    autoretry_for=(NodeRetry,),
+    retry_backoff=SNAPSHOT_BUDGET.retry_delay_s,
     retry_jitter=False,
-    max_retries=services.MAX_ATTEMPTS - 1,
-    soft_time_limit=150,
-    time_limit=180,
+    # A backstop: the service itself stops asking for retries after the last attempt.
+    max_retries=SNAPSHOT_BUDGET.attempts - 1,
+    soft_time_limit=NODE_LIMITS.soft_s,
+    time_limit=NODE_LIMITS.hard_s,
 )
-def collect_node(self, collection_id: int) -> str | None:
-    return services.node_collection_run(collection_id=collection_id, task_id=self.request.id)
+def collect_node(self, collection_id: int) -> str:
+    outcome = services.node_collection_run(collection_id=collection_id, task_id=self.request.id)
+    match outcome:
+        case Retryable(failure=failure):
+            raise NodeRetry(failure)
+        case (
+            Collected(analysis_due=True, snapshot_id=snapshot_id)
+            | Failed(analysis_due=True, snapshot_id=snapshot_id)
+        ):
+            _analyse_once_committed(snapshot_id)
+    return type(outcome).__name__  # for the worker's log: Collected, Failed, NotClaimed
 
 
-@shared_task(soft_time_limit=240, time_limit=300)
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_snapshot(snapshot_id: int) -> None:
     services.snapshot_analyse(snapshot_id=snapshot_id)
 
 
-@shared_task(time_limit=60)
+@shared_task
 def fail_stale_collections() -> int:
-    return services.node_collection_fail_stale(older_than=timedelta(minutes=10))
+    """Beat's sweep (limits: the housekeeping defaults in settings)."""
+    outcome = services.node_collection_fail_stale(older_than=SNAPSHOT_BUDGET.stale_after)
+    for snapshot_id in outcome.analysis_due:
+        _analyse_once_committed(snapshot_id)
+    return outcome.failed

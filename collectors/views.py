@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from console.roles import Role, role_required
 from incidents.models import Incident
 
-from . import selectors, services
+from . import selectors, services, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
 from .models import Artifact, Snapshot
 
@@ -22,7 +22,7 @@ MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
 def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
     try:
-        snapshot, created = services.snapshot_start(incident=incident, by=request.user)
+        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
     except services.SnapshotRefused as exc:
         messages.error(request, str(exc))
     else:
@@ -81,7 +81,7 @@ def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         try:
             evidence = read_bundle_fileobj(upload)
-            snapshot = services.snapshot_import_bundle(
+            snapshot = tasks.snapshot_import_bundle(
                 incident=incident, evidence=evidence, by=request.user
             )
         except (BundleRefused, services.SnapshotRefused) as exc:

@@ -1,6 +1,7 @@
 """The Celery app. Configuration comes from Django settings (CELERY_* names)."""
 
 import os
+import sys
 from pathlib import Path
 
 from celery import Celery
@@ -23,6 +24,20 @@ def make_file_broker_folders(sender, source, **kwargs) -> None:
     for key in ("data_folder_in", "data_folder_out", "control_folder"):
         if options.get(key):
             Path(options[key]).mkdir(parents=True, exist_ok=True)
+
+
+def worker_command(name: str, *, hostname: str = "", concurrency: int = 0) -> list[str]:
+    """The command line of worker `name` of settings.HANGDESK_WORKERS (its queues, its
+    processes unless `concurrency` says), as `make run` and the worker tests start it."""
+    from django.conf import settings
+
+    layout = settings.HANGDESK_WORKERS[name]
+    return [
+        sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "prefork",
+        "-Q", ",".join(layout["queues"]),
+        "--concurrency", str(concurrency or layout["concurrency"]),
+        "--hostname", hostname or f"{name}@%h", "--loglevel", "INFO",
+    ]  # fmt: skip
 
 
 @worker_ready.connect

@@ -193,7 +193,7 @@ class IncidentListApi(APIView):
         """Open an incident; with `"snapshot": true` also start a snapshot (one call from a
         training job's watchdog)."""
         from collectors.apis import SnapshotSerializer
-        from collectors.services import snapshot_start
+        from collectors.tasks import snapshot_start
 
         data = IncidentOpenSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -6,14 +6,13 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 from django.conf import settings
 
 from tests import services
 from tests.browserkit import browser, log_in, page  # noqa: F401 - chromium for every suite
-from tests.helpers import wait_for  # noqa: F401 - re-exported for the suites
+from tests.helpers import wait_for  # also re-exported for the suites
 from tests.labkit import Lab, lab_factory  # noqa: F401 - registers the lab fixture everywhere
 
 # Django models are imported inside the fixtures: the pure suites (analysis, lab) also
@@ -105,32 +104,57 @@ def _database_url_of(database: dict) -> str:
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A real `celery worker` (prefork, two children) on the test database and broker."""
+    """The real `celery worker`s of settings.HANGDESK_WORKERS, as `make run` starts them
+    (prefork, two children each here), on the test database and broker, once all are ready.
+    Yields the one that visits nodes ("ssh", with `.log_path`); all of them in `.workers`."""
+    workers = start_workers(tmp_path_factory.mktemp("worker"), concurrency=2)
+    ssh = workers["ssh"]
+    ssh.workers = workers
+    yield ssh
+    stop_workers(workers)
+
+
+def start_workers(folder, *, concurrency: int) -> dict[str, subprocess.Popen]:
+    """Every worker of settings.HANGDESK_WORKERS, each logging to <folder>/<name>.log."""
     from django.db import connection
 
-    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    from console.celery import worker_command
+
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "console.settings.test",
         "DATABASE_URL": _database_url_of(connection.settings_dict),
     }
-    with open(log_path, "wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "default,ssh",
-             "--pool", "prefork", "--concurrency", "2", "--loglevel", "INFO",
-             "--hostname", f"test-worker-{os.getpid()}@%h"],
-            cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+    workers = {}
+    for name in settings.HANGDESK_WORKERS:
+        log_path = folder / f"{name}.log"
+        hostname = f"test-worker-{os.getpid()}-{name}@%h"
+        with open(log_path, "wb") as log:
+            workers[name] = subprocess.Popen(
+                worker_command(name, hostname=hostname, concurrency=concurrency),
+                cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        workers[name].log_path = log_path
     _purge_test_queues()
-    worker.log_path = log_path
-    yield worker
-    worker.terminate()
-    try:
-        worker.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait()
+    for name, worker in workers.items():
+        wait_for(
+            lambda w=worker: " ready." in w.log_path.read_text(),
+            timeout=90,
+            what=f"the {name} worker to start",
+        )
+    return workers
+
+
+def stop_workers(workers: dict[str, subprocess.Popen]) -> None:
+    for worker in workers.values():
+        worker.terminate()
+    for worker in workers.values():
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
 
 
 def _purge_test_queues() -> None:
@@ -138,6 +162,6 @@ def _purge_test_queues() -> None:
     from console.celery import app
 
     with app.connection_for_write() as conn:
-        for queue in ("default", "ssh"):
+        for queue in {q for w in settings.HANGDESK_WORKERS.values() for q in w["queues"]}:
             with contextlib.suppress(Exception):
                 conn.default_channel.queue_purge(queue)

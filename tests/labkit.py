@@ -154,7 +154,9 @@ class Lab:
             for n in self.nodes
         ]  # fmt: skip
         with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-            nodes = list(pool.map(lambda target: remote.collect_node(target, plan), targets))
+            nodes = list(
+                pool.map(lambda target: remote.collect_node(target, plan).evidence, targets)
+            )
         return SnapshotEvidence(
             nodes=nodes,
             expected_world_size=cluster_info["world_size"],

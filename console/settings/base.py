@@ -13,6 +13,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from collectors.budget import SNAPSHOT_BUDGET
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("HANGDESK_VAR_DIR", BASE_DIR / "var"))
 
@@ -163,8 +165,8 @@ def broker_from_env() -> tuple[str, dict]:
         if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
             raise ImproperlyConfigured(f"REDIS_URL must start with redis:// (got {REDIS_URL!r})")
         # A message whose worker died unacknowledged comes back after this long; it must
-        # outlast the longest task (collect_node: 180 s hard limit).
-        return REDIS_URL, {"visibility_timeout": 600}
+        # outlast the longest task (collectors/budget.py derives it from the tasks' limits).
+        return REDIS_URL, {"visibility_timeout": SNAPSHOT_BUDGET.redelivery_s}
     # The folders are made by the Celery app when it first reads this (console/celery.py).
     folder = str(BROKER_DIR)
     return "filesystem://", {
@@ -180,10 +182,23 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # a killed worker's task is redelivered, tasks are idempotent
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_TIME_LIMIT = 300
-CELERY_TASK_SOFT_TIME_LIMIT = 240
+# For tasks without limits of their own (beat's housekeeping); the snapshot tasks set theirs.
+CELERY_TASK_TIME_LIMIT = SNAPSHOT_BUDGET.housekeeping_task.hard_s
+CELERY_TASK_SOFT_TIME_LIMIT = SNAPSHOT_BUDGET.housekeeping_task.soft_s
+# Queues by workload: SSH fan-out (many short I/O-bound visits), analysis (few, CPU-heavy),
+# housekeeping (beat's tasks) on the default queue.
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"collectors.tasks.collect_node": {"queue": "ssh"}}
+CELERY_TASK_ROUTES = {
+    "collectors.tasks.collect_node": {"queue": "ssh"},
+    "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
+}
+# The workers `make run` starts (and the worker tests start the same way): every queue has
+# one, and an analysis only ever occupies the analysis worker's processes, so a large one
+# never holds up a snapshot's node visits.
+HANGDESK_WORKERS = {
+    "ssh": {"queues": ["ssh", "default"], "concurrency": 4},
+    "analysis": {"queues": ["analysis"], "concurrency": 2},
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "console.tasks.record_worker_heartbeat", "schedule": 30.0},

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from collectors.remote import collect_node, error_kind
+from collectors.remote import collect_node
 
 from .conftest import wait_for
 
@@ -39,7 +39,7 @@ def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
     started = time.monotonic()
     evidence = collect_node(
         sshd.target(), ranks.plan(pyspy_command=str(hanging), command_timeout_s=2)
-    )
+    ).evidence
     elapsed = time.monotonic() - started
     assert evidence.status == "ok", evidence.status
     assert elapsed < 6, elapsed  # five hung py-spy calls, bounded together, not one by one
@@ -52,15 +52,16 @@ def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
 def test_it_keeps_partial_evidence_when_the_node_time_budget_runs_out(sshd, ranks, tmp_path):
     hanging = _hanging_pyspy(tmp_path)
     started = time.monotonic()
-    evidence = collect_node(
+    visit = collect_node(
         sshd.target(),
         ranks.plan(pyspy_command=str(hanging), command_timeout_s=60, total_timeout_s=5),
     )
+    evidence = visit.evidence
     elapsed = time.monotonic() - started
     assert elapsed < 6, elapsed
     # 5 s in all: a second for the probe on the node, the rest for margins and shipping.
     assert evidence.status == "partial: the probe used up its 1s on the node", evidence.status
-    assert error_kind(evidence.status) is None
+    assert visit.failure is None  # partial evidence is evidence: not a failure
     # What was finished before the stop is kept, including steps that ran beside py-spy...
     assert set(evidence.environ) >= set(ranks.pids)
     assert evidence.logs and evidence.dmesg and evidence.shell_init is not None
@@ -79,7 +80,7 @@ def test_it_keeps_the_end_of_a_huge_log_and_marks_it_truncated(sshd, ranks, tmp_
             out.write(b"2026-11-29 09:30:01,123 INFO [rank0] host=h step=%d loss=1.0\n" % step)
     evidence = collect_node(
         sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")], tail_bytes=64 * 1024)
-    )
+    ).evidence
     assert evidence.status == "ok"
     tail = evidence.logs[str(log)]
     assert len(tail) == 64 * 1024
@@ -93,7 +94,7 @@ def test_it_caps_flight_recorder_dumps_and_environments(sshd, ranks, tmp_path):
     evidence = collect_node(
         sshd.target(),
         ranks.plan(flight_recorder_globs=[str(tmp_path / "trace_rank_*")], artifact_cap_bytes=100),
-    )
+    ).evidence
     assert evidence.flight_recorder[str(dump)] == dump.read_bytes()[:100]
     assert f"flight_recorder:{dump}" in evidence.truncated
     for pid in ranks.pids:  # each rank's environment is well over 100 bytes
@@ -107,7 +108,7 @@ def test_it_stops_reading_a_node_that_sends_too_much(sshd, ranks, tmp_path):
     evidence = collect_node(
         sshd.target(),
         ranks.plan(log_globs=[str(tmp_path / "*.log")], max_total_bytes=300_000),
-    )
+    ).evidence
     assert evidence.status == "partial: output cut at 300000 bytes"
     assert "output" in evidence.truncated
     assert 1 <= len(evidence.logs) < 4
@@ -118,7 +119,7 @@ def test_it_skips_fifos_and_other_non_files_matched_by_a_glob(sshd, ranks, tmp_p
     os.mkfifo(fifo)  # reading it would block forever
     (tmp_path / "real.log").write_text("fine\n")
     started = time.monotonic()
-    evidence = collect_node(sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")]))
+    evidence = collect_node(sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")])).evidence
     assert time.monotonic() - started < 5
     assert evidence.status == "ok"
     assert evidence.logs == {str(tmp_path / "real.log"): "fine\n"}

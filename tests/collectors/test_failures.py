@@ -1,4 +1,5 @@
-"""Nodes that cannot be collected: a clear status, nothing raised, the right retry kind."""
+"""Nodes that cannot be collected: a clear status, nothing raised, a typed failure whose kind
+says whether a retry may help."""
 
 from __future__ import annotations
 
@@ -12,17 +13,18 @@ import time
 
 import pytest
 
-from collectors.remote import (
-    AuthenticationFailed,
-    HostKeyMismatch,
-    NodeUnreachable,
-    collect_node,
-    error_kind,
-    fingerprint,
-    raise_for_status,
-)
+from collectors.outcomes import FailureKind, status_gathered
+from collectors.remote import collect_node, fingerprint
 
 from .conftest import free_port, keygen, wait_for
+
+
+def _failed(visit, kind: FailureKind):
+    """The visit's evidence, after checking its failure is of `kind` and says the status."""
+    assert visit.failure is not None, visit.evidence.status
+    assert visit.failure.kind is kind, visit.failure
+    assert visit.failure.text == visit.evidence.status
+    return visit.evidence
 
 
 def _nothing_collected(evidence) -> None:
@@ -32,12 +34,11 @@ def _nothing_collected(evidence) -> None:
 
 
 def test_it_marks_a_refused_connection_unreachable(sshd, ranks):
-    evidence = collect_node(sshd.target(port=free_port()), ranks.plan())
+    visit = collect_node(sshd.target(port=free_port()), ranks.plan())
+    evidence = _failed(visit, FailureKind.UNREACHABLE)
     assert evidence.status.startswith("unreachable: connection refused by 127.0.0.1:")
-    assert error_kind(evidence.status) == "transient"
+    assert visit.failure.transient
     _nothing_collected(evidence)
-    with pytest.raises(NodeUnreachable):
-        raise_for_status(evidence)
 
 
 def _wedged_server(greeting: bytes):
@@ -72,35 +73,35 @@ def banner_only_server():
 
 def test_it_gives_up_on_a_node_that_never_speaks_ssh(sshd, ranks, silent_server):
     started = time.monotonic()
-    evidence = collect_node(
+    visit = collect_node(
         sshd.target(port=silent_server), ranks.plan(connect_timeout_s=1, total_timeout_s=5)
     )
     assert time.monotonic() - started < 4
+    evidence = _failed(visit, FailureKind.UNREACHABLE)
     assert evidence.status.startswith("unreachable: no SSH banner"), evidence.status
-    assert error_kind(evidence.status) == "transient"
+    assert visit.failure.transient
 
 
 def test_it_gives_up_on_a_node_that_stalls_in_the_handshake(sshd, ranks, banner_only_server):
     started = time.monotonic()
-    evidence = collect_node(
+    visit = collect_node(
         sshd.target(port=banner_only_server), ranks.plan(connect_timeout_s=1, total_timeout_s=5)
     )
     assert time.monotonic() - started < 4
+    evidence = _failed(visit, FailureKind.UNREACHABLE)
     assert evidence.status.startswith("unreachable: SSH handshake with 127.0.0.1:"), evidence.status
-    assert error_kind(evidence.status) == "transient"
 
 
 def test_it_refuses_a_node_whose_host_key_does_not_match(sshd, ranks, tmp_path):
     impostor = keygen(tmp_path / "other_host_ed25519")
     log_before = len(sshd.log())
-    evidence = collect_node(sshd.target(host_key=impostor.public_line), ranks.plan())
+    visit = collect_node(sshd.target(host_key=impostor.public_line), ranks.plan())
 
     expected, got = fingerprint(impostor.public_line), fingerprint(sshd.host_key.public_line)
+    evidence = _failed(visit, FailureKind.HOST_KEY)
     assert evidence.status == f"host key mismatch: expected {expected}, got {got} (ssh-ed25519)"
-    assert error_kind(evidence.status) == "permanent"
+    assert not visit.failure.transient
     _nothing_collected(evidence)
-    with pytest.raises(HostKeyMismatch):
-        raise_for_status(evidence)
     # Refused before authentication: sshd saw the connection close in pre-auth, no key offered.
     session = wait_for(
         lambda: "[preauth]" in sshd.log()[log_before:] and sshd.log()[log_before:],
@@ -112,7 +113,9 @@ def test_it_refuses_a_node_whose_host_key_does_not_match(sshd, ranks, tmp_path):
 
 def test_it_refuses_a_host_key_of_another_type(sshd, ranks, tmp_path):
     impostor = keygen(tmp_path / "other_host_ecdsa", kind="ecdsa")
-    evidence = collect_node(sshd.target(host_key=impostor.public_line), ranks.plan())
+    evidence = _failed(
+        collect_node(sshd.target(host_key=impostor.public_line), ranks.plan()), FailureKind.HOST_KEY
+    )
     assert evidence.status.startswith(
         f"host key mismatch: expected {fingerprint(impostor.public_line)}, got SHA256:"
     ), evidence.status
@@ -120,24 +123,22 @@ def test_it_refuses_a_host_key_of_another_type(sshd, ranks, tmp_path):
 
 
 def test_it_does_not_connect_without_a_valid_host_key(sshd, ranks):
-    evidence = collect_node(sshd.target(host_key=""), ranks.plan())
+    evidence = _failed(collect_node(sshd.target(host_key=""), ranks.plan()), FailureKind.HOST_KEY)
     assert evidence.status.startswith("host key invalid: ")
-    assert error_kind(evidence.status) == "permanent"
 
 
 def test_it_reports_an_unauthorised_client_key_as_auth_failure(sshd, ranks, tmp_path):
     stranger = keygen(tmp_path / "stranger_ed25519")
-    evidence = collect_node(sshd.target(key_path=str(stranger.private)), ranks.plan())
+    visit = collect_node(sshd.target(key_path=str(stranger.private)), ranks.plan())
+    evidence = _failed(visit, FailureKind.AUTH)
     assert evidence.status.startswith("auth failed: root@node-under-test"), evidence.status
-    assert error_kind(evidence.status) == "permanent"
+    assert not visit.failure.transient
     _nothing_collected(evidence)
-    with pytest.raises(AuthenticationFailed):
-        raise_for_status(evidence)
 
 
 def test_it_reports_a_missing_key_file_without_connecting(sshd, ranks, tmp_path):
-    evidence = collect_node(sshd.target(key_path=str(tmp_path / "absent")), ranks.plan())
-    assert evidence.status == (
+    visit = collect_node(sshd.target(key_path=str(tmp_path / "absent")), ranks.plan())
+    assert _failed(visit, FailureKind.AUTH).status == (
         f"auth failed: cannot load private key {tmp_path / 'absent'}: No such file or directory"
     )
 
@@ -149,7 +150,9 @@ def test_it_never_puts_private_key_material_in_the_status(sshd, ranks, tmp_path)
     broken.write_text(
         f"-----BEGIN OPENSSH PRIVATE KEY-----\n{secret}\n-----END OPENSSH PRIVATE KEY-----\n"
     )
-    evidence = collect_node(sshd.target(key_path=str(broken)), ranks.plan())
+    evidence = _failed(
+        collect_node(sshd.target(key_path=str(broken)), ranks.plan()), FailureKind.AUTH
+    )
     assert evidence.status.startswith(f"auth failed: cannot load private key {broken}")
     assert secret not in evidence.status
 
@@ -173,30 +176,40 @@ def ssh_agent(tmp_path, monkeypatch):
 
 def test_it_authenticates_with_the_ssh_agent_when_no_key_path_is_given(sshd, ranks, ssh_agent):
     subprocess.run(["ssh-add", "-q", str(sshd.client_key.private)], check=True, timeout=10)
-    evidence = collect_node(sshd.target(key_path=None), ranks.plan())
-    assert evidence.status == "ok", evidence.status
-    assert set(ranks.pids) <= set(evidence.pyspy)
+    visit = collect_node(sshd.target(key_path=None), ranks.plan())
+    assert visit.failure is None and visit.evidence.status == "ok", visit.evidence.status
+    assert set(ranks.pids) <= set(visit.evidence.pyspy)
 
 
 def test_it_reports_auth_failure_without_key_path_or_agent(sshd, ranks, monkeypatch):
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    evidence = collect_node(sshd.target(key_path=None), ranks.plan())
+    evidence = _failed(collect_node(sshd.target(key_path=None), ranks.plan()), FailureKind.AUTH)
     assert evidence.status == (
         "auth failed: root@node-under-test: no key_path and no key in the ssh-agent"
     )
-    assert error_kind(evidence.status) == "permanent"
 
 
 def test_it_reports_an_unusable_plan_instead_of_raising(sshd, ranks):
-    evidence = collect_node(sshd.target(), ranks.plan(log_globs=["relative/*.log"]))
+    visit = collect_node(sshd.target(), ranks.plan(log_globs=["relative/*.log"]))
+    evidence = _failed(visit, FailureKind.INVALID_PLAN)
     assert evidence.status == "invalid plan: glob must be an absolute path on one line: " + repr(
         "relative/*.log"
     )
-    assert error_kind(evidence.status) == "permanent"
+    assert not visit.failure.transient
     _nothing_collected(evidence)
 
 
-def test_statuses_it_does_not_know_count_as_permanent_failures():
-    assert error_kind("node removed from the cluster") == "permanent"
-    assert error_kind("ok") is None
-    assert error_kind("partial: output cut at 10 bytes") is None
+def test_only_network_failures_are_worth_a_retry():
+    transient = {kind for kind in FailureKind if kind.transient}
+    assert transient == {
+        FailureKind.UNREACHABLE,
+        FailureKind.CONNECTION_LOST,
+        FailureKind.SSH_ERROR,
+    }
+
+
+def test_a_status_read_from_a_bundle_says_whether_evidence_was_gathered():
+    assert status_gathered("ok")
+    assert status_gathered("partial: output cut at 10 bytes")
+    assert not status_gathered("node removed from the cluster")
+    assert not status_gathered("connection lost: reset (partial evidence kept)")

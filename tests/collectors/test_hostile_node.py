@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import time
 
-from collectors.remote import collect_node, error_kind
+from collectors.outcomes import FailureKind
+from collectors.remote import collect_node
 
 
 def test_it_abandons_a_node_that_takes_the_command_and_goes_silent(sshd, ranks):
     started = time.monotonic()
-    evidence = collect_node(sshd.hostile_target("silent"), ranks.plan(total_timeout_s=2))
+    visit = collect_node(sshd.hostile_target("silent"), ranks.plan(total_timeout_s=2))
     assert time.monotonic() - started < 3
-    assert evidence.status == "unreachable: no probe output before the time budget of 2s used up"
-    assert error_kind(evidence.status) == "transient"
+    text = "unreachable: no probe output before the time budget of 2s used up"
+    assert visit.evidence.status == text
+    assert (visit.failure.kind, visit.failure.text) == (FailureKind.UNREACHABLE, text)
+    assert visit.failure.transient
 
 
 def test_it_keeps_what_arrived_before_a_node_went_silent(sshd, ranks):
     started = time.monotonic()
     evidence = collect_node(
         sshd.hostile_target("frames-then-silent"), ranks.plan(total_timeout_s=2)
-    )
+    ).evidence
     assert time.monotonic() - started < 3
     assert evidence.status == "partial: time budget of 2s used up"
     assert evidence.hostname == "hostile"
@@ -28,7 +31,9 @@ def test_it_keeps_what_arrived_before_a_node_went_silent(sshd, ranks):
 
 def test_it_cuts_off_a_node_that_floods_noise(sshd, ranks):
     started = time.monotonic()
-    evidence = collect_node(sshd.hostile_target("flood"), ranks.plan(max_total_bytes=1_000_000))
+    evidence = collect_node(
+        sshd.hostile_target("flood"), ranks.plan(max_total_bytes=1_000_000)
+    ).evidence
     assert time.monotonic() - started < 5
     assert evidence.status.startswith("probe failed: exit status None: not a probe, just noise")
     assert evidence.system["output before probe"].startswith("not a probe, just noise\n")

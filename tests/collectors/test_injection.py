@@ -17,7 +17,7 @@ def test_it_never_executes_a_hostile_pattern_glob_or_py_spy_command(sshd, ranks,
         flight_recorder_globs=[f"/{hostile}"],
         pyspy_command=f"/nonexistent/py-spy{hostile}",
     )
-    evidence = collect_node(sshd.target(), plan)
+    evidence = collect_node(sshd.target(), plan).evidence
     assert evidence.status == "ok", evidence.status
     assert list(canary.iterdir()) == []
     # The pattern still worked as a regular expression: the real ranks were found.
@@ -32,7 +32,7 @@ def test_it_expands_globs_without_splitting_or_evaluating_file_names(sshd, ranks
     (tmp_path / "rank").write_text("must not match: the glob is one word\n")
     evidence = collect_node(
         sshd.target(), ranks.plan(log_globs=[f"{tmp_path}/rank 0 'x' $(touch y)*.log"])
-    )
+    ).evidence
     assert evidence.logs == {str(odd): "step=1\n"}
     assert not (tmp_path / "y").exists()
 

@@ -9,7 +9,8 @@ from rest_framework.test import APIClient
 from collectors.bundles import write_bundle
 from collectors.models import Snapshot, SnapshotStatus
 from collectors.selectors import snapshot_bundle
-from collectors.services import snapshot_analyse, snapshot_import_bundle
+from collectors.services import snapshot_analyse
+from collectors.tasks import snapshot_import_bundle
 from console.services import api_token_create
 from incidents.models import EventKind
 from incidents.services import incident_open
@@ -39,7 +40,7 @@ def test_an_imported_mismatch_is_analysed_as_B_and_stored(
     assert snapshot.status == SnapshotStatus.DONE
     assert snapshot.diagnosis["classification"] == "B"
     assert snapshot.diagnosis["suspect_ranks"] == [0]
-    assert sorted(snapshot.ranks.values_list("rank", flat=True)) == [0, 1, 2, 3]
+    assert [row["rank"] for row in snapshot.diagnosis["per_rank"]] == [0, 1, 2, 3]
     finished = incident.events.filter(kind=EventKind.SNAPSHOT).order_by("at", "pk").last()
     assert finished.details["classification"] == "B"
     assert finished.summary.startswith(f"Snapshot {snapshot.pk} finished: 1 nodes ok, 0 failed")

@@ -7,7 +7,8 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from collectors.models import Snapshot
-from collectors.services import snapshot_analyse, snapshot_import_bundle
+from collectors.services import snapshot_analyse
+from collectors.tasks import snapshot_import_bundle
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot
 

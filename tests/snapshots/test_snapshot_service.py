@@ -4,14 +4,14 @@ from datetime import timedelta
 
 import pytest
 
-from collectors import remote
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
+from collectors.outcomes import Failed, FailureKind, NotClaimed, Retryable
 from collectors.services import (
     SnapshotRefused,
     node_collection_fail_stale,
     node_collection_run,
-    snapshot_start,
 )
+from collectors.tasks import snapshot_start
 from incidents.models import EventKind
 from incidents.services import cluster_create, incident_open
 
@@ -57,10 +57,17 @@ def test_a_cluster_without_nodes_is_refused(bob):
 def test_an_unreachable_node_is_retried_once_then_failed_with_its_reason(incident, bob):
     snapshot, _ = snapshot_start(incident=incident, by=bob)
     collection = snapshot.collections.get(node_name="gpu-0")
-    with pytest.raises(remote.TransientCollectionError):
-        node_collection_run(collection_id=collection.pk, task_id="task-1")
-    assert node_collection_run(collection_id=collection.pk, task_id="task-1") == NodeStatus.FAILED
+    first = node_collection_run(collection_id=collection.pk, task_id="task-1")
+    assert isinstance(first, Retryable) and first.attempt == 1
+    assert first.failure.kind is FailureKind.UNREACHABLE
+    collection.refresh_from_db()  # nothing stored; the claim kept for the retry
+    assert (collection.status, collection.task_id) == (NodeStatus.RUNNING, "task-1")
+    assert not Artifact.objects.filter(collection=collection).exists()
+    second = node_collection_run(collection_id=collection.pk, task_id="task-1")
+    assert isinstance(second, Failed) and second.failure.kind is FailureKind.UNREACHABLE
+    assert not second.analysis_due  # gpu-1 is still pending
     collection.refresh_from_db()
+    assert collection.status == NodeStatus.FAILED
     assert collection.attempts == 2
     assert collection.reason.startswith("unreachable")
     assert collection.finished_at is not None
@@ -72,7 +79,7 @@ def test_another_task_cannot_take_a_node_already_claimed(incident, bob):
     NodeCollection.objects.filter(pk=collection.pk).update(
         status=NodeStatus.RUNNING, task_id="owner"
     )
-    assert node_collection_run(collection_id=collection.pk, task_id="intruder") is None
+    assert node_collection_run(collection_id=collection.pk, task_id="intruder") == NotClaimed()
     collection.refresh_from_db()
     assert (collection.status, collection.attempts) == (NodeStatus.RUNNING, 0)
 
@@ -81,28 +88,30 @@ def test_a_redelivered_task_after_completion_stores_nothing_twice(incident, bob)
     snapshot, _ = snapshot_start(incident=incident, by=bob)
     collection = snapshot.collections.get(node_name="gpu-1")
     NodeCollection.objects.filter(pk=collection.pk).update(attempts=1)  # skip the retry
-    assert node_collection_run(collection_id=collection.pk, task_id="t") == NodeStatus.FAILED
+    assert isinstance(node_collection_run(collection_id=collection.pk, task_id="t"), Failed)
     stored = Artifact.objects.filter(collection=collection).count()
-    assert node_collection_run(collection_id=collection.pk, task_id="t") is None
+    assert node_collection_run(collection_id=collection.pk, task_id="t") == NotClaimed()
     assert Artifact.objects.filter(collection=collection).count() == stored
 
 
-def test_the_last_node_moves_the_snapshot_to_analysis_once(
-    incident, bob, django_capture_on_commit_callbacks
-):
+def test_the_last_node_moves_the_snapshot_to_analysis_once(incident, bob):
     snapshot, _ = snapshot_start(incident=incident, by=bob)
     NodeCollection.objects.filter(snapshot=snapshot).update(attempts=1)
-    with django_capture_on_commit_callbacks() as queued:
-        for collection in snapshot.collections.all():
-            node_collection_run(collection_id=collection.pk, task_id=f"t{collection.pk}")
+    outcomes = [
+        node_collection_run(collection_id=collection.pk, task_id=f"t{collection.pk}")
+        for collection in snapshot.collections.order_by("node_name")
+    ]
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.ANALYSING
-    assert len(queued) == 1
+    assert [o.analysis_due for o in outcomes] == [False, True]  # the analysis queued once
+    assert {o.snapshot_id for o in outcomes} == {snapshot.pk}
 
 
 def test_work_abandoned_by_a_lost_worker_is_failed_and_the_snapshot_finishes(incident, bob):
     snapshot, _ = snapshot_start(incident=incident, by=bob)
-    assert node_collection_fail_stale(older_than=timedelta(seconds=-1)) == 2
+    swept = node_collection_fail_stale(older_than=timedelta(seconds=-1))
+    assert (swept.failed, swept.analysis_due) == (2, (snapshot.pk,))
+    assert node_collection_fail_stale(older_than=timedelta(seconds=-1)).failed == 0
     reasons = set(snapshot.collections.values_list("reason", flat=True))
     assert reasons == {"no worker finished this node in time (worker lost?)"}
     snapshot.refresh_from_db()

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.services import snapshot_start
+from collectors.tasks import snapshot_start
 from incidents.importing import cluster_import
 from incidents.services import incident_open
 from tests.helpers import wait_for

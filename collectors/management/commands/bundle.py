@@ -5,7 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 from collectors import selectors
 from collectors.bundles import BundleRefused, read_bundle
 from collectors.models import Snapshot
-from collectors.services import SnapshotRefused, snapshot_import_bundle
+from collectors.services import SnapshotRefused
+from collectors.tasks import snapshot_import_bundle
 from incidents.models import Incident
 
 

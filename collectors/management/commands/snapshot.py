@@ -4,7 +4,8 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from collectors import selectors
-from collectors.services import SnapshotRefused, snapshot_start
+from collectors.services import SnapshotRefused
+from collectors.tasks import snapshot_start
 from incidents.models import Cluster, Incident
 from incidents.services import incident_open
 

@@ -1,6 +1,6 @@
-"""`make run`: migrate, make sure someone can log in, then run web + worker + beat together.
+"""`make run`: migrate, make sure someone can log in, then run web + workers + beat together.
 
-Ctrl-C (or SIGTERM) stops all three; if one of them dies, the others are stopped too,
+Ctrl-C (or SIGTERM) stops them all; if one of them dies, the others are stopped too,
 so a half-running console never pretends to be healthy.
 """
 
@@ -19,11 +19,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from console.celery import worker_command
 from console.demo import demo_start, demo_stop
 
 
 class Command(BaseCommand):
-    help = "Run the console: web server, Celery worker and beat, until Ctrl-C."
+    help = "Run the console: web server, Celery workers and beat, until Ctrl-C."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HANGDESK_HOST", "127.0.0.1"))
@@ -90,10 +91,9 @@ class Command(BaseCommand):
         python = sys.executable
         commands = {
             "web": [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"],
-            "worker": [
-                python, "-m", "celery", "-A", "console", "worker",
-                "-Q", "default,ssh", "--concurrency", "4", "--loglevel", "INFO",
-            ],
+            # One worker per workload (settings.HANGDESK_WORKERS): SSH visits and housekeeping,
+            # and the analysis apart, so a large analysis never holds up a snapshot.
+            **{f"worker {name}": worker_command(name) for name in settings.HANGDESK_WORKERS},
             "beat": [
                 python, "-m", "celery", "-A", "console", "beat",
                 "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME, "--loglevel", "WARNING",
@@ -120,7 +120,7 @@ class Command(BaseCommand):
                     self.stderr.write(f"{name} exited with status {child.returncode}; stopping.")
                     stopping = True
             time.sleep(0.5)
-        self.stdout.write("stopping web, worker and beat...")
+        self.stdout.write("stopping web, workers and beat...")
         # The main processes shut their own children down cleanly (Celery's warm shutdown);
         # whatever is left after the grace period is killed with its whole group.
         for child in children.values():
