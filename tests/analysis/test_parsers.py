@@ -280,3 +280,14 @@ def test_it_keeps_rendezvous_errors_apart():
     assert len(facts.rendezvous_errors) == 1 and facts.steps == []
     # A hostile 1.2 MB snapshot line: read in linear time, past the list cap nothing is taken.
     assert parse_log("/logs/x.log", "[" + "1, " * 400_000 + "1] started X\n").named_ranks <= {1}
+
+
+def test_it_reads_nvidia_smi_rows_without_backtracking_on_hostile_ones():
+    # A row of spaces between a GPU index and "On" took 16 s with the old patterns; rows are
+    # now split into cells, and rows longer than nvidia-smi ever prints are skipped.
+    hostile = "|   0" + " " * 2000 + "x On |\n" + ("|" + " " * 399 + "|\n") * 3000
+    assert parse_nvidia_smi(hostile).gpus == []
+    row = "|   0  Tesla T4" + " " * 10 + "On  |   00000000:00:1B.0 Off |  0 |\n"
+    usage = "| N/A 52C P0 71W / 70W |    6049MiB /  15360MiB |    100%      Default |\n"
+    gpu = parse_nvidia_smi(row + usage + "|" + "1" * 100_000 + "MiB / 2MiB | 9% |\n").gpus[0]
+    assert (gpu.name, gpu.memory_used_mib, gpu.utilization) == ("Tesla T4", 6049, 100)
