@@ -42,6 +42,9 @@ from analysis.stacks import frame_kind, relevant_frame, stack_signature
 RENDEZVOUS = frozenset({"MASTER_ADDR", "MASTER_PORT"})
 # Ranks whose launcher killed them because another rank failed: not the first to leave.
 TERMINATED_BY_LAUNCHER = frozenset({-15, 143})
+# The largest job the analysis believes in: rank numbers and world sizes past it are claims
+# of untrusted evidence (the analysis is linear in the world size).
+MAX_WORLD = 131_072
 # The first steps of a job (compilation, cache warm-up) are slower: not the job's step time.
 WARMUP_STEPS = 2
 
@@ -181,6 +184,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
+    expected = _bounded_world(parsed, expected)
     _place_comm_inits(parsed, expected)
     for state in parsed.ranks.values():
         if state.world_size is None and expected:
@@ -188,6 +192,34 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
     parsed.expected_world_size = expected
     parsed.has_process_evidence = any(f.has_process_evidence for f in parsed.nodes.values())
     return parsed
+
+
+def _bounded_world(parsed: ParsedSnapshot, claimed: int | None) -> int | None:
+    """A world size or rank number is a claim of the evidence (a manifest, WORLD_SIZE, a log
+    line), and the analysis is linear in it: past MAX_WORLD ranks it is not believed."""
+    huge = [rank for rank in parsed.ranks if not 0 <= rank < MAX_WORLD]
+    for rank in huge:
+        del parsed.ranks[rank]
+        parsed.env.pop(rank, None)
+    if huge:
+        parsed.problems.append(
+            {
+                "node": "",
+                "source": "ranks",
+                "problem": f"{len(huge)} rank numbers over {MAX_WORLD} ignored",
+            }
+        )
+    parsed.mentioned = {r for r in parsed.mentioned if 0 <= r < MAX_WORLD}
+    if claimed is not None and not 0 < claimed <= MAX_WORLD:
+        parsed.problems.append(
+            {
+                "node": "",
+                "source": "world size",
+                "problem": f"world size {claimed} not believed (over {MAX_WORLD})",
+            }
+        )
+        return None
+    return claimed
 
 
 def _latest(values) -> datetime | None:

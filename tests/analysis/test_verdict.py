@@ -367,3 +367,21 @@ def test_it_ignores_oom_kills_from_before_the_job_started():
     snapshot.nodes[0].dmesg = old + recent
     fresh = [e for e in diagnosis_json(snapshot)["evidence"] if e["kind"] == "dmesg_oom"]
     assert [e["text"] for e in fresh] == [recent.strip()]
+
+
+def test_it_does_not_believe_a_world_size_or_rank_past_its_bound():
+    # World sizes and rank numbers are claims of untrusted evidence, and the analysis is
+    # linear in them: a manifest claiming a million ranks, or a log line naming rank 10^9,
+    # must not make it build a million rows.
+    node = NodeEvidence(
+        node="n0",
+        logs={
+            "/l/rank0.log": "2026-11-29 09:23:20,203 INFO [rank0] host=vm step=1 step_time=0.2s\n",
+            "/l/x.log": "2026-11-29 09:23:20,203 INFO [rank999999999] host=vm step=1\n",
+        },
+    )
+    result = diagnosis_json(SnapshotEvidence(nodes=[node], expected_world_size=1_000_000))
+    assert result["world_size"] == 1
+    assert len(result["per_rank"]) == 1
+    sources = {p["source"] for p in result["parse_problems"]}
+    assert {"world size", "ranks"} <= sources
