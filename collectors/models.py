@@ -40,7 +40,7 @@ class Transitions:
         """UPDATE the rows that may move to `to`; returns how many did."""
         sources = self.sources(to)
         if not sources:
-            raise ValueError(f"no status moves to {to!r}")
+            raise ValueError(f"no status moves to {str(to)!r}")
         return rows.filter(status__in=sources).update(status=to, **changes)
 
 

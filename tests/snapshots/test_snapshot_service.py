@@ -11,7 +11,7 @@ from collectors.services import (
     node_collection_fail_stale,
     node_collection_run,
 )
-from collectors.tasks import snapshot_start
+from collectors.tasks import collect_node, snapshot_start
 from incidents.models import EventKind
 from incidents.services import cluster_create, incident_open
 
@@ -116,3 +116,21 @@ def test_work_abandoned_by_a_lost_worker_is_failed_and_the_snapshot_finishes(inc
     assert reasons == {"no worker finished this node in time (worker lost?)"}
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.ANALYSING
+
+
+def test_the_node_task_retries_under_its_own_id_then_queues_the_analysis_once(
+    incident, bob, django_capture_on_commit_callbacks
+):
+    snapshot, _ = snapshot_start(incident=incident, by=bob)
+    NodeCollection.objects.filter(snapshot=snapshot, node_name="gpu-1").update(status=NodeStatus.OK)
+    collection = snapshot.collections.get(node_name="gpu-0")
+    with django_capture_on_commit_callbacks() as queued:
+        # Eager: Celery's autoretry runs the retry at once, under the same task id.
+        result = collect_node.apply(args=(collection.pk,), task_id="task-1")
+    assert result.get() == "Failed"
+    collection.refresh_from_db()
+    assert (collection.status, collection.attempts) == (NodeStatus.FAILED, 2)
+    assert collection.reason.startswith("unreachable: connection refused by 127.0.9.1:22")
+    snapshot.refresh_from_db()
+    assert snapshot.status == SnapshotStatus.ANALYSING
+    assert len(queued) == 1  # the analysis, once the finish is committed

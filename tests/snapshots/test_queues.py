@@ -1,0 +1,115 @@
+"""Queues by workload: node visits ("ssh"), analysis ("analysis") and housekeeping ("default")
+each have a consumer, and analyses that hold every analysis process do not delay a snapshot's
+node visits."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from collectors import services
+from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
+from collectors.tasks import analyse_snapshot, snapshot_start
+from console.celery import app
+from incidents.services import cluster_create, incident_open, node_create
+from tests.analysis.sample_evidence import load_snapshot
+from tests.conftest import HOST_KEY
+from tests.helpers import free_port, wait_for
+
+
+def _queue_of(task: str) -> str:
+    return app.amqp.router.route({}, task)["queue"].name
+
+
+def test_each_workload_has_its_queue_and_every_queue_a_worker():
+    assert _queue_of("collectors.tasks.collect_node") == "ssh"
+    assert _queue_of("collectors.tasks.analyse_snapshot") == "analysis"
+    assert _queue_of("collectors.tasks.fail_stale_collections") == "default"
+    assert _queue_of("console.tasks.record_worker_heartbeat") == "default"
+    consumed = [q for worker in settings.HANGDESK_WORKERS.values() for q in worker["queues"]]
+    assert sorted(consumed) == ["analysis", "default", "ssh"]  # each once, none forgotten
+    for worker in settings.HANGDESK_WORKERS.values():
+        assert not {"ssh", "analysis"} <= set(worker["queues"])
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def _locker() -> psycopg.Connection:
+    """A second connection to the test database, to hold row locks the workers wait for."""
+    db = connection.settings_dict
+    return psycopg.connect(
+        dbname=db["NAME"],
+        user=db["USER"] or None,
+        password=db["PASSWORD"] or None,
+        host=db["HOST"] or None,
+        port=db["PORT"] or None,
+    )
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_busy_analyses_do_not_delay_a_snapshots_node_visits(celery_worker_process, bob):
+    if connection.vendor != "postgresql":
+        pytest.skip("holds row locks on PostgreSQL (the suite's database under CI)")
+    bundles = []
+    for index in range(3):  # more than the analysis worker's two processes
+        incident = incident_open(
+            opened_by=bob, title=f"big {index}", cluster=cluster_create(name=f"big-{index}")
+        )
+        bundles.append(
+            services.snapshot_store_bundle(incident=incident, evidence=load_snapshot("mismatch"))
+        )
+    locker = _locker()
+    try:
+        # Each analysis runs, then waits to store its verdict for as long as the lock is held:
+        # an analysis as long as this test wants.
+        locker.execute(
+            "SELECT id FROM collectors_snapshot WHERE id = ANY(%s) FOR UPDATE",
+            [[s.pk for s in bundles]],
+        )
+        for snapshot in bundles:
+            analyse_snapshot.delay(snapshot.pk)
+        wait_for(lambda: _lock_waiters() >= 2, timeout=60, what="both analysis processes busy")
+
+        refusing = cluster_create(name="refusing")
+        node_create(
+            cluster=refusing, name="gone-0", address="127.0.0.1", port=free_port(),
+            username="root", key_path="/etc/hangdesk/id_ed25519", host_key=HOST_KEY,
+        )  # fmt: skip
+        incident = incident_open(opened_by=bob, title="hung", cluster=refusing)
+        snapshot, _ = snapshot_start(incident=incident, by=bob)
+        # Refused, retried once after the budget's delay, then failed: the visit is over.
+        visit = wait_for(
+            lambda: NodeCollection.objects.filter(
+                snapshot=snapshot, status=NodeStatus.FAILED, attempts=2
+            ).first(),
+            timeout=60,
+            what="the node visit while every analysis process is busy",
+        )
+        assert visit.reason.startswith("unreachable: connection refused")
+        assert _lock_waiters() >= 2  # the analyses were held the whole time
+        assert set(
+            Snapshot.objects.filter(pk__in=[s.pk for s in bundles]).values_list("status", flat=True)
+        ) == {SnapshotStatus.ANALYSING}
+    finally:
+        locker.close()  # the held analyses go on
+    everything = [*bundles, snapshot]
+    wait_for(
+        lambda: (
+            Snapshot.objects.filter(
+                pk__in=[s.pk for s in everything], status=SnapshotStatus.DONE
+            ).count()
+            == len(everything)
+        ),
+        timeout=120,
+        what="every analysis to finish once released",
+    )
