@@ -77,8 +77,10 @@ def main() -> None:
 
 def _start_worker(concurrency: int) -> subprocess.Popen:
     log = open(Path(os.environ["HANGDESK_VAR_DIR"]) / "worker.log", "wb")  # noqa: SIM115
+    # One worker for every queue, so the C processes are the whole of hangdesk's side; the
+    # analysis (one per snapshot, after the collection is timed) runs there too.
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "default,ssh",
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "ssh,analysis,default",
          "--pool", "prefork", "--concurrency", str(concurrency), "--loglevel", "WARNING"],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
