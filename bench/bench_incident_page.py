@@ -45,9 +45,10 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from bench.bench_analysis import build_snapshot
+    from clusters.services import cluster_create
     from collectors.services import snapshot_analyse
     from collectors.tasks import snapshot_import_bundle
-    from incidents.services import cluster_create, incident_open
+    from incidents.services import incident_open
 
     _ensure_database()
     call_command("migrate", verbosity=0)

@@ -10,7 +10,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.api_errors import Conflict
+from core.errors import Conflict
 from incidents.models import Incident
 
 from . import selectors, tasks

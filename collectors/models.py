@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from incidents.models import Cluster, Incident, Node
+from clusters.models import Cluster, Node
+from incidents.models import Incident
 
 
 class SnapshotStatus(models.TextChoices):

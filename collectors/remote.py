@@ -15,10 +15,7 @@ finally `HD1 end 0`. Binary and non-UTF-8 content passes untouched.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import hashlib
 import math
 import re
 import secrets
@@ -32,6 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.evidence import NodeEvidence
+from clusters.sshspec import (
+    DEFAULT_PROCESS_PATTERN,
+    HostKey,
+    InvalidHostKey,
+    blob_fingerprint,
+    parse_host_key,
+    validate_glob,
+    validate_process_pattern,
+)
 
 from . import evidence_kinds as kinds
 from .budget import SNAPSHOT_BUDGET
@@ -42,21 +48,6 @@ if TYPE_CHECKING:  # imported where used: paramiko costs ~0.1 s, and Django load
     import paramiko
 
 PROBE_PATH = Path(__file__).with_name("probe.sh")
-
-# POSIX ERE (the probe matches it with awk against the ps command line); also a valid Python
-# regex. Keep in step with the default in probe.sh.
-DEFAULT_PROCESS_PATTERN = (
-    r"torchrun|torch[.]distributed[.](run|launch)|pretrain_[A-Za-z0-9_]*[.]py|megatron"
-    r"|[A-Za-z0-9_]*train[A-Za-z0-9_]*[.]py"
-)
-
-HOST_KEY_TYPES = (
-    "ssh-ed25519",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "ssh-rsa",
-)
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -113,91 +104,6 @@ class CollectionPlan:
         for name in ("command_timeout_s", "total_timeout_s", "connect_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
-
-
-def validate_process_pattern(pattern: str) -> str:
-    """A process pattern is matched remotely by awk (POSIX ERE); reject what cannot work."""
-    if not pattern or "\n" in pattern or "\0" in pattern:
-        raise ValueError("process pattern must be a non-empty single line")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"process pattern is not a valid regular expression: {exc}") from exc
-    python_only = _PYTHON_ONLY_REGEX.search(pattern)
-    if python_only:
-        raise ValueError(
-            f"process pattern uses {python_only.group()!r}, which awk on the node does not "
-            "understand: write it as a POSIX extended regex ([0-9] for \\d, (a|b) for (?:a|b))"
-        )
-    return pattern
-
-
-# Python regex syntax that POSIX awk either rejects or reads differently.
-_PYTHON_ONLY_REGEX = re.compile(r"\\[dDwWsSbBAZ]|\(\?|[*+?}]\?")
-
-
-def validate_glob(pattern: str) -> str:
-    """Globs are expanded on the node; they must be absolute single-line paths."""
-    if not pattern.startswith("/") or "\n" in pattern or "\0" in pattern:
-        raise ValueError(f"glob must be an absolute path on one line: {pattern!r}")
-    return pattern
-
-
-# --- host keys ---------------------------------------------------------------------------
-
-
-class InvalidHostKey(ValueError):
-    """The text given as a host key is not one usable known_hosts-style public key."""
-
-
-@dataclass(frozen=True)
-class HostKey:
-    key_type: str
-    key: paramiko.PKey
-    fingerprint: str
-
-
-def parse_host_key(line: str) -> HostKey:
-    """Parse `ssh-ed25519 AAAA... [comment]`, optionally preceded by known_hosts host names."""
-    fields = line.strip().split()
-    if fields and fields[0] not in HOST_KEY_TYPES and len(fields) >= 3:
-        if fields[0].startswith("@"):
-            raise InvalidHostKey(f"known_hosts markers are not supported: {fields[0]}")
-        fields = fields[1:]  # drop the host-name column of a known_hosts line
-    if len(fields) < 2:
-        raise InvalidHostKey("expected '<key type> <base64 key>', e.g. 'ssh-ed25519 AAAA...'")
-    key_type, encoded = fields[0], fields[1]
-    if key_type not in HOST_KEY_TYPES:
-        raise InvalidHostKey(
-            f"unsupported host key type {key_type!r}; use one of {', '.join(HOST_KEY_TYPES)}"
-        )
-    try:
-        blob = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidHostKey("the key is not valid base64") from exc
-    import paramiko
-
-    try:
-        key = paramiko.PKey.from_type_string(key_type, blob)
-    except Exception as exc:  # paramiko raises a variety of parse errors
-        raise InvalidHostKey(f"not a valid {key_type} public key ({type(exc).__name__})") from exc
-    if key.get_name() != key_type and not (key_type == "ssh-rsa" and "rsa" in key.get_name()):
-        raise InvalidHostKey(f"key type {key_type!r} does not match the key ({key.get_name()})")
-    return HostKey(key_type=key_type, key=key, fingerprint=_fingerprint_blob(blob))
-
-
-def fingerprint(host_key_line: str) -> str:
-    """OpenSSH-style SHA256 fingerprint of a known_hosts-style key line."""
-    return parse_host_key(host_key_line).fingerprint
-
-
-def _fingerprint_blob(blob: bytes) -> str:
-    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-    return f"SHA256:{digest}"
-
-
-def _fingerprint_key(key: paramiko.PKey) -> str:
-    return _fingerprint_blob(key.asbytes())
 
 
 # --- failures ----------------------------------------------------------------------------
@@ -429,8 +335,9 @@ def _connect(
     pkey = _load_client_key(target.key_path) if target.key_path is not None else None
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    pinned = paramiko.PKey.from_type_string(host_key.key_type, host_key.blob)
     for name in _host_key_names(target.address, target.port):
-        client.get_host_keys().add(name, host_key.key.get_name(), host_key.key)
+        client.get_host_keys().add(name, pinned.get_name(), pinned)
     timeout = plan.connect_timeout_s
     try:
         client.connect(
@@ -452,7 +359,7 @@ def _connect(
         raise CollectionError(
             FailureKind.HOST_KEY,
             f"host key mismatch: expected {host_key.fingerprint}, "
-            f"got {_fingerprint_key(exc.key)} ({exc.key.get_name()})",
+            f"got {blob_fingerprint(exc.key.asbytes())} ({exc.key.get_name()})",
         ) from exc
     except paramiko.AuthenticationException as exc:
         client.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 import analysis
@@ -167,3 +167,12 @@ def latest_diagnosed_snapshot(incident: Incident) -> Snapshot | None:
         .order_by("-started_at", "-pk")
         .first()
     )
+
+
+def with_latest_verdict(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
+    """Each incident with `verdict`: its newest analysed snapshot's classification, as one
+    subquery (no query per row)."""
+    latest = Snapshot.objects.filter(incident=OuterRef("pk"), diagnosis__isnull=False).order_by(
+        "-started_at", "-pk"
+    )
+    return incidents.annotate(verdict=Subquery(latest.values("diagnosis__classification")[:1]))

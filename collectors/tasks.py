@@ -13,7 +13,7 @@ from celery import shared_task
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-import console.celery  # noqa: F401  (the configured app, before any task is sent)
+import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from analysis.evidence import SnapshotEvidence
 from incidents.models import Incident
 

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from console.roles import Role, role_required
+from core.roles import Role, role_required
 from incidents.models import Incident
 
 from . import selectors, services, tasks

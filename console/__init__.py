@@ -1,8 +1,9 @@
-"""Project package: settings, URLs and the Celery app.
+"""The project package: settings, root URLs, the WSGI app, the Celery entry point and the
+commands that compose the apps (runconsole). Nothing of the apps imports it.
 
-The Celery app (`console.celery`) is imported by the task modules, so it is configured
-before any task is sent, and found by `celery -A console`; it is not imported here, so
-management commands that send no task start without loading Celery (~0.14 s).
+`console.celery_app` is the app of core/celery.py, which the task modules import, so it is
+configured before any task is sent; it is not imported here, so management commands that send
+no task start without loading Celery (~0.14 s).
 """
 
 __all__ = ["celery_app"]

@@ -4,8 +4,10 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
+from clusters import apis as cluster_apis
 from collectors import apis as snapshot_apis
 from incidents import apis as incident_apis
+from pages import apis as page_apis
 
 
 def api(view_class):
@@ -15,15 +17,15 @@ def api(view_class):
 
 urlpatterns = [
     path("schema/", api(SpectacularAPIView), name="api-schema"),
-    path("v1/clusters/", api(incident_apis.ClusterListApi), name="api-clusters"),
-    path("v1/clusters/<slug:name>/", api(incident_apis.ClusterDetailApi), name="api-cluster"),
-    path("v1/clusters/<slug:name>/nodes/", api(incident_apis.NodeListApi), name="api-nodes"),
+    path("v1/clusters/", api(cluster_apis.ClusterListApi), name="api-clusters"),
+    path("v1/clusters/<slug:name>/", api(cluster_apis.ClusterDetailApi), name="api-cluster"),
+    path("v1/clusters/<slug:name>/nodes/", api(cluster_apis.NodeListApi), name="api-nodes"),
     path(
         "v1/clusters/<slug:name>/nodes/<str:node>/",
-        api(incident_apis.NodeDetailApi),
+        api(cluster_apis.NodeDetailApi),
         name="api-node",
     ),
-    path("v1/incidents/", api(incident_apis.IncidentListApi), name="api-incidents"),
+    path("v1/incidents/", api(page_apis.IncidentListApi), name="api-incidents"),
     path("v1/incidents/<int:pk>/", api(incident_apis.IncidentDetailApi), name="api-incident"),
     path(
         "v1/incidents/<int:pk>/status/",

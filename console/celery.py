@@ -1,29 +1,14 @@
-"""The Celery app. Configuration comes from Django settings (CELERY_* names)."""
+"""`celery -A console`: the project's entry to the Celery app (core/celery.py), with the
+settings module this project runs with by default, and the command lines of its workers."""
 
 import os
 import sys
-from pathlib import Path
-
-from celery import Celery
-from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
 
-app = Celery("hangdesk")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+from core.celery import app
 
-
-@app.on_after_configure.connect
-def make_file_broker_folders(sender, source, **kwargs) -> None:
-    """The filesystem broker (no REDIS_URL) needs its folders before the first message is
-    sent or read; they are made here, when a process first uses Celery, not by the settings."""
-    if not str(source.broker_url or "").startswith("filesystem://"):
-        return
-    options = source.broker_transport_options or {}
-    for key in ("data_folder_in", "data_folder_out", "control_folder"):
-        if options.get(key):
-            Path(options[key]).mkdir(parents=True, exist_ok=True)
+__all__ = ["app", "worker_command"]
 
 
 def worker_command(name: str, *, hostname: str = "", concurrency: int = 0) -> list[str]:
@@ -38,11 +23,3 @@ def worker_command(name: str, *, hostname: str = "", concurrency: int = 0) -> li
         "--concurrency", str(concurrency or layout["concurrency"]),
         "--hostname", hostname or f"{name}@%h", "--loglevel", "INFO",
     ]  # fmt: skip
-
-
-@worker_ready.connect
-def announce_worker(sender, **kwargs) -> None:
-    """Record a heartbeat as soon as a worker is up, not 30 s later at beat's first tick."""
-    from console.services import worker_heartbeat_record
-
-    worker_heartbeat_record(hostname=sender.hostname)

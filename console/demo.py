@@ -19,7 +19,7 @@ class DemoSetup:
 
 def demo_start() -> DemoSetup:
     """Start (or reuse) the demo lab and register it. Never raises: says what is missing."""
-    from incidents.importing import ImportRefused, cluster_import
+    from clusters.importing import ImportRefused, cluster_import
     from incidents.models import Incident
     from incidents.services import incident_open
 

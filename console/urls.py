@@ -7,7 +7,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("console.api_urls")),
-    path("clusters/", include("incidents.cluster_urls")),
+    path("clusters/", include("clusters.urls")),
     path("", include("collectors.urls")),
-    path("", include("incidents.urls")),
+    path("", include("pages.urls")),
 ]

@@ -1,17 +1,6 @@
 from django.contrib import admin
 
-from .models import Cluster, Incident, Node, TimelineEvent
-
-
-class NodeInline(admin.TabularInline):
-    model = Node
-    extra = 0
-
-
-@admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "expected_world_size", "created_at"]
-    inlines = [NodeInline]
+from .models import Incident, TimelineEvent
 
 
 @admin.register(Incident)

@@ -1,4 +1,4 @@
-"""REST endpoints for clusters, nodes and incidents. Each validates, calls a service, answers."""
+"""REST endpoints for incidents. Each validates, calls a service, answers."""
 
 from __future__ import annotations
 
@@ -9,116 +9,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.roles import Role
+from clusters.models import Cluster
 
 from . import selectors, services
-from .models import Cluster, Incident, Node, PostMortem, Severity, Status, TimelineEvent
-from .validators import normalise_host_key
-
-
-class NodeSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Node
-        fields = ["id", "name", "address", "port", "username", "key_path", "host_key"]
-
-    def validate_host_key(self, value: str) -> str:
-        return normalise_host_key(value)
-
-    def validate(self, attrs):
-        cluster = self.context["cluster"]
-        name = attrs.get("name", getattr(self.instance, "name", None))
-        others = Node.objects.filter(cluster=cluster, name=name)
-        if self.instance:
-            others = others.exclude(pk=self.instance.pk)
-        if others.exists():
-            raise serializers.ValidationError({"name": f"{cluster.name} already has {name}."})
-        return attrs
-
-
-class ClusterSerializer(serializers.ModelSerializer):
-    nodes = NodeSerializer(many=True, read_only=True)
-    log_globs = serializers.ListField(child=serializers.CharField(), required=False)
-    flight_recorder_globs = serializers.ListField(child=serializers.CharField(), required=False)
-
-    class Meta:
-        model = Cluster
-        fields = [
-            "id",
-            "name",
-            "description",
-            "process_pattern",
-            "expected_world_size",
-            "log_globs",
-            "flight_recorder_globs",
-            "pyspy_command",
-            "nodes",
-        ]
-
-
-class ClusterListApi(APIView):
-    write_role = Role.ADMIN
-
-    @extend_schema(responses=ClusterSerializer(many=True))
-    def get(self, request):
-        clusters = Cluster.objects.prefetch_related("nodes").order_by("name")
-        return Response(ClusterSerializer(clusters, many=True).data)
-
-    @extend_schema(request=ClusterSerializer, responses={201: ClusterSerializer})
-    def post(self, request):
-        data = ClusterSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        cluster = services.cluster_create(**data.validated_data)
-        return Response(ClusterSerializer(cluster).data, status=status.HTTP_201_CREATED)
-
-
-class ClusterDetailApi(APIView):
-    write_role = Role.ADMIN
-
-    @extend_schema(responses=ClusterSerializer)
-    def get(self, request, name: str):
-        cluster = get_object_or_404(Cluster.objects.prefetch_related("nodes"), name=name)
-        return Response(ClusterSerializer(cluster).data)
-
-    @extend_schema(request=ClusterSerializer, responses=ClusterSerializer)
-    def patch(self, request, name: str):
-        cluster = get_object_or_404(Cluster, name=name)
-        data = ClusterSerializer(cluster, data=request.data, partial=True)
-        data.is_valid(raise_exception=True)
-        services.cluster_update(cluster=cluster, **data.validated_data)
-        return Response(ClusterSerializer(cluster).data)
-
-
-class NodeListApi(APIView):
-    write_role = Role.ADMIN
-
-    @extend_schema(request=NodeSerializer, responses={201: NodeSerializer})
-    def post(self, request, name: str):
-        cluster = get_object_or_404(Cluster, name=name)
-        data = NodeSerializer(data=request.data, context={"cluster": cluster})
-        data.is_valid(raise_exception=True)
-        node = services.node_create(cluster=cluster, **data.validated_data)
-        return Response(NodeSerializer(node).data, status=status.HTTP_201_CREATED)
-
-
-class NodeDetailApi(APIView):
-    write_role = Role.ADMIN
-
-    @extend_schema(request=NodeSerializer, responses=NodeSerializer)
-    def patch(self, request, name: str, node: str):
-        instance = get_object_or_404(
-            Node.objects.select_related("cluster"), cluster__name=name, name=node
-        )
-        data = NodeSerializer(
-            instance, data=request.data, partial=True, context={"cluster": instance.cluster}
-        )
-        data.is_valid(raise_exception=True)
-        services.node_update(node=instance, **data.validated_data)
-        return Response(NodeSerializer(instance).data)
-
-    @extend_schema(responses={204: None})
-    def delete(self, request, name: str, node: str):
-        get_object_or_404(Node, cluster__name=name, name=node).delete()
-        return Response(status=status.HTTP_204_NO_CONTENT)
+from .models import Incident, PostMortem, Severity, Status, TimelineEvent
 
 
 class EventSerializer(serializers.ModelSerializer):
@@ -165,16 +59,10 @@ class IncidentDetailSerializer(IncidentSerializer):
         fields = [*IncidentSerializer.Meta.fields, "events"]
 
 
-class IncidentOpenSerializer(IncidentSerializer):
-    snapshot = serializers.BooleanField(
-        default=False, write_only=True, help_text="also start a snapshot of the cluster"
-    )
-
-    class Meta(IncidentSerializer.Meta):
-        fields = [*IncidentSerializer.Meta.fields, "snapshot"]
-
-
 class IncidentListApi(APIView):
+    """Lists incidents. Opening one (POST) may also start a snapshot, so that verb is
+    composed above both apps, in pages.apis.IncidentListApi."""
+
     @extend_schema(responses=IncidentSerializer(many=True))
     def get(self, request):
         query = request.query_params
@@ -187,24 +75,6 @@ class IncidentListApi(APIView):
             cluster=query.get("cluster", ""),
         )
         return Response(IncidentSerializer(incidents[:500], many=True).data)
-
-    @extend_schema(request=IncidentOpenSerializer, responses={201: IncidentDetailSerializer})
-    def post(self, request):
-        """Open an incident; with `"snapshot": true` also start a snapshot (one call from a
-        training job's watchdog)."""
-        from collectors.apis import SnapshotSerializer
-        from collectors.tasks import snapshot_start
-
-        data = IncidentOpenSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        fields = dict(data.validated_data)
-        take_snapshot = fields.pop("snapshot")
-        incident = services.incident_open(opened_by=request.user, **fields)
-        body = IncidentDetailSerializer(incident).data
-        if take_snapshot:
-            snapshot, _ = snapshot_start(incident=incident, by=request.user)
-            body["snapshot"] = SnapshotSerializer(snapshot).data
-        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class IncidentDetailApi(APIView):

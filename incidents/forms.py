@@ -4,25 +4,10 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from analysis import guide
+from clusters.models import Cluster
 
-from .models import STATUS_TRANSITIONS, Cluster, Incident, Node, PostMortem, Severity, Status
+from .models import STATUS_TRANSITIONS, Incident, PostMortem, Severity, Status
 from .postmortems import EDITABLE
-from .validators import normalise_host_key
-
-
-class LinesField(forms.CharField):
-    """A textarea of one item per line, cleaned to a list of stripped, non-empty lines."""
-
-    widget = forms.Textarea(attrs={"rows": 3})
-
-    def prepare_value(self, value):
-        if isinstance(value, list):
-            return "\n".join(value)
-        return value
-
-    def to_python(self, value) -> list[str]:
-        text = super().to_python(value) or ""
-        return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def _people():
@@ -94,56 +79,6 @@ class IncidentFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         names = Cluster.objects.order_by("name").values_list("name", flat=True)
         self.fields["cluster"].choices = [("", "Any"), *((n, n) for n in names)]
-
-
-class ClusterForm(forms.ModelForm):
-    log_globs = LinesField(required=False, help_text="One glob per line, e.g. /var/log/train/*.log")
-    flight_recorder_globs = LinesField(
-        required=False, help_text="One glob per line, e.g. /var/log/train/fr/*"
-    )
-
-    class Meta:
-        model = Cluster
-        fields = [
-            "name",
-            "description",
-            "expected_world_size",
-            "process_pattern",
-            "log_globs",
-            "flight_recorder_globs",
-            "pyspy_command",
-        ]
-        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
-
-
-class NodeForm(forms.ModelForm):
-    class Meta:
-        model = Node
-        fields = ["name", "address", "port", "username", "key_path", "host_key"]
-        widgets = {"host_key": forms.Textarea(attrs={"rows": 2})}
-
-    def __init__(self, *args, cluster: Cluster, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.instance.cluster = cluster
-
-    def clean_host_key(self) -> str:
-        return normalise_host_key(self.cleaned_data["host_key"])
-
-    def clean_port(self) -> int:
-        port = self.cleaned_data["port"]
-        if not 1 <= port <= 65535:
-            raise forms.ValidationError("A port is a number from 1 to 65535.")
-        return port
-
-    def validate_unique(self):
-        # The cluster is set on the instance, not a form field, so check the pair here
-        # to give the form error instead of an IntegrityError.
-        name = self.cleaned_data.get("name")
-        others = Node.objects.filter(cluster=self.instance.cluster, name=name)
-        if self.instance.pk:
-            others = others.exclude(pk=self.instance.pk)
-        if name and others.exists():
-            self.add_error("name", f"{self.instance.cluster.name} already has a node named {name}.")
 
 
 class PostMortemForm(forms.ModelForm):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -23,12 +24,12 @@ EDITABLE = (
 )
 
 
-def postmortem_draft(incident: Incident) -> PostMortem:
-    """An unsaved post-mortem prefilled from the verdicts, decisions and timeline."""
-    from collectors.selectors import latest_diagnosed_snapshot
-
-    snapshot = latest_diagnosed_snapshot(incident)
-    diagnosis = snapshot.diagnosis if snapshot else {}
+def postmortem_draft(
+    incident: Incident, *, diagnosis: dict | None = None, diagnosed_at: datetime | None = None
+) -> PostMortem:
+    """An unsaved post-mortem prefilled from the latest verdict (`diagnosis`, stored when
+    `diagnosed_at`), the decisions and the timeline."""
+    diagnosis = diagnosis or {}
     decision = incident.events.filter(kind=EventKind.DECISION).order_by("-at", "-pk").first()
     classification = (decision.details.get("classification") if decision else None) or (
         diagnosis.get("classification", "")
@@ -37,17 +38,17 @@ def postmortem_draft(incident: Incident) -> PostMortem:
         incident=incident,
         summary=diagnosis.get("summary", incident.description),
         classification=classification,
-        detection=_detection(incident, snapshot),
+        detection=_detection(incident, diagnosis, diagnosed_at),
         action_items="\n".join(guide.PREVENTION.get(classification, [])),
     )
 
 
-def _detection(incident: Incident, snapshot) -> str:
+def _detection(incident: Incident, diagnosis: dict, diagnosed_at: datetime | None) -> str:
     opened = incident.opened_at
     parts = [f"Incident opened {opened:%Y-%m-%d %H:%M} UTC."]
-    if snapshot and snapshot.finished_at:
-        minutes = (snapshot.finished_at - opened).total_seconds() / 60
-        parts.append(f"Verdict {snapshot.diagnosis.get('classification')} {minutes:.0f} min later.")
+    if diagnosed_at:
+        minutes = (diagnosed_at - opened).total_seconds() / 60
+        parts.append(f"Verdict {diagnosis.get('classification')} {minutes:.0f} min later.")
     resolved = incident.events.filter(kind=EventKind.STATUS, details__to=Status.RESOLVED).first()
     if resolved:
         hours = (resolved.at - opened).total_seconds() / 3600

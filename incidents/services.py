@@ -1,4 +1,4 @@
-"""Every write to clusters, incidents and their timelines goes through here.
+"""Every write to incidents and their timelines goes through here.
 
 Each state change writes exactly one timeline event, in the same transaction.
 """
@@ -12,20 +12,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from .models import (
-    STATUS_TRANSITIONS,
-    Cluster,
-    EventKind,
-    Incident,
-    Node,
-    Severity,
-    Status,
-    TimelineEvent,
-)
-from .validators import normalise_host_key
+from clusters.models import Cluster
+from core.errors import Conflict
+
+from .models import STATUS_TRANSITIONS, EventKind, Incident, Severity, Status, TimelineEvent
 
 
-class InvalidTransition(Exception):
+class InvalidTransition(Conflict):
     """The incident is not in a status from which the requested one can be reached."""
 
 
@@ -50,39 +43,6 @@ def timeline_event_record(
         details=details or {},
         pinned=pinned,
     )
-
-
-def cluster_create(**fields: Any) -> Cluster:
-    cluster = Cluster(**fields)
-    cluster.full_clean()
-    cluster.save()
-    return cluster
-
-
-def cluster_update(*, cluster: Cluster, **fields: Any) -> Cluster:
-    for name, value in fields.items():
-        setattr(cluster, name, value)
-    cluster.full_clean()
-    cluster.save()
-    return cluster
-
-
-def node_create(*, cluster: Cluster, **fields: Any) -> Node:
-    fields["host_key"] = normalise_host_key(fields["host_key"])
-    node = Node(cluster=cluster, **fields)
-    node.full_clean()
-    node.save()
-    return node
-
-
-def node_update(*, node: Node, **fields: Any) -> Node:
-    if "host_key" in fields:
-        fields["host_key"] = normalise_host_key(fields["host_key"])
-    for name, value in fields.items():
-        setattr(node, name, value)
-    node.full_clean()
-    node.save()
-    return node
 
 
 @transaction.atomic

@@ -1,43 +1,21 @@
-"""Incident pages. Views validate input, call one service or selector, and render."""
+"""Incident pages and the forms that change an incident. Views validate input, call one
+service, and render or redirect. The pages that also show snapshots (the list, the incident
+with its diagnosis, the post-mortem drafted from the verdict) are composed in pages/views.py."""
 
 from __future__ import annotations
 
 import copy
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from collectors import selectors as snapshot_selectors
-from console.roles import Role, has_role, role_required
+from core.roles import Role, role_required
 
-from . import postmortems, selectors, services
-from .forms import (
-    IncidentEditForm,
-    IncidentFilterForm,
-    IncidentOpenForm,
-    NoteForm,
-    PostMortemForm,
-    StatusChangeForm,
-)
+from . import services
+from .forms import IncidentEditForm, IncidentOpenForm, NoteForm, StatusChangeForm
 from .models import Incident, TimelineEvent
-
-
-def incident_list(request: HttpRequest) -> HttpResponse:
-    filters = IncidentFilterForm(request.GET or None)
-    chosen = filters.cleaned_data if filters.is_valid() else {}
-    status = chosen.get("status", "")
-    incidents = selectors.incident_list(
-        status="" if status in ("", "all") else status,
-        active_only=status == "",
-        severity=chosen.get("severity", ""),
-        cluster=chosen.get("cluster", ""),
-    )
-    return render(
-        request, "incidents/list.html", {"incidents": incidents[:500], "filters": filters}
-    )
 
 
 @role_required(Role.RESPONDER)
@@ -48,27 +26,6 @@ def incident_open(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"{incident.reference} opened.")
         return redirect(incident)
     return render(request, "incidents/open.html", {"form": form})
-
-
-def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    incident = get_object_or_404(
-        Incident.objects.select_related("cluster", "commander", "opened_by"), pk=pk
-    )
-    snapshot = snapshot_selectors.latest_snapshot(incident)
-    return render(
-        request,
-        "incidents/detail.html",
-        {
-            "incident": incident,
-            "snapshot": snapshot,
-            "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
-            "view": snapshot_selectors.diagnosis_view(snapshot) if snapshot else None,
-            "events": selectors.incident_timeline(incident),
-            "status_form": StatusChangeForm(incident=incident),
-            "note_form": NoteForm(),
-            "edit_form": IncidentEditForm(instance=incident),
-        },
-    )
 
 
 @require_POST
@@ -123,22 +80,3 @@ def event_toggle_pin(request: HttpRequest, pk: int, event_pk: int) -> HttpRespon
     event = get_object_or_404(TimelineEvent, pk=event_pk, incident_id=pk)
     services.event_set_pinned(event=event, pinned=not event.pinned)
     return redirect(f"{event.incident.get_absolute_url()}#event-{event.pk}")
-
-
-def incident_postmortem(request: HttpRequest, pk: int) -> HttpResponse:
-    """The post-mortem: read by everyone; written and edited by responders (a draft is
-    prefilled from the verdicts, the decisions and the timeline)."""
-    incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
-    context = postmortems.postmortem_view(incident)
-    form = None
-    if has_role(request.user, Role.RESPONDER):
-        instance = context["postmortem"] or postmortems.postmortem_draft(incident)
-        form = PostMortemForm(request.POST or None, instance=instance)
-        if request.method == "POST" and form.is_valid():
-            postmortems.postmortem_save(incident=incident, by=request.user, **form.cleaned_data)
-            messages.success(request, "Post-mortem saved.")
-            return redirect("incidents:postmortem", pk=incident.pk)
-    elif request.method == "POST":
-        raise PermissionDenied("This needs the responder role.")
-    context.update({"incident": incident, "form": form})
-    return render(request, "incidents/postmortem.html", context)

@@ -61,7 +61,7 @@ def carol(django_user_model):
 
 @pytest.fixture
 def cluster(db):
-    from incidents.services import cluster_create, node_create
+    from clusters.services import cluster_create, node_create
 
     cluster = cluster_create(
         name="gpt-train",

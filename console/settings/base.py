@@ -52,9 +52,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
-    "console",
+    # The project's own apps, lowest floor first: each imports only the ones listed before
+    # it (docs/architecture.md, "Homes"; tests/test_architecture.py holds them to it).
+    "core",
+    "clusters",
     "incidents",
     "collectors",
+    "pages",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -82,7 +87,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "console.context_processors.console",
+                "core.context_processors.roles_and_workers",
             ],
         },
     }
@@ -135,12 +140,12 @@ WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "console.api_auth.TokenAuthentication",
+        "core.api_auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["console.api_auth.RolePermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["core.api_auth.RolePermission"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "console.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "core.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -201,7 +206,7 @@ HANGDESK_WORKERS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
-    "worker-heartbeat": {"task": "console.tasks.record_worker_heartbeat", "schedule": 30.0},
+    "worker-heartbeat": {"task": "core.tasks.record_worker_heartbeat", "schedule": 30.0},
     "fail-stale-collections": {"task": "collectors.tasks.fail_stale_collections", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

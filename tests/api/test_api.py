@@ -3,10 +3,11 @@
 import pytest
 from rest_framework.test import APIClient
 
+from clusters.models import Node
 from collectors.models import Snapshot
-from console.models import ApiToken
-from console.services import api_token_create
-from incidents.models import Incident, Node
+from core.models import ApiToken
+from core.services import api_token_create
+from incidents.models import Incident
 from tests.conftest import HOST_KEY
 
 pytestmark = pytest.mark.django_db
@@ -131,7 +132,7 @@ def test_an_admin_manages_clusters_and_nodes(api, alice, bob):
     assert admin.post("/api/v1/clusters/llama/nodes/", node, format="json").status_code == 201
     duplicate = admin.post("/api/v1/clusters/llama/nodes/", node, format="json")
     assert duplicate.status_code == 400
-    assert "already has n0" in str(duplicate.json())
+    assert "already has a node named n0" in str(duplicate.json())
     bad_key = admin.post(
         "/api/v1/clusters/llama/nodes/",
         {**node, "name": "n1", "host_key": "ssh-ed25519 !!"},

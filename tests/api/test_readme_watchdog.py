@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from collectors.models import Snapshot
-from console.services import api_token_create
+from core.services import api_token_create
 from incidents.models import Incident
 
 pytestmark = pytest.mark.django_db(transaction=True)

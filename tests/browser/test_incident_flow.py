@@ -2,7 +2,8 @@
 
 import pytest
 
-from incidents.models import Incident, Node
+from clusters.models import Node
+from incidents.models import Incident
 from tests.conftest import HOST_KEY
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

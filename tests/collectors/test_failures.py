@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+from clusters.sshspec import fingerprint
 from collectors.outcomes import FailureKind, status_gathered
-from collectors.remote import collect_node, fingerprint
+from collectors.remote import collect_node
 
 from .conftest import free_port, keygen, wait_for
 

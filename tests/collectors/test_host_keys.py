@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from collectors.remote import InvalidHostKey, fingerprint, parse_host_key
+from clusters.sshspec import InvalidHostKey, fingerprint, parse_host_key
 
 from .conftest import keygen
 

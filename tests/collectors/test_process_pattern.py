@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from collectors.remote import DEFAULT_PROCESS_PATTERN, PROBE_PATH, validate_process_pattern
+from clusters.sshspec import DEFAULT_PROCESS_PATTERN, validate_process_pattern
+from collectors.remote import PROBE_PATH
 
 TRAINING = [
     "/usr/bin/python3 /opt/venv/bin/torchrun --nproc-per-node 8 train.py",

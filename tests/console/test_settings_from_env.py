@@ -8,8 +8,8 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.utils import ConnectionHandler
 
-from console.celery import make_file_broker_folders
 from console.settings import base
+from core.celery import make_file_broker_folders
 
 
 def test_it_uses_postgres_when_database_url_is_set(monkeypatch):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from console.models import WorkerHeartbeat
-from console.selectors import workers_are_stale
-from console.tasks import record_worker_heartbeat
+from core.models import WorkerHeartbeat
+from core.selectors import workers_are_stale
+from core.tasks import record_worker_heartbeat
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

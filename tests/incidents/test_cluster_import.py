@@ -3,8 +3,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from incidents.importing import ImportRefused, cluster_import
-from incidents.models import Cluster, Node
+from clusters.importing import ImportRefused, cluster_import
+from clusters.models import Cluster, Node
 from tests.conftest import HOST_KEY
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from incidents.models import EventKind, Incident, Node, Status
+from clusters.models import Node
+from incidents.models import EventKind, Incident, Status
 from tests.conftest import HOST_KEY
 
 pytestmark = pytest.mark.django_db

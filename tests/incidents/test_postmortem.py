@@ -5,7 +5,7 @@ from rest_framework.test import APIClient
 
 from collectors.services import snapshot_analyse, snapshot_record_decision
 from collectors.tasks import snapshot_import_bundle
-from console.services import api_token_create
+from core.services import api_token_create
 from incidents.models import EventKind, PostMortem
 from incidents.services import incident_add_note, incident_change_status, incident_open
 from tests.analysis.sample_evidence import load_snapshot

@@ -11,7 +11,7 @@ from collectors.models import Snapshot, SnapshotStatus
 from collectors.selectors import snapshot_bundle
 from collectors.services import snapshot_analyse
 from collectors.tasks import snapshot_import_bundle
-from console.services import api_token_create
+from core.services import api_token_create
 from incidents.models import EventKind
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot

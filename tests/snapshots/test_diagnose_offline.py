@@ -68,7 +68,7 @@ def test_diagnose_bundle_needs_no_database_and_loads_no_celery_or_paramiko(tmp_p
 def test_the_celery_app_is_configured_for_every_task_module():
     import console
     from collectors.tasks import analyse_snapshot
-    from console.tasks import record_worker_heartbeat
+    from core.tasks import record_worker_heartbeat
 
     assert console.celery_app.main == "hangdesk"
     assert analyse_snapshot.app is console.celery_app

@@ -9,11 +9,12 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from clusters.services import cluster_create, node_create
 from collectors import services
 from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.tasks import analyse_snapshot, snapshot_start
 from console.celery import app
-from incidents.services import cluster_create, incident_open, node_create
+from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot
 from tests.conftest import HOST_KEY
 from tests.helpers import free_port, wait_for
@@ -27,7 +28,7 @@ def test_each_workload_has_its_queue_and_every_queue_a_worker():
     assert _queue_of("collectors.tasks.collect_node") == "ssh"
     assert _queue_of("collectors.tasks.analyse_snapshot") == "analysis"
     assert _queue_of("collectors.tasks.fail_stale_collections") == "default"
-    assert _queue_of("console.tasks.record_worker_heartbeat") == "default"
+    assert _queue_of("core.tasks.record_worker_heartbeat") == "default"
     consumed = [q for worker in settings.HANGDESK_WORKERS.values() for q in worker["queues"]]
     assert sorted(consumed) == ["analysis", "default", "ssh"]  # each once, none forgotten
     for worker in settings.HANGDESK_WORKERS.values():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from clusters.importing import cluster_import
 from collectors.models import Artifact, NodeStatus, Snapshot, SnapshotStatus
-from incidents.importing import cluster_import
 from incidents.models import EventKind
 from incidents.services import incident_open
 

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from clusters.services import cluster_create
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.outcomes import Failed, FailureKind, NotClaimed, Retryable
 from collectors.services import (
@@ -13,7 +14,7 @@ from collectors.services import (
 )
 from collectors.tasks import collect_node, snapshot_start
 from incidents.models import EventKind
-from incidents.services import cluster_create, incident_open
+from incidents.services import incident_open
 
 pytestmark = pytest.mark.django_db
 

@@ -3,10 +3,11 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from clusters.models import Cluster
 from collectors import selectors
 from collectors.services import SnapshotRefused
 from collectors.tasks import snapshot_start
-from incidents.models import Cluster, Incident
+from incidents.models import Incident
 from incidents.services import incident_open
 
 

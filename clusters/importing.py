@@ -18,6 +18,8 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from core.errors import Invalid
+
 from .models import Cluster, Node
 from .services import cluster_create, cluster_update, node_create, node_update
 
@@ -33,7 +35,7 @@ CLUSTER_FIELDS = {
 NODE_FIELDS = ("address", "port", "username", "key_path", "host_key")
 
 
-class ImportRefused(Exception):
+class ImportRefused(Invalid):
     """The file is not a cluster description; the message says where and why."""
 
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from incidents.importing import ImportRefused, cluster_import, load_cluster_file
+from clusters.importing import ImportRefused, cluster_import, load_cluster_file
 
 
 class Command(BaseCommand):

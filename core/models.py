@@ -11,6 +11,9 @@ class WorkerHeartbeat(models.Model):
     hostname = models.CharField(max_length=255, unique=True)
     seen_at = models.DateTimeField()
 
+    class Meta:
+        db_table = "console_workerheartbeat"  # created by console's migrations, kept as it is
+
     def __str__(self) -> str:
         return f"{self.hostname} at {self.seen_at:%H:%M:%S}"
 
@@ -30,6 +33,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        db_table = "console_apitoken"  # created by console's migrations, kept as it is
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name}) for {self.user}"

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-import console.celery  # noqa: F401  (the configured app, before any task is sent)
+import core.celery  # noqa: F401  (the configured app, before any task is sent)
 
 from .services import worker_heartbeat_record
 

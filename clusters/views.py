@@ -8,7 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from console.roles import Role, has_role, role_required
+from core.roles import Role, has_role, role_required
 
 from . import selectors, services
 from .forms import ClusterForm, NodeForm

@@ -2,7 +2,8 @@ from .roles import Role, has_role
 from .selectors import worker_last_seen, workers_are_stale
 
 
-def console(request) -> dict:
+def roles_and_workers(request) -> dict:
+    """What every page's frame shows: what the user may do, and whether a worker is alive."""
     if not request.user.is_authenticated:
         return {}
     return {

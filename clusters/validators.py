@@ -7,7 +7,7 @@ import re
 
 from django.core.exceptions import ValidationError
 
-from collectors import remote
+from . import sshspec
 
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
@@ -32,24 +32,28 @@ def validate_remote_host(value: str) -> None:
 def normalise_host_key(line: str) -> str:
     """`[hosts] type base64 [comment]` -> `type base64`, or ValidationError saying what is wrong."""
     try:
-        parsed = remote.parse_host_key(line)
-    except remote.InvalidHostKey as exc:
+        return sshspec.parse_host_key(line).line
+    except sshspec.InvalidHostKey as exc:
         raise ValidationError(
             "Not a usable host key: %(error)s. Paste one line of ssh-keyscan or known_hosts.",
             params={"error": exc},
             code="host_key",
         ) from exc
-    return f"{parsed.key_type} {parsed.key.get_base64()}"
 
 
 def validate_host_key(value: str) -> None:
     normalise_host_key(value)
 
 
+def validate_port(value: int) -> None:
+    if not 1 <= value <= 65535:
+        raise ValidationError("A port is a number from 1 to 65535.", code="port")
+
+
 def validate_process_pattern(value: str) -> None:
     """Matched by awk on the nodes: a POSIX extended regular expression."""
     try:
-        remote.validate_process_pattern(value)
+        sshspec.validate_process_pattern(value)
     except ValueError as exc:
         raise ValidationError("%(error)s", params={"error": exc}, code="bad_pattern") from exc
 
@@ -59,6 +63,6 @@ def validate_globs(value: list) -> None:
         raise ValidationError("A list of path globs is expected.", code="bad_globs")
     for pattern in value:
         try:
-            remote.validate_glob(pattern)
+            sshspec.validate_glob(pattern)
         except ValueError as exc:
             raise ValidationError("%(error)s", params={"error": exc}, code="bad_glob") from exc

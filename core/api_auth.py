@@ -50,7 +50,7 @@ class RolePermission(permissions.BasePermission):
 class TokenScheme(OpenApiAuthenticationExtension):
     """Describes TokenAuthentication in the OpenAPI schema."""
 
-    target_class = "console.api_auth.TokenAuthentication"
+    target_class = "core.api_auth.TokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import contextlib
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.urls import reverse
+
+from . import sshspec
+from .validators import (
+    validate_globs,
+    validate_host_key,
+    validate_port,
+    validate_process_pattern,
+    validate_remote_host,
+)
+
+
+class Cluster(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    process_pattern = models.CharField(
+        max_length=500,
+        default=sshspec.DEFAULT_PROCESS_PATTERN,
+        validators=[validate_process_pattern],
+        help_text="POSIX extended regular expression matched against process command lines.",
+    )
+    expected_world_size = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Total ranks of the job, when known."
+    )
+    log_globs = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_globs],
+        help_text="Absolute path globs of training and NCCL logs on the nodes.",
+    )
+    flight_recorder_globs = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_globs],
+        help_text="Absolute path globs of PyTorch flight-recorder dumps.",
+    )
+    pyspy_command = models.CharField(
+        max_length=500, default="py-spy", help_text="py-spy as invoked on the nodes."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        db_table = "incidents_cluster"  # created by incidents' migrations, kept as it is
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("clusters:detail", args=[self.name])
+
+
+class Node(models.Model):
+    """One machine of a cluster, as hangdesk reaches it over SSH.
+
+    Its rules live here, once, for every writer (the node form, the API, a cluster import):
+    each field's validator, then clean() across fields.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=128)
+    address = models.CharField(max_length=253, validators=[validate_remote_host])
+    port = models.PositiveIntegerField(default=22, validators=[validate_port])
+    username = models.CharField(max_length=64, default="root")
+    # Where the worker finds the private key; the key itself never enters the database.
+    # Empty means: ask the worker's ssh-agent.
+    key_path = models.CharField(max_length=500, blank=True)
+    host_key = models.TextField(
+        validators=[validate_host_key],
+        help_text="The node's public host key, as one known_hosts-style line "
+        "(for example: ssh-ed25519 AAAAC3...). Connections to any other key are refused.",
+    )
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        db_table = "incidents_node"  # created by incidents' migrations, kept as it is
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"], name="unique_node_name_per_cluster"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(port__gte=1, port__lte=65535), name="node_port_in_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.username}@{self.address}:{self.port})"
+
+    def clean(self) -> None:
+        """The host key kept as `type base64` (no host names, no comment); the name free
+        within the cluster."""
+        with contextlib.suppress(sshspec.InvalidHostKey):  # the field's validator says why
+            self.host_key = sshspec.parse_host_key(self.host_key).line
+        if self.cluster_id is None or not self.name:
+            return
+        others = Node.objects.filter(cluster_id=self.cluster_id, name=self.name)
+        if others.exclude(pk=self.pk).exists():
+            message = f"{self.cluster.name} already has a node named {self.name}."
+            raise ValidationError({"name": ValidationError(message, code="unique")})
+
+    def validate_constraints(self, exclude=None) -> None:
+        # The constraints guard the table against races; clean() and the port's validator
+        # hold the same rules and say why in an SRE's words, so they are not asked twice.
+        super().validate_constraints(exclude={*(exclude or ()), "name", "port"})

@@ -1,0 +1,217 @@
+"""What a node's SSH spec must be before anyone connects: pure rules, no Django, no paramiko.
+
+The process pattern is matched by awk on the node (POSIX ERE), globs are expanded there
+(absolute paths only), and the host key is pinned: parsed here from the known_hosts-style line
+an admin pastes, by the SSH wire format (RFC 4253, 5656, 8709), down to the point on the curve.
+collectors/remote.py hands the parsed key to paramiko when it connects.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass
+
+# POSIX ERE (the probe matches it with awk against the ps command line); also a valid Python
+# regex. Keep in step with the default in collectors/probe.sh.
+DEFAULT_PROCESS_PATTERN = (
+    r"torchrun|torch[.]distributed[.](run|launch)|pretrain_[A-Za-z0-9_]*[.]py|megatron"
+    r"|[A-Za-z0-9_]*train[A-Za-z0-9_]*[.]py"
+)
+
+HOST_KEY_TYPES = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+)
+
+# The longest line taken as a host key: a 16384-bit RSA key is under 3 KiB of base64.
+MAX_HOST_KEY_LINE = 16 * 1024
+
+
+def validate_process_pattern(pattern: str) -> str:
+    """A process pattern is matched remotely by awk (POSIX ERE); reject what cannot work."""
+    if not pattern or "\n" in pattern or "\0" in pattern:
+        raise ValueError("process pattern must be a non-empty single line")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"process pattern is not a valid regular expression: {exc}") from exc
+    python_only = _PYTHON_ONLY_REGEX.search(pattern)
+    if python_only:
+        raise ValueError(
+            f"process pattern uses {python_only.group()!r}, which awk on the node does not "
+            "understand: write it as a POSIX extended regex ([0-9] for \\d, (a|b) for (?:a|b))"
+        )
+    return pattern
+
+
+# Python regex syntax that POSIX awk either rejects or reads differently.
+_PYTHON_ONLY_REGEX = re.compile(r"\\[dDwWsSbBAZ]|\(\?|[*+?}]\?")
+
+
+def validate_glob(pattern: str) -> str:
+    """Globs are expanded on the node; they must be absolute single-line paths."""
+    if not pattern.startswith("/") or "\n" in pattern or "\0" in pattern:
+        raise ValueError(f"glob must be an absolute path on one line: {pattern!r}")
+    return pattern
+
+
+# --- host keys ---------------------------------------------------------------------------
+
+
+class InvalidHostKey(ValueError):
+    """The text given as a host key is not one usable known_hosts-style public key."""
+
+
+@dataclass(frozen=True)
+class HostKey:
+    key_type: str
+    blob: bytes  # the key in SSH wire format, as a server presents it
+    fingerprint: str
+
+    @property
+    def line(self) -> str:
+        """The key as stored on a node: `type base64`, without host names or comment."""
+        return f"{self.key_type} {base64.b64encode(self.blob).decode()}"
+
+
+def parse_host_key(line: str) -> HostKey:
+    """Parse `ssh-ed25519 AAAA... [comment]`, optionally preceded by known_hosts host names."""
+    if len(line) > MAX_HOST_KEY_LINE:
+        raise InvalidHostKey(f"a host key line is at most {MAX_HOST_KEY_LINE} characters")
+    fields = line.strip().split()
+    if fields and fields[0] not in HOST_KEY_TYPES and len(fields) >= 3:
+        if fields[0].startswith("@"):
+            raise InvalidHostKey(f"known_hosts markers are not supported: {fields[0]}")
+        fields = fields[1:]  # drop the host-name column of a known_hosts line
+    if len(fields) < 2:
+        raise InvalidHostKey("expected '<key type> <base64 key>', e.g. 'ssh-ed25519 AAAA...'")
+    key_type, encoded = fields[0], fields[1]
+    if key_type not in HOST_KEY_TYPES:
+        raise InvalidHostKey(
+            f"unsupported host key type {key_type!r}; use one of {', '.join(HOST_KEY_TYPES)}"
+        )
+    try:
+        blob = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidHostKey("the key is not valid base64") from exc
+    try:
+        blob = _checked_blob(key_type, blob)
+    except ValueError as exc:
+        raise InvalidHostKey(f"not a valid {key_type} public key ({exc})") from exc
+    return HostKey(key_type=key_type, blob=blob, fingerprint=blob_fingerprint(blob))
+
+
+def fingerprint(host_key_line: str) -> str:
+    """OpenSSH-style SHA256 fingerprint of a known_hosts-style key line."""
+    return parse_host_key(host_key_line).fingerprint
+
+
+def blob_fingerprint(blob: bytes) -> str:
+    """`SHA256:...` as `ssh-keygen -l` prints it, of a key in SSH wire format."""
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return f"SHA256:{digest}"
+
+
+# --- the wire format ---------------------------------------------------------------------
+
+# NIST curves as SSH names them: field prime p, coefficient b (a = -3), coordinate bytes.
+_CURVES: dict[str, tuple[int, int, int]] = {
+    "nistp256": (
+        2**256 - 2**224 + 2**192 + 2**96 - 1,
+        int("5ac635d8aa3a93e7b3ebbd55769886bc651d06b0cc53b0f63bce3c3e27d2604b", 16),
+        32,
+    ),
+    "nistp384": (
+        2**384 - 2**128 - 2**96 + 2**32 - 1,
+        int(
+            "b3312fa7e23ee7e4988e056be3f82d19181d9c6efe8141120314088f5013875a"
+            "c656398d8a2ed19d2a85c8edd3ec2aef",
+            16,
+        ),
+        48,
+    ),
+    "nistp521": (
+        2**521 - 1,
+        int(
+            "0051953eb9618e1c9a1f929a21a0b68540eea2da725b99b315f3b8b489918ef1"
+            "09e156193951ec7e937b1652c0bd3bb1bf073573df883d2c34f1ef451fd46b503f00",
+            16,
+        ),
+        66,
+    ),
+}
+
+
+class _Reader:
+    """Length-prefixed fields of an SSH key blob; every read is bounded by what is left."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data, self._at = data, 0
+
+    def string(self) -> bytes:
+        if len(self._data) - self._at < 4:
+            raise ValueError("the key ends early")
+        size = int.from_bytes(self._data[self._at : self._at + 4], "big")
+        start = self._at + 4
+        if size > len(self._data) - start:
+            raise ValueError("the key ends early")
+        self._at = start + size
+        return self._data[start : self._at]
+
+    def mpint(self) -> int:
+        raw = self.string()
+        if raw and raw[0] & 0x80:
+            raise ValueError("a negative number")
+        return int.from_bytes(raw, "big")
+
+    def end(self) -> None:
+        if self._at != len(self._data):
+            raise ValueError("unexpected bytes after the key")
+
+
+def _string(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
+
+
+def _mpint(value: int) -> bytes:
+    return _string(value.to_bytes((value.bit_length() + 8) // 8, "big") if value else b"")
+
+
+def _checked_blob(key_type: str, blob: bytes) -> bytes:
+    """The blob as a server sends it (numbers in their shortest form), or ValueError."""
+    reader = _Reader(blob)
+    inner = reader.string()
+    if inner != key_type.encode():
+        raise ValueError(f"it holds a {inner[:40].decode('ascii', 'replace')!r} key")
+    if key_type == "ssh-ed25519":
+        if len(reader.string()) != 32:
+            raise ValueError("an ed25519 key is 32 bytes")
+        reader.end()
+        return blob
+    if key_type == "ssh-rsa":
+        exponent, modulus = reader.mpint(), reader.mpint()
+        reader.end()
+        if modulus < 3 or not 3 <= exponent < modulus or exponent % 2 == 0:
+            raise ValueError("not an RSA public key")
+        return _string(inner) + _mpint(exponent) + _mpint(modulus)
+    curve = key_type.removeprefix("ecdsa-sha2-")
+    if reader.string() != curve.encode():
+        raise ValueError("the curve does not match the key type")
+    _check_point(curve, reader.string())
+    reader.end()
+    return blob
+
+
+def _check_point(curve: str, point: bytes) -> None:
+    prime, b, size = _CURVES[curve]
+    if len(point) != 1 + 2 * size or point[0] != 4:
+        raise ValueError("not an uncompressed curve point")
+    x, y = int.from_bytes(point[1 : 1 + size], "big"), int.from_bytes(point[1 + size :], "big")
+    if x >= prime or y >= prime or (y * y - (x * x * x - 3 * x + b)) % prime:
+        raise ValueError(f"the point is not on {curve}")

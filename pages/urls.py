@@ -1,0 +1,15 @@
+from django.urls import path
+
+from incidents import urls as incident_urls
+
+from . import views
+
+# The `incidents` namespace: the pages that also show snapshots, composed here, and the
+# incidents app's own routes (opening an incident, its forms).
+app_name = "incidents"
+urlpatterns = [
+    path("", views.incident_list, name="list"),
+    path("incidents/<int:pk>/", views.incident_detail, name="detail"),
+    path("incidents/<int:pk>/postmortem/", views.incident_postmortem, name="postmortem"),
+    *incident_urls.urlpatterns,
+]
