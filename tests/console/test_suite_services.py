@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from django.conf import settings
+from django.db import connection
 
 from tests import services
 
@@ -39,14 +40,14 @@ def test_a_url_given_in_the_environment_is_kept_and_not_probed():
     assert asked == [6379]
 
 
-def test_the_header_names_the_services_this_run_uses(pytestconfig):
+def test_the_header_names_the_services_this_run_uses(pytestconfig, db):
     banner = "\n".join(pytestconfig.stash[services.BANNER])
-    database = settings.DATABASES["default"]
-    if database["ENGINE"].endswith("sqlite3"):
-        assert "database: SQLite" in banner
+    database = connection.settings_dict  # the test database this run set up and uses
+    if connection.vendor == "sqlite":
+        assert f"database: SQLite {database['NAME']}" in banner
     else:
-        assert f"database: PostgreSQL at {database['HOST']}:{database['PORT']}" in banner
-        assert f"test database test_{database['NAME']}" in banner
+        where = f"{database['HOST']}:{database['PORT']}"
+        assert f"database: PostgreSQL at {where}, test database {database['NAME']}" in banner
     if settings.CELERY_BROKER_URL.startswith("redis"):
         assert f"broker:   {settings.CELERY_BROKER_URL}" in banner
     else:
