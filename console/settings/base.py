@@ -172,7 +172,7 @@ def broker_from_env() -> tuple[str, dict]:
         # A message whose worker died unacknowledged comes back after this long; it must
         # outlast the longest task (collectors/budget.py derives it from the tasks' limits).
         return REDIS_URL, {"visibility_timeout": SNAPSHOT_BUDGET.redelivery_s}
-    # The folders are made by the Celery app when it first reads this (console/celery.py).
+    # The folders are made by the Celery app when it first reads this (core/celery.py).
     folder = str(BROKER_DIR)
     return "filesystem://", {
         "data_folder_in": folder,
