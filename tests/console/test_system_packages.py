@@ -44,7 +44,7 @@ def _needs_root_and_namespaces():
         pytest.skip(reason)
 
 
-def _run(tmp_path: Path, profile: str, *, hidden=(), installs=False, uid=0):
+def _run(tmp_path: Path, profile: str, *, hidden=(), installs=False, uid=0, cwd=None, **extra):
     stubs = tmp_path / "stubs"
     stubs.mkdir(exist_ok=True)
     for name, text in (("apt-get", APT_GET), ("id", ID)):
@@ -62,11 +62,13 @@ def _run(tmp_path: Path, profile: str, *, hidden=(), installs=False, uid=0):
         "FAKE_UID": str(uid),
         "HIDDEN": " ".join(hidden),
         "EMPTY": str(empty),
+        **extra,
     }
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", HIDE_THEN_RUN, "sh",
          str(settings.BASE_DIR / "scripts" / "system-packages"), profile],
-        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=cwd or settings.BASE_DIR, env=env,
+        capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     calls = log.read_text().splitlines() if log.exists() else []
     return done, calls
@@ -110,3 +112,15 @@ def test_make_run_needs_no_chromium_and_starts_without_sshd(tmp_path):
     assert calls == []
     assert "sudo apt-get install --no-install-recommends openssh-server" in done.stdout
     assert "chromium" not in done.stdout
+
+
+def test_before_the_virtualenv_exists_it_asks_for_python3_venv_when_venv_cannot_run(tmp_path):
+    # A checkout without .venv, and a python whose venv module is missing (Debian's python3
+    # without python3-venv): `make` could not create the virtualenv.
+    no_venv = tmp_path / "python-without-venv"
+    no_venv.write_text("#!/bin/sh\nexit 1\n")
+    no_venv.chmod(0o755)
+    done, calls = _run(tmp_path, "test", uid=1000, cwd=tmp_path, PYTHON=str(no_venv))
+    assert done.returncode == 1
+    assert calls == []
+    assert "sudo apt-get install --no-install-recommends python3-venv" in done.stderr
