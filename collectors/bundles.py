@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from analysis.evidence import SnapshotEvidence
+from core.errors import Invalid
 
 from . import evidence_kinds as kinds
 from .artifacts import artifacts_from_evidence, evidence_from_artifacts, parse_when
@@ -30,8 +31,10 @@ MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 MAX_MANIFEST_BYTES = 1024 * 1024
 
 
-class BundleRefused(Exception):
+class BundleRefused(Invalid):
     """The bundle is malformed or hostile; the message says which member and why."""
+
+    field = "bundle"  # the upload it is about, for the API's answer
 
 
 @dataclass

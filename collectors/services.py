@@ -21,6 +21,7 @@ from django.utils import timezone
 import analysis
 from analysis import guide
 from analysis.evidence import NodeEvidence, SnapshotEvidence
+from core.errors import Conflict, Invalid
 from incidents.models import EventKind, Incident
 from incidents.services import timeline_event_record
 
@@ -53,7 +54,7 @@ from .outcomes import (
 log = logging.getLogger(__name__)
 
 
-class SnapshotRefused(Exception):
+class SnapshotRefused(Conflict):
     """The snapshot cannot start (for example: the cluster has no nodes)."""
 
 
@@ -364,7 +365,7 @@ def snapshot_record_decision(
 ):
     """A responder's call on a snapshot: agree with the verdict or override it, pinned."""
     if classification not in guide.CLASS_NAMES:
-        raise ValueError(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
+        raise Invalid(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
     suggested = (snapshot.diagnosis or {}).get("classification")
     agreed = classification == suggested
     verb = "confirmed" if agreed else f"overrode {suggested or 'no verdict'} with"

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from core.errors import Invalid
 from core.roles import Role, role_required
 from incidents.models import Incident
 
@@ -41,7 +42,7 @@ def snapshot_decide(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
         services.snapshot_record_decision(
             snapshot=snapshot, by=request.user, classification=classification, note=note
         )
-    except ValueError as exc:
+    except Invalid as exc:
         messages.error(request, str(exc))
     return redirect(f"{snapshot.incident.get_absolute_url()}#timeline")
 
