@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import subprocess
 
+import paramiko
 import pytest
 
 from clusters.sshspec import InvalidHostKey, fingerprint, parse_host_key
-
-from .conftest import keygen
+from tests.collectors.conftest import keygen
 
 
 @pytest.mark.parametrize("kind", ["ed25519", "ecdsa", "rsa"])
@@ -52,3 +53,47 @@ def test_it_refuses_a_key_labelled_with_another_type(tmp_path):
     ecdsa_blob = keygen(tmp_path / "host_ecdsa", kind="ecdsa").public_line.split()[1]
     with pytest.raises(InvalidHostKey):
         parse_host_key(f"ssh-ed25519 {ecdsa_blob}")
+
+
+@pytest.mark.parametrize(
+    ("kind", "bits"), [("ecdsa", 256), ("ecdsa", 384), ("ecdsa", 521), ("rsa", 3072)]
+)
+def test_every_supported_key_reads_back_as_paramiko_reads_it(tmp_path, kind, bits):
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", kind, "-b", str(bits), "-N", "", "-f", str(tmp_path / "k")],
+        check=True,
+        timeout=60,
+    )
+    line = (tmp_path / "k.pub").read_text().strip()
+    parsed = parse_host_key(line)
+    # collectors/remote.py hands paramiko the parsed blob when it connects.
+    key = paramiko.PKey.from_type_string(parsed.key_type, parsed.blob)
+    assert key.asbytes() == parsed.blob
+    assert parsed.line == f"{key.get_name()} {key.get_base64()}" == " ".join(line.split()[:2])
+
+
+def _with_blob(line: str, change) -> str:
+    key_type, encoded = line.split()[:2]
+    return f"{key_type} {base64.b64encode(change(base64.b64decode(encoded))).decode()}"
+
+
+@pytest.mark.parametrize(
+    ("kind", "change", "reason"),
+    [
+        ("ecdsa", lambda blob: blob[:-1] + bytes([blob[-1] ^ 1]), "the point is not on nistp256"),
+        ("ed25519", lambda blob: blob[:-1], "the key ends early"),
+        ("ed25519", lambda blob: blob + b"\0", "unexpected bytes after the key"),
+        ("rsa", lambda blob: blob[:-8], "the key ends early"),
+    ],
+)
+def test_it_refuses_a_damaged_key_that_would_otherwise_pin_another_one(
+    tmp_path, kind, change, reason
+):
+    line = _with_blob(keygen(tmp_path / "host", kind=kind).public_line, change)
+    with pytest.raises(InvalidHostKey, match=reason):
+        parse_host_key(line)
+
+
+def test_it_refuses_a_line_longer_than_any_host_key():
+    with pytest.raises(InvalidHostKey, match="at most"):
+        parse_host_key("ssh-rsa " + "A" * 20_000)
