@@ -38,30 +38,31 @@ def parse_environ_subset(
         return {}, []
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     separator = "\0" if "\0" in text else "\n"
-    wanted, bad_entry = _subset_patterns(names, prefixes, separator)
-    framed = f"{separator}{text}{separator}"
-    env = dict(wanted.findall(framed))
-    bad = len(bad_entry.findall(framed))
+    found = _subset_pattern(names, prefixes, separator).findall(f"{separator}{text}{separator}")
+    # A wanted entry gives (name, value); an entry parse_environ calls bad gives ("", "").
+    bad = found.count(("", ""))
+    env = dict(found)
+    if bad:
+        del env[""]
     return env, [f"{bad} environ entries without NAME=value"] if bad else []
 
 
-_SUBSET_PATTERNS: dict[tuple, tuple[re.Pattern, re.Pattern]] = {}
+_SUBSET_PATTERNS: dict[tuple, re.Pattern] = {}
 
 
-def _subset_patterns(names, prefixes, separator: str) -> tuple[re.Pattern, re.Pattern]:
+def _subset_pattern(names, prefixes, separator: str) -> re.Pattern:
     key = (names, prefixes, separator)
-    patterns = _SUBSET_PATTERNS.get(key)
-    if patterns is None:
+    pattern = _SUBSET_PATTERNS.get(key)
+    if pattern is None:
         sep = re.escape(separator)
-        alternatives = [f"{re.escape(p)}[^{sep}=]*+" for p in prefixes]
-        alternatives += [re.escape(n) for n in sorted(names, key=len, reverse=True)]
-        # An entry is NAME=value after a separator (the one before the next entry is left for
-        # it); possessive runs keep both scans linear.
-        wanted = re.compile(f"{sep}((?:{'|'.join(alternatives)}))=([^{sep}]*+)")
-        # Entries that parse_environ counts as bad: "=value", or no "=" at all.
-        bad_entry = re.compile(f"{sep}(?:=|[^{sep}=]++(?={sep}))")
-        patterns = _SUBSET_PATTERNS[key] = (wanted, bad_entry)
-    return patterns
+        wanted = [f"{re.escape(p)}[^{sep}=]*+" for p in prefixes]
+        wanted += [re.escape(n) for n in sorted(names, key=len, reverse=True)]
+        # After a separator (the one ending an entry is left for the next): a wanted NAME=value,
+        # or a bad entry ("=value", or no "=" at all); other entries do not match. Possessive
+        # runs keep the scan linear.
+        pattern = re.compile(f"{sep}(?:({'|'.join(wanted)})=([^{sep}]*+)|=|[^{sep}=]++(?={sep}))")
+        _SUBSET_PATTERNS[key] = pattern
+    return pattern
 
 
 def int_or_none(value: str | None) -> int | None:
