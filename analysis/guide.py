@@ -1,5 +1,5 @@
 """The guided decision workflow: the four questions an SRE answers first, answered from a
-diagnosis, and where to look next for each verdict (../shared/DOMAIN.md)."""
+diagnosis, and where to look next for each verdict (docs/domain.md)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ NEXT_STEPS = {
 }
 
 
-# Prevention, by class (../shared/DOMAIN.md): what makes the next one shorter or impossible.
+# Prevention, by class (docs/domain.md): what makes the next one shorter or impossible.
 PREVENTION = {
     "A": [
         "Crash handler: print and fsync the traceback first, clean up second, then os._exit(1) — never a collective in the handler.",

@@ -6,7 +6,7 @@ so the order encodes precedence: proof of progress first, then ranks that provab
 the rendezvous, then disagreements between ranks (B), ranks outside the collective (A), peers
 named by NCCL, and configuration (C) last, when everyone came to the same meeting.
 
-Rules of thumb (DOMAIN.md): same stack everywhere + a rank absent -> A; different collectives
+Rules of thumb (docs/domain.md): same stack everywhere + a rank absent -> A; different collectives
 -> B; same collective + all present -> C; progressing with one rank slow -> straggler; no step
 ever completed and ranks in init_process_group -> init.
 """
