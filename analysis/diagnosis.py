@@ -12,7 +12,7 @@ from typing import Any
 from analysis import report
 from analysis.evidence import SnapshotEvidence
 from analysis.facts import Facts, build_facts, iso
-from analysis.ranks import RankState, parse_snapshot
+from analysis.ranks import parse_snapshot
 from analysis.rules import first_verdict
 from analysis.stacks import compact_ranks
 from analysis.verdict import Evidence, Verdict
@@ -38,11 +38,6 @@ class Diagnosis:
     @property
     def summary(self) -> str:
         return self.verdict.summary
-
-    @property
-    def rank_states(self) -> list[RankState]:
-        """The parsed ranks, ordered: what the per-rank table is stored from."""
-        return [self.facts.ranks[r] for r in sorted(self.facts.ranks)]
 
     def to_json(self) -> dict[str, Any]:
         f, v = self.facts, self.verdict
