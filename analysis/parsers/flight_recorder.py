@@ -140,7 +140,7 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
 
 # Every dump of a job repeats the same pg_config: remember recent `ranks` strings read.
 _RANKS_CACHE: dict[str, list[int] | None] = {}
-_RANKS_CACHE_ENTRIES = 1024
+_RANKS_CACHE_ENTRIES = 256  # worst case, hostile strings at the cap: ~13 MB
 _RANKS_CACHE_KEY_CHARS = 4096
 
 

@@ -63,3 +63,11 @@ def test_a_lone_surrogate_in_py_spy_json_still_gets_a_stack_signature():
     assert problems == [] and frames[0].name == "\ud800"
     signature = stack_signature(frames)
     assert len(signature) == 12 and signature != stack_signature([])
+
+
+def test_dumps_sharing_a_pg_config_get_their_own_rank_lists():
+    blob = pickle.dumps({"entries": [], "pg_config": {"0": {"ranks": "[0, 1, 2, 3]"}}})
+    first = parse_flight_recorder("trace_rank_0", blob)
+    first.pg_ranks["0"].append(99)  # a caller changing its dump must not change the next one
+    second = parse_flight_recorder("trace_rank_1", blob)
+    assert second.pg_ranks == {"0": [0, 1, 2, 3]}
