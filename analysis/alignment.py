@@ -17,10 +17,14 @@ from analysis.stacks import compact_ranks
 def align_flight_recorder(dumps: list[FrDump]) -> dict | None:
     """The first unmatched collective across ranks' dumps, or a note that all matched."""
     per_rank = dumps_by_rank(dumps)
+    return summarise_alignment(per_rank, group_mismatches(per_rank))
+
+
+def summarise_alignment(per_rank: dict[int, FrDump], mismatches: list[dict]) -> dict | None:
     if not per_rank:
         return None
     first: dict | None = None
-    for found in group_mismatches(per_rank):
+    for found in mismatches:
         if first is None or (found["seq"], found["pg"]) < (first["seq"], first["pg"]):
             first = found
     last = {

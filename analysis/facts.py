@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from analysis.alignment import align_flight_recorder, read_watchdog
+from analysis.alignment import (
+    dumps_by_rank,
+    group_mismatches,
+    read_watchdog,
+    summarise_alignment,
+)
 from analysis.envdiff import env_diffs, shell_init_findings
 from analysis.groups import CollectiveRecord, GroupStop, collective_records, group_stops
 from analysis.ncclconf import nccl_config_diffs, node_addresses
@@ -175,6 +180,8 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
     in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
     started = min((s.started_at for s in snap.ranks.values() if s.started_at), default=None)
+    dumps = dumps_by_rank(snap.dumps)
+    mismatches = group_mismatches(dumps)
     return Facts(
         snap=snap,
         prev=prev,
@@ -192,8 +199,8 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
             if not fact.stopped_by_launcher and fact.exit_code not in (0, *TERMINATED_BY_LAUNCHER)
         ),
         progress=_progress(snap, prev),
-        flight_recorder=align_flight_recorder(snap.dumps),
-        group_stops=tuple(group_stops(snap.dumps)),
+        flight_recorder=summarise_alignment(dumps, mismatches),
+        group_stops=tuple(group_stops(dumps, mismatches)),
         watchdog=read_watchdog(snap.watchdog),
         collectives=collective_records(snap),
         env_diffs=env_diffs(snap.env, rank_node),

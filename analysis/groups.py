@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from analysis.alignment import dumps_by_rank, group_mismatches
 from analysis.parsers.flight_recorder import FrDump
 
 
@@ -186,13 +185,14 @@ class GroupStop:
         return tuple(r for r in self.absent if r not in self.waiting_elsewhere)
 
 
-def group_stops(dumps: list[FrDump]) -> list[GroupStop]:
-    per_rank = dumps_by_rank(dumps)
+def group_stops(per_rank: dict[int, FrDump], mismatches: list[dict]) -> list[GroupStop]:
+    """Each group's first unmatched collective (`alignment.group_mismatches`), with the
+    absent members that wait in another group's collective told apart."""
     if not per_rank:
         return []
     waiting = _waiting_in(per_rank)
     stops = []
-    for found in group_mismatches(per_rank):
+    for found in mismatches:
         mismatch = _with_tie_broken(found, per_rank)
         absent = tuple(mismatch["missing_rank_list"])
         elsewhere = tuple(r for r in absent if waiting.get(r, mismatch["pg"]) != mismatch["pg"])

@@ -185,26 +185,20 @@ def parse_timestamp(text: str) -> datetime | None:
 
 
 _LAB_STEP = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3}) \w+ \[rank(\d{1,18})\] host=(\S+) "
+    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \w+ \[rank(\d{1,18})\] host=(\S+) "
     r"step=(\d{1,18})\b(?:.*\bstep_time=([\d.]+)s?)?"
 )
 
 
 def _lab_step(match: re.Match, line: str) -> StepRecord:
-    year, month, day, hour, minute, second, millis = (int(g) for g in match.groups()[:7])
+    # The hot path of a healthy log: datetime's C parser, not seven int() calls.
+    stamp, millis, rank, host, step, step_time = match.groups()
     try:
-        at = datetime(year, month, day, hour, minute, second, millis * 1000, tzinfo=UTC)
+        at = datetime.fromisoformat(f"{stamp}.{millis}+00:00")
     except ValueError:
         at = None
-    step_time = match.group(11)
     return StepRecord(
-        int(match.group(8)),
-        None,
-        int(match.group(10)),
-        at,
-        float(step_time) if step_time else None,
-        match.group(9),
-        line,
+        int(rank), None, int(step), at, float(step_time) if step_time else None, host, line
     )
 
 
@@ -263,7 +257,7 @@ class _LogReader:
             lab = _LAB_STEP.match(line)
             if lab:
                 self.recognised += 1
-                self.previous_rank = int(lab.group(8))
+                self.previous_rank = int(lab.group(3))
                 self.facts.steps.append(_lab_step(lab, line))
                 return
         rank, local = self._who(line)

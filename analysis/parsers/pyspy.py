@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 # Not frozen (a frozen dataclass pays an object.__setattr__ call per field, and a snapshot holds
@@ -22,12 +22,30 @@ class Frame:
         return f"{self.name} ({self.filename}:{self.line})"
 
 
-@dataclass
 class PyThread:
-    thread_id: str
-    name: str
-    active: bool | None
-    frames: list[Frame] = field(default_factory=list)
+    """One thread of a dump. JSON frames are turned into `Frame`s on first use: the analysis
+    reads the main thread's, and the other threads of 4,096 ranks need not be built."""
+
+    __slots__ = ("_frames", "_raw", "active", "name", "thread_id")
+
+    def __init__(
+        self, thread_id: str, name: str, active: bool | None, raw_frames: list | None = None
+    ) -> None:
+        self.thread_id = thread_id
+        self.name = name
+        self.active = active
+        self._raw = raw_frames
+        self._frames: list[Frame] | None = None if raw_frames is not None else []
+
+    @property
+    def frames(self) -> list[Frame]:
+        if self._frames is None:
+            self._frames = [_json_frame(raw) for raw in self._raw or () if type(raw) is dict]
+            self._raw = None
+        return self._frames
+
+    def __repr__(self) -> str:
+        return f"PyThread({self.thread_id!r}, {self.name!r}, {self.active!r})"
 
 
 _THREAD = re.compile(r'^Thread (?P<id>\S+)(?: \((?P<status>[^)]*)\))?(?:: "(?P<name>[^"]*)")?\s*$')
@@ -94,7 +112,7 @@ def _parse_json(text: str) -> tuple[list[PyThread], list[str]]:
                 thread_id=str(item.get("thread_id", "")),
                 name=str(item.get("thread_name") or ""),
                 active=active if isinstance(active, bool) else None,
-                frames=[_json_frame(raw) for raw in item.get("frames") or () if type(raw) is dict],
+                raw_frames=item.get("frames") or [],
             )
         )
     return threads, problems
