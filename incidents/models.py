@@ -54,6 +54,9 @@ class Incident(models.Model):
     )
     opened_at = models.DateTimeField(auto_now_add=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
+    # Bumped by every timeline event and pin: an open page asks "changed since version N?"
+    # with one primary-key read (pages/live.py).
+    version = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["-opened_at"]

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -33,6 +34,7 @@ def timeline_event_record(
     at: datetime | None = None,
     pinned: bool = False,
 ) -> TimelineEvent:
+    incident_touch(incident.pk)
     return TimelineEvent.objects.create(
         incident=incident,
         at=at or timezone.now(),
@@ -43,6 +45,11 @@ def timeline_event_record(
         details=details or {},
         pinned=pinned,
     )
+
+
+def incident_touch(incident_pk: int) -> None:
+    """Tell the open pages something changed (their next poll re-renders)."""
+    Incident.objects.filter(pk=incident_pk).update(version=F("version") + 1)
 
 
 @transaction.atomic
@@ -130,7 +137,10 @@ def incident_update(*, incident: Incident, by: AbstractBaseUser, **fields: Any) 
             setattr(incident, name, value)
     if not changes:
         return incident
-    incident.full_clean()
+    # Validate the fields that changed: a system-opened incident has no `opened_by`, and
+    # that is not the editor's to fix.
+    untouched = [f.name for f in Incident._meta.concrete_fields if f.name not in changes]
+    incident.full_clean(exclude=untouched)
     incident.save(update_fields=list(changes))
     described = ", ".join(
         f"{name} {change['from'] or '-'} → {change['to'] or '-'}"
@@ -147,8 +157,45 @@ def incident_update(*, incident: Incident, by: AbstractBaseUser, **fields: Any) 
     return incident
 
 
+@transaction.atomic
+def incident_acknowledge(*, incident: Incident, by: AbstractBaseUser) -> Incident:
+    """ "I have it": the caller becomes commander and an open incident moves to investigating,
+    as one timeline event. Conditional like every status move: a concurrent change wins."""
+    fields: dict[str, Any] = {}
+    if incident.commander_id != by.pk:
+        fields["commander"] = by
+    moving = incident.status == Status.OPEN
+    if moving:
+        fields |= {"status": Status.INVESTIGATING, "status_changed_at": timezone.now()}
+    if not fields:
+        return incident
+    updated = Incident.objects.filter(pk=incident.pk, status=incident.status).update(**fields)
+    if not updated:
+        incident.refresh_from_db()
+        raise InvalidTransition(
+            f"{incident.reference} was changed meanwhile; it is now {incident.status}."
+        )
+    previous = _username(incident.commander)
+    for name, value in fields.items():
+        setattr(incident, name, value)
+    parts = []
+    if "commander" in fields:
+        parts.append(f"commander {previous or '-'} → {by.get_username()}")
+    if moving:
+        parts.append("status Open → Investigating")
+    timeline_event_record(
+        incident=incident,
+        kind=EventKind.STATUS if moving else EventKind.EDIT,
+        summary="Acknowledged: " + ", ".join(parts),
+        author=by,
+        details={"acknowledged": True, "commander": by.get_username(), "moved": moving},
+    )
+    return incident
+
+
 def event_set_pinned(*, event: TimelineEvent, pinned: bool) -> TimelineEvent:
     TimelineEvent.objects.filter(pk=event.pk).update(pinned=pinned)
+    incident_touch(event.incident_id)
     event.pinned = pinned
     return event
 
