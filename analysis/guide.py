@@ -5,15 +5,38 @@ from __future__ import annotations
 
 from typing import Any
 
+# Plain names first: what the evidence shows. The sources' images ("someone did not come")
+# are at most a subtitle (CLASS_SUBTITLES), never the name.
 CLASS_NAMES = {
-    "A": "A — someone did not come",
-    "B": "B — meetings in a different order",
-    "C": "C — the dance steps differ",
-    "straggler": "Slow rank (straggler)",
-    "init": "Init / rendezvous hang",
-    "healthy": "Healthy — still progressing",
-    "unknown": "Unknown — not enough evidence",
+    "A": "A · a rank left or stalled outside the collective",
+    "B": "B · ranks in different collectives",
+    "C": "C · configuration differs between ranks",
+    "straggler": "Straggler · one rank is slow, the others wait",
+    "init": "Init / rendezvous · ranks never all arrived",
+    "healthy": "Healthy · steps are still completing",
+    "unknown": "Unknown · not enough evidence",
 }
+
+CLASS_SUBTITLES = {
+    "A": "someone did not come",
+    "B": "meetings in a different order",
+    "C": "the dance steps differ",
+}
+
+# One sentence for a tooltip in the incident list and the API's label help.
+CLASS_HINTS = {
+    "A": "One or more ranks exited, were killed or are stuck outside any collective; "
+    "the others wait for them in the same collective.",
+    "B": "Every rank is alive, but they wait in different collectives (or a different op at "
+    "the same sequence number): a code path differs between ranks.",
+    "C": "Every rank is alive and in the same collective, nobody is missing: look at what "
+    "differs between ranks (environment, NCCL's choices, the network).",
+    "straggler": "The job still moves, at the pace of its slowest rank.",
+    "init": "No step was completed by every rank: rendezvous or communicator set-up hangs.",
+    "healthy": "Steps are still completing.",
+    "unknown": "The evidence does not decide: collect more or take a second snapshot.",
+}
+
 
 NEXT_STEPS = {
     "A": [
@@ -73,6 +96,53 @@ PREVENTION = {
 
 def class_name(classification: str) -> str:
     return CLASS_NAMES.get(classification, classification)
+
+
+def class_label(classification: str) -> dict[str, str]:
+    """Name, subtitle and one-sentence hint of a class, for pages and the API."""
+    return {
+        "code": classification,
+        "name": class_name(classification),
+        "subtitle": CLASS_SUBTITLES.get(classification, ""),
+        "hint": CLASS_HINTS.get(classification, ""),
+    }
+
+
+def duration(seconds: float | None) -> str:
+    """A span as a person says it: 45 s, 4 min, 2 h 5 min."""
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, float(seconds))
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 120:
+        return f"{round(seconds)} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min"
+    hours, rest = divmod(round(seconds / 60), 60)
+    return f"{hours} h {rest} min" if rest else f"{hours} h"
+
+
+def progress_line(progress: dict[str, Any] | None) -> str:
+    """What the progress check measured, each time named: "no step for 4 min; threshold 30 s
+    (3 x the 10 s step time)"."""
+    progress = progress or {}
+    method = progress.get("method")
+    if method == "two_snapshots":
+        before, after = progress.get("step_before"), progress.get("step_after")
+        if before is not None:
+            return f"compared with the previous snapshot: step {before} → {after}"
+        return "compared with the previous snapshot"
+    if method != "last_step_age":
+        return "one observation only"
+    line = f"no step for {duration(progress.get('age_s'))}"
+    threshold, step_time = progress.get("threshold_s"), progress.get("step_time_s")
+    if threshold is None:
+        return line + "; no step time known to compare it with"
+    line += f"; threshold {duration(threshold)}"
+    if step_time:
+        line += f" (a step takes {duration(step_time)})"
+    return line
 
 
 def decision_questions(diagnosis: dict[str, Any]) -> list[dict[str, str]]:
@@ -163,15 +233,8 @@ def _last_step(d: dict) -> dict[str, str]:
 def _slow_or_dead(d: dict) -> dict[str, str]:
     question = "Slow or dead?"
     progress = d.get("progress") or {}
-    method, progressing = progress.get("method"), progress.get("progressing")
-    if method == "two_snapshots":
-        basis = "compared with the previous snapshot"
-    elif method == "last_step_age":
-        basis = (
-            f"last step {progress.get('age_s')} s ago (stuck after {progress.get('threshold_s')} s)"
-        )
-    else:
-        basis = "one observation only"
+    progressing = progress.get("progressing")
+    basis = progress_line(progress)
     if progressing is True:
         answer = "Slow: steps are still completing."
     elif progressing is False:

@@ -30,7 +30,7 @@ def test_the_incident_page_explains_a_rank_stuck_outside_the_collective(as_user,
     incident, _ = analysed("outside")
     page = as_user(bob).get(incident.get_absolute_url()).content.decode()
     assert "INVALID_TEMPLATE_VARIABLE" not in page
-    assert "A — someone did not come" in page
+    assert "A · a rank left or stalled outside the collective" in page
     assert "suspects: ranks <strong>3</strong>" in page
     assert "All present, but rank 3 is outside the collective (SlowLoader.__next__)" in page
     assert "Dead: nothing moved." in page
@@ -64,7 +64,7 @@ def test_a_responder_records_a_decision_that_overrides_the_verdict(as_user, bob,
         "agreed": False,
         "note": "IB flapping",
     }
-    assert "overrode B with C — the dance steps differ — IB flapping" in decision.summary
+    assert "overrode B with C · configuration differs between ranks — IB flapping" in decision.summary
     response = client.post(
         f"/snapshots/{snapshot.pk}/decision/", {"classification": "Z"}, follow=True
     )

@@ -36,7 +36,7 @@ def test_a_click_on_snapshot_collects_every_rank_and_names_the_dead_one(
     page.goto(f"{live_server.url}{incident.get_absolute_url()}")
     page.click("#snapshot-button")
     page.wait_for_selector("#snapshot-progress[data-status=done]", timeout=120_000)
-    page.wait_for_selector("text=A — someone did not come")
+    page.wait_for_selector("text=A · a rank left or stalled outside the collective")
     page.screenshot(path=str(_screenshot("snapshot-rank-exit.png")), full_page=True)
 
     snapshot = Snapshot.objects.get()

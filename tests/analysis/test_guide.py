@@ -1,0 +1,65 @@
+"""The words a tired responder reads: plain class names, times that say what they are."""
+
+from analysis import guide
+
+
+def test_every_class_has_a_plain_name_and_metaphors_are_only_subtitles():
+    for code, name in guide.CLASS_NAMES.items():
+        assert name.startswith(code.capitalize() if code not in "ABC" else code)
+        for metaphor in guide.CLASS_SUBTITLES.values():
+            assert metaphor not in name
+        assert guide.CLASS_HINTS[code].endswith(".")
+    assert guide.class_name("A") == "A · a rank left or stalled outside the collective"
+    assert guide.class_label("B")["subtitle"] == "meetings in a different order"
+    assert guide.class_label("mystery") == {
+        "code": "mystery",
+        "name": "mystery",
+        "subtitle": "",
+        "hint": "",
+    }
+
+
+def test_durations_read_as_spoken():
+    assert guide.duration(4.24) == "4.2 s"
+    assert guide.duration(30) == "30 s"
+    assert guide.duration(240) == "4 min"
+    assert guide.duration(7500) == "2 h 5 min"
+    assert guide.duration(7200) == "2 h"
+    assert guide.duration(None) == "-"
+
+
+def test_progress_line_names_the_silence_and_the_threshold():
+    line = guide.progress_line(
+        {
+            "method": "last_step_age",
+            "progressing": False,
+            "age_s": 240.2,
+            "threshold_s": 30.0,
+            "step_time_s": 1.5,
+        }
+    )
+    assert line == "no step for 4 min; threshold 30 s (a step takes 1.5 s)"
+    assert guide.progress_line({"method": "last_step_age", "age_s": 12.4}) == (
+        "no step for 12 s; no step time known to compare it with"
+    )
+    assert guide.progress_line({"method": "two_snapshots", "step_before": 9, "step_after": 9}) == (
+        "compared with the previous snapshot: step 9 → 9"
+    )
+    assert guide.progress_line(None) == "one observation only"
+
+
+def test_slow_or_dead_basis_is_the_progress_line():
+    diagnosis = {
+        "classification": "A",
+        "last_completed_step": 9,
+        "progress": {
+            "method": "last_step_age",
+            "progressing": False,
+            "age_s": 12.4,
+            "threshold_s": 5.0,
+            "step_time_s": 0.5,
+        },
+    }
+    question = guide.decision_questions(diagnosis)[3]
+    assert question["answer"] == "Dead: nothing moved."
+    assert question["basis"] == "no step for 12 s; threshold 5.0 s (a step takes 0.5 s)"
