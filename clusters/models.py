@@ -93,10 +93,14 @@ class Node(models.Model):
         return f"{self.name} ({self.username}@{self.address}:{self.port})"
 
     def clean(self) -> None:
-        """The host key kept as `type base64` (no host names, no comment); the name free
-        within the cluster."""
+        """The host key kept as `type base64` (no host names, no comment); a key file this
+        process can read must be usable unattended (no passphrase); the name free within the
+        cluster."""
         with contextlib.suppress(sshspec.InvalidHostKey):  # the field's validator says why
             self.host_key = sshspec.parse_host_key(self.host_key).line
+        problem = sshspec.private_key_problem(self.key_path) if self.key_path else None
+        if problem:  # readable here (the web and the worker share a machine): refused now
+            raise ValidationError({"key_path": ValidationError(problem, code="key")})
         if self.cluster_id is None or not self.name:
             return
         others = Node.objects.filter(cluster_id=self.cluster_id, name=self.name)

@@ -215,3 +215,55 @@ def _check_point(curve: str, point: bytes) -> None:
     x, y = int.from_bytes(point[1 : 1 + size], "big"), int.from_bytes(point[1 + size :], "big")
     if x >= prime or y >= prime or (y * y - (x * x * x - 3 * x + b)) % prime:
         raise ValueError(f"the point is not on {curve}")
+
+
+# --- the client's private key ------------------------------------------------------------
+
+# What a node failure and the node form say about a key no worker can use unattended.
+PASSPHRASE_KEY_MESSAGE = "key is passphrase-protected; use ssh-agent or an unencrypted key"  # noqa: S105
+# Private keys are a few KiB; past this the file is not read (nor taken for a key).
+MAX_PRIVATE_KEY_FILE = 64 * 1024
+_OPENSSH_BEGIN = "-----BEGIN OPENSSH PRIVATE KEY-----"
+_OPENSSH_END = "-----END OPENSSH PRIVATE KEY-----"
+_OPENSSH_MAGIC = b"openssh-key-v1\x00"
+
+
+def private_key_is_encrypted(text: str) -> bool:
+    """Whether a private key file's text is protected by a passphrase: a PKCS#8
+    `ENCRYPTED PRIVATE KEY`, a legacy PEM key with `Proc-Type: 4,ENCRYPTED`, or an OpenSSH
+    key whose cipher is not `none` (PROTOCOL.key: magic, then the cipher name)."""
+    text = text[:MAX_PRIVATE_KEY_FILE]
+    if "-----BEGIN ENCRYPTED PRIVATE KEY-----" in text or "Proc-Type: 4,ENCRYPTED" in text:
+        return True
+    start = text.find(_OPENSSH_BEGIN)
+    if start < 0:
+        return False
+    end = text.find(_OPENSSH_END, start)
+    body = text[start + len(_OPENSSH_BEGIN) : end if end >= 0 else len(text)]
+    try:
+        data = base64.b64decode("".join(body.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if not data.startswith(_OPENSSH_MAGIC):
+        return False
+    try:
+        cipher = _Reader(data[len(_OPENSSH_MAGIC) :]).string()
+    except ValueError:
+        return False
+    return cipher != b"none"
+
+
+def private_key_problem(path: str) -> str | None:
+    """What is wrong with the private key file at `path` for a worker that must use it
+    unattended, when this process can read it (None when fine or not readable here: the
+    key lives on the worker's machine, which may not be this one)."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_PRIVATE_KEY_FILE + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_PRIVATE_KEY_FILE:
+        return f"{path} is larger than {MAX_PRIVATE_KEY_FILE // 1024} KiB: not a private key"
+    if private_key_is_encrypted(raw.decode("ascii", "replace")):
+        return f"{path}: {PASSPHRASE_KEY_MESSAGE}"
+    return None

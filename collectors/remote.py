@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING
 from analysis.evidence import NodeEvidence
 from clusters.sshspec import (
     DEFAULT_PROCESS_PATTERN,
+    PASSPHRASE_KEY_MESSAGE,
     HostKey,
     InvalidHostKey,
     blob_fingerprint,
     parse_host_key,
+    private_key_problem,
     validate_glob,
     validate_process_pattern,
 )
@@ -279,12 +281,18 @@ def _host_key_names(address: str, port: int) -> list[str]:
 def _load_client_key(key_path: str) -> paramiko.PKey:
     import paramiko
 
+    problem = private_key_problem(key_path)  # a passphrase is told before paramiko tries
+    if problem is not None:
+        raise CollectionError(FailureKind.AUTH, f"auth failed: private key {problem}")
+    passphrase = f"auth failed: private key {key_path}: {PASSPHRASE_KEY_MESSAGE}"
     try:
         return paramiko.PKey.from_path(key_path)
     except paramiko.PasswordRequiredException as exc:
-        raise CollectionError(
-            FailureKind.AUTH, f"auth failed: private key {key_path} is passphrase-protected"
-        ) from exc
+        raise CollectionError(FailureKind.AUTH, passphrase) from exc
+    except TypeError as exc:  # cryptography: "password was not provided" (newer formats)
+        if "password" not in str(exc).lower():
+            raise
+        raise CollectionError(FailureKind.AUTH, passphrase) from exc
     except (OSError, paramiko.SSHException, ValueError) as exc:
         # The message names the file and the reason; it never contains key material.
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
