@@ -87,12 +87,20 @@ def moving(facts: Facts) -> Verdict | None:
     )
 
 
+def _outside_every_look(facts: Facts) -> list[int]:
+    """The ranks outside any collective in every snapshot, when in one of them the others
+    waited in a collective. A straggler is slow every time we look, and one snapshot may
+    catch a fast rank busy, or (on a loaded machine, py-spy taking its time) every rank in
+    its data loading at once: that look then names no one, and does not clear anyone."""
+    looks = [facts.ranks] + ([facts.prev.ranks] if facts.prev is not None else [])
+    if not any(s.frame_kind == "collective" for ranks in looks for s in ranks.values()):
+        return []
+    outside = [{r for r, s in ranks.items() if s.frame_kind == "outside"} for ranks in looks]
+    return sorted(set.intersection(*outside))
+
+
 def _stragglers(facts: Facts) -> list[int]:
-    outside = list(facts.outside) if facts.in_collective else []
-    if facts.prev is not None and outside:
-        # A straggler is slow every time we look; one snapshot may just catch a rank busy.
-        before = {r for r, s in facts.prev.ranks.items() if s.frame_kind == "outside"}
-        outside = [r for r in outside if r in before]
+    outside = _outside_every_look(facts)
     if outside:
         return outside
     named = [r for r, (count, _) in facts.slow_reports.items() if count >= SLOW_REPORTS_NEEDED]
