@@ -1,8 +1,15 @@
-"""The rank timeline as a plotly figure (a plain dict): ranks on the y axis, last completed
-step on the x axis, one trace per status so the legend explains the colours. Missing and
-suspect ranks are marked. From 512 ranks on, WebGL (`scattergl`) keeps 4,096 points smooth."""
+"""The rank timeline as a plotly figure (a plain dict), drawn by plotly's basic bundle
+(scatter and bar only, ~1/4 of the full library).
+
+Up to DOTS_UP_TO ranks: one dot per rank (rank on the y axis, last completed step on the x
+axis), one trace per status so the legend explains the colours, suspects ringed and named
+beside their dot. Past that, dots would overlap into a smear, so ranks are grouped: one
+horizontal bar per (last step, state), as long as the number of ranks in it (log scale, so
+one rank among 4,095 still shows), its ranks written on it and suspects named."""
 
 from __future__ import annotations
+
+from analysis.stacks import compact_ranks
 
 STATUS_STYLE = {
     "in_collective": ("waiting in a collective", "#4C78A8", "circle"),
@@ -13,65 +20,79 @@ STATUS_STYLE = {
     "exited": ("exited", "#E45756", "x"),
     "missing": ("missing", "#E45756", "x-open"),
 }
-_WEBGL_FROM = 512
+SUSPECT_COLOUR = "#D62728"
+DOTS_UP_TO = 64
+# Bars in the grouped view; the rest are folded into one "other" bar.
+MAX_GROUPS = 24
+# Longest rank list written on a bar (the hover has it whole, up to the same cap x 8).
+RANKS_TEXT_CHARS = 48
 
 
 def timeline_figure(diagnosis: dict) -> dict:
     rows = diagnosis.get("per_rank") or []
+    if len(rows) > DOTS_UP_TO:
+        return _grouped(diagnosis, rows)
+    return _dots(diagnosis, rows)
+
+
+def _title(diagnosis: dict, count: int) -> dict:
+    last = diagnosis.get("last_completed_step")
+    return {
+        "text": f"{count} ranks · last step completed by every rank: "
+        f"{last if last is not None else '-'}",
+        "font": {"size": 14},
+    }
+
+
+def _dots(diagnosis: dict, rows: list[dict]) -> dict:
     count = len(rows)
-    large = count >= _WEBGL_FROM
-    trace_type = "scattergl" if large else "scatter"
     known = [r["last_step"] for r in rows if r.get("last_step") is not None]
     # Ranks with no step (missing, never started) sit left of every real step.
     floor = (min(known) - 1) if known else 0
-    traces = []
+
+    def step(row: dict) -> int:
+        return row["last_step"] if row.get("last_step") is not None else floor
 
     def markers(name: str, members: list[dict], marker: dict) -> dict:
         return {
-            "type": trace_type,
+            "type": "scatter",
             "mode": "markers",
             "name": f"{name} ({len(members)})",
-            "x": [r["last_step"] if r["last_step"] is not None else floor for r in members],
+            "x": [step(r) for r in members],
             "y": [r["rank"] for r in members],
             "text": [_hover(r) for r in members],
             "hoverinfo": "text",
             "marker": marker,
         }
 
+    traces = []
     for status, (label, colour, symbol) in STATUS_STYLE.items():
         members = [r for r in rows if r["status"] == status]
         if members:
-            # The usual state is a dense column; rare states must stand out of it.
-            size = (3 if status == "in_collective" else 8) if large else 10
-            traces.append(
-                markers(label, members, {"color": colour, "symbol": symbol, "size": size})
-            )
+            traces.append(markers(label, members, {"color": colour, "symbol": symbol, "size": 10}))
     suspects = [r for r in rows if r.get("suspect")]
     if suspects:
-        ring = {
-            "color": "#D62728",
-            "symbol": "circle-open",
-            "size": 16 if large else 20,
-            "line": {"width": 2},
-        }
+        ring = {"color": SUSPECT_COLOUR, "symbol": "circle-open", "size": 20, "line": {"width": 2}}
         traces.append(markers("suspect", suspects, ring))
-    # Name up to ten suspects on the plot itself: in 4,096 dots they must be findable.
+    # The label starts right of the ring (standoff), never on the marker.
     annotations = [
         {
-            "x": r["last_step"] if r["last_step"] is not None else floor,
+            "x": step(r),
             "y": r["rank"],
             "text": f"rank {r['rank']}" + (f" ({r['node']})" if r.get("node") else ""),
             "showarrow": True,
             "arrowhead": 0,
-            "ax": 60,
+            "ax": 70,
             "ay": 0,
-            "font": {"color": "#D62728"},
+            "standoff": 12,
+            "xanchor": "left",
+            "font": {"color": SUSPECT_COLOUR},
         }
         for r in suspects[:10]
     ]
     steps = [*known, floor]
-    shapes = []
     last = diagnosis.get("last_completed_step")
+    shapes = []
     if last is not None:
         shapes.append(
             {
@@ -84,31 +105,113 @@ def timeline_figure(diagnosis: dict) -> dict:
                 "line": {"color": "#888", "dash": "dot", "width": 1},
             }
         )
-    title = (
-        f"{diagnosis.get('classification', '?')}: {count} ranks, "
-        f"last globally completed step {last if last is not None else '-'}"
-    )
     return {
         "data": traces,
         "layout": {
-            "title": {"text": title},
+            "title": _title(diagnosis, count),
             "xaxis": {
                 "title": {"text": "last completed step"},
                 "zeroline": False,
                 "tickformat": "d",
                 "dtick": 1 if max(steps) - min(steps) <= 20 else None,
-                "range": [min(steps) - 1, max(steps) + 1],
+                # Room on the right for the suspects' labels.
+                "range": [min(steps) - 1, max(steps) + 1 + (1 if suspects else 0)],
             },
             "yaxis": {
                 "title": {"text": "rank"},
                 "autorange": "reversed",
                 "dtick": 1 if count <= 32 else None,
             },
-            "height": max(320, min(900, 60 + 22 * count)),
+            "height": max(300, min(720, 90 + 26 * count)),
             "hovermode": "closest",
             "shapes": shapes,
             "annotations": annotations,
-            "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
+            "legend": {"orientation": "h", "y": -0.2},
+            "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+        },
+    }
+
+
+def rank_groups(rows: list[dict]) -> list[dict]:
+    """Ranks grouped by (last step, state), the most telling first: groups with suspects,
+    then the rarer states, then the rest by size; at most MAX_GROUPS (the tail folded)."""
+    groups: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row.get("last_step"), row.get("status"))
+        group = groups.setdefault(key, {"step": key[0], "status": key[1], "ranks": [], "sus": []})
+        group["ranks"].append(row["rank"])
+        if row.get("suspect"):
+            group["sus"].append(row)
+    order = list(STATUS_STYLE)
+
+    def interest(g: dict) -> tuple:
+        rank_of_status = order.index(g["status"]) if g["status"] in order else len(order)
+        return (not g["sus"], g["status"] == "in_collective", -len(g["ranks"]), rank_of_status)
+
+    ordered = sorted(groups.values(), key=interest)
+    if len(ordered) > MAX_GROUPS:
+        kept, rest = ordered[: MAX_GROUPS - 1], ordered[MAX_GROUPS - 1 :]
+        folded = {"step": None, "status": "other", "ranks": [], "sus": []}
+        for g in rest:
+            folded["ranks"] += g["ranks"]
+            folded["sus"] += g["sus"]
+        folded["groups"] = len(rest)
+        ordered = [*kept, folded]
+    return ordered
+
+
+def _group_label(g: dict) -> str:
+    if g["status"] == "other":
+        return f"{g['groups']} more groups"
+    label = STATUS_STYLE.get(g["status"], (g["status"] or "?",))[0]
+    step = "no step" if g["step"] is None else f"step {g['step']}"
+    return f"{step} · {label}"
+
+
+def _grouped(diagnosis: dict, rows: list[dict]) -> dict:
+    groups = rank_groups(rows)
+    labels = [_group_label(g) for g in groups]
+    counts = [len(g["ranks"]) for g in groups]
+    colours = [STATUS_STYLE.get(g["status"], ("", "#9D9D9D"))[1] for g in groups]
+    outlines = [SUSPECT_COLOUR if g["sus"] else "rgba(0,0,0,0)" for g in groups]
+    texts, hovers = [], []
+    for g, n in zip(groups, counts, strict=True):
+        ranks = compact_ranks(g["ranks"])
+        short = ranks if len(ranks) <= RANKS_TEXT_CHARS else ranks[: RANKS_TEXT_CHARS - 1] + "…"
+        suspects = ", ".join(
+            f"{r['rank']}" + (f" ({r['node']})" if r.get("node") else "") for r in g["sus"][:5]
+        )
+        texts.append(f"{n} · ranks {short}" + (f" · suspect {suspects}" if suspects else ""))
+        hovers.append(f"{n} ranks: {ranks[: RANKS_TEXT_CHARS * 8]}")
+    trace = {
+        "type": "bar",
+        "orientation": "h",
+        "name": "ranks",
+        "x": counts,
+        "y": labels,
+        "text": texts,
+        "textposition": "outside",
+        "cliponaxis": False,
+        "hovertext": hovers,
+        "hoverinfo": "text",
+        "marker": {"color": colours, "line": {"color": outlines, "width": 3}},
+    }
+    top = max(counts) if counts else 1
+    return {
+        "data": [trace],
+        "layout": {
+            "title": _title(diagnosis, len(rows)),
+            "xaxis": {
+                "title": {"text": "ranks (log scale)"},
+                "type": "log",
+                # One rank must still be a visible bar; room on the right for the text.
+                "range": [-0.35, len(str(top)) + 1.2],
+            },
+            "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
+            "height": max(260, min(720, 110 + 34 * len(groups))),
+            "showlegend": False,
+            "margin": {"l": 20, "r": 20, "t": 40, "b": 40},
+            "bargap": 0.25,
         },
     }
 

@@ -16,28 +16,70 @@ def test_it_draws_one_point_per_rank_with_missing_and_suspect_marked():
     assert by_name["suspect"]["y"] == [3]
     assert figure["data"][0]["type"] == "scatter"
     assert figure["layout"]["shapes"][0]["x0"] == 5
-    assert figure["layout"]["annotations"][0]["text"] == "rank 3 (lab-node-0)"
+    label = figure["layout"]["annotations"][0]
+    assert label["text"] == "rank 3 (lab-node-0)"
+    # the label sits right of the ring, not on the marker
+    assert label["xanchor"] == "left" and label["ax"] > 0 and label["standoff"] >= 10
+    assert figure["layout"]["xaxis"]["range"] == [3, 7]
 
 
-def test_it_uses_webgl_for_thousands_of_ranks():
-    rows = [
+def _rows(count: int, odd: dict[int, str]) -> list[dict]:
+    return [
         {
             "rank": r,
             "node": f"n{r // 8}",
-            "status": "in_collective" if r != 4000 else "missing",
-            "suspect": r == 4000,
-            "last_step": 100 if r != 4000 else None,
+            "status": odd.get(r, "in_collective"),
+            "suspect": r in odd,
+            "last_step": 100 if r not in odd else None,
             "last_step_at": None,
             "frame": "all_reduce",
             "exit_code": None,
         }
-        for r in range(4096)
+        for r in range(count)
     ]
-    figure = timeline_figure({"classification": "A", "per_rank": rows, "last_completed_step": 100})
+
+
+def test_thousands_of_ranks_are_grouped_not_smeared():
+    rows = _rows(4096, {4000: "missing", 17: "outside"})
+    rows[17]["last_step"] = 99
+    figure = timeline_figure({"classification": "A", "per_rank": rows, "last_completed_step": 99})
     go.Figure(figure)
-    assert {t["type"] for t in figure["data"]} == {"scattergl"}
-    assert sum(len(t["y"]) for t in figure["data"] if not t["name"].startswith("suspect")) == 4096
-    assert figure["layout"]["height"] <= 900
-    assert [a["text"] for a in figure["layout"]["annotations"]] == ["rank 4000 (n500)"]
-    # the missing rank (no step) sits at 99, left of everyone; one step of margin each side
-    assert figure["layout"]["xaxis"]["range"] == [98, 101]
+    (bars,) = figure["data"]
+    assert bars["type"] == "bar" and bars["orientation"] == "h"
+    # suspects' groups first, each a bar as long as its rank count; the pack last
+    assert bars["y"] == [
+        "step 99 · outside any collective",
+        "no step · missing",
+        "step 100 · waiting in a collective",
+    ]
+    assert bars["x"] == [1, 1, 4094]
+    assert bars["text"][0] == "1 · ranks 17 · suspect 17 (n2)"
+    assert bars["text"][1] == "1 · ranks 4000 · suspect 4000 (n500)"
+    assert bars["text"][2].startswith("4094 · ranks 0-16, 18-3999, 4001-4095")
+    # one rank stays visible on the log axis (its range starts below log10(1) = 0)
+    assert figure["layout"]["xaxis"]["type"] == "log"
+    assert figure["layout"]["xaxis"]["range"][0] < 0
+    assert bars["marker"]["line"]["color"][:2] == ["#D62728", "#D62728"]
+    assert figure["layout"]["height"] <= 720
+
+
+def test_four_ranks_stay_dots_and_sixty_five_become_groups():
+    assert timeline_figure({"per_rank": _rows(4, {3: "missing"})})["data"][0]["type"] == "scatter"
+    assert timeline_figure({"per_rank": _rows(65, {3: "missing"})})["data"][0]["type"] == "bar"
+
+
+def test_many_distinct_groups_are_folded_into_one_bar():
+    rows = _rows(300, {})
+    for r in rows:
+        r["last_step"] = r["rank"] // 10  # 30 groups of 10
+    figure = timeline_figure({"per_rank": rows})
+    (bars,) = figure["data"]
+    assert len(bars["y"]) == rank_groups_cap()
+    assert bars["y"][-1] == "7 more groups"
+    assert sum(bars["x"]) == 300
+
+
+def rank_groups_cap() -> int:
+    from analysis.timeline import MAX_GROUPS
+
+    return MAX_GROUPS
