@@ -9,7 +9,10 @@ on "ssh", the analysis on "analysis", the sweep on "default". Limits: budget.py.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from celery import shared_task
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
@@ -104,8 +107,10 @@ def analyse_snapshot(snapshot_id: int) -> None:
 
 @shared_task
 def fail_stale_collections() -> int:
-    """Beat's sweep (limits: the housekeeping defaults in settings)."""
-    outcome = services.node_collection_fail_stale(older_than=SNAPSHOT_BUDGET.stale_after)
+    """Beat's sweep (limits: the housekeeping defaults in settings; the age: the budget's
+    stale_after, as settings.SNAPSHOT_STALE_AFTER_SECONDS)."""
+    older_than = timedelta(seconds=settings.SNAPSHOT_STALE_AFTER_SECONDS)
+    outcome = services.node_collection_fail_stale(older_than=older_than)
     for snapshot_id in outcome.analysis_due:
         _analyse_once_committed(snapshot_id)
     return outcome.failed

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "clusters",
     "incidents",
     "collectors",
+    "watch",
     "pages",
     "console",
 ]
@@ -70,6 +71,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "core.middleware.AppErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
 ]
@@ -119,6 +121,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Django's backend behind the login throttle (core/throttle.py): this many failures for one
+# user name from one address within the window lock that pair out until the window passes.
+AUTHENTICATION_BACKENDS = ["core.throttle.ThrottledModelBackend"]
+LOGIN_FAILURE_LIMIT = int(os.environ.get("HANGDESK_LOGIN_FAILURE_LIMIT", "5"))
+LOGIN_FAILURE_WINDOW_SECONDS = int(os.environ.get("HANGDESK_LOGIN_FAILURE_WINDOW_SECONDS", "900"))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "incidents:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -153,6 +160,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Incidents, clusters and snapshots of hung distributed training jobs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs pages need a login or a token, like the API they describe.
+    "SERVE_PERMISSIONS": ["core.api_auth.RolePermission"],
     "ENUM_NAME_OVERRIDES": {
         "IncidentStatusEnum": "incidents.models.Status",
         "SnapshotStatusEnum": "collectors.models.SnapshotStatus",
@@ -210,8 +219,40 @@ CELERY_BEAT_SCHEDULE = {
     "fail-stale-collections": {"task": "collectors.tasks.fail_stale_collections", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+
+def env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    try:
+        value = float(raw) if raw.strip() else default
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number of seconds") from exc
+    if not 0 < value < 86400:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be between 0 and 86400 seconds")
+    return value
+
+
+# The watch (watch/, docs/operations.md "Watching a cluster"): beat claims every watched
+# cluster each period (one watch task in flight per cluster), reads its nodes cheaply, and on
+# a hang opens or joins an incident, takes two snapshots and calls the cluster's webhook.
+HANGDESK_BASE_URL = os.environ.get("HANGDESK_BASE_URL", "http://localhost:8000").rstrip("/")
+WATCH_PERIOD_S = env_seconds("HANGDESK_WATCH_PERIOD_S", 30.0)
+WATCH_SECOND_SNAPSHOT_AFTER_S = env_seconds("HANGDESK_WATCH_SECOND_SNAPSHOT_S", 20.0)
+WATCH_NODE_THREADS = 16  # SSH reads side by side within one cluster's period
+WATCH_TAIL_BYTES = 8192  # per log file of a step node, per period
+WATCH_WEBHOOK_HOSTS = env_list("HANGDESK_WATCH_WEBHOOK_HOSTS", [])  # empty: any host
+WATCH_WEBHOOK_ATTEMPTS = 5
+WATCH_WEBHOOK_BACKOFF_S = 5  # then 10, 20, 40 s (Celery's exponential retry backoff)
+WATCH_WEBHOOK_TIMEOUT_S = 5.0
+CELERY_BEAT_SCHEDULE["watch-dispatch"] = {
+    "task": "watch.tasks.watch_dispatch",
+    "schedule": WATCH_PERIOD_S,
+}
 # A worker not seen for this long is reported as down on every page.
 WORKER_STALE_AFTER_SECONDS = 120
+# The sweep fails a node visit still unfinished this long after it began (collectors/budget.py:
+# the broker's redelivery plus a full run of the redelivered task; 13 minutes by default).
+SNAPSHOT_STALE_AFTER_SECONDS = SNAPSHOT_BUDGET.stale_after.total_seconds()
 
 LOGGING = {
     "version": 1,
