@@ -23,6 +23,7 @@ import shlex
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -423,7 +424,11 @@ class _ProbeRun:
 
 
 def _run_probe(
-    client: paramiko.SSHClient, plan: CollectionPlan, deadline: float, watchdog: _Watchdog
+    client: paramiko.SSHClient,
+    plan: CollectionPlan,
+    deadline: float,
+    watchdog: _Watchdog,
+    render: Callable[[str], bytes] | None = None,
 ) -> _ProbeRun:
     import paramiko
 
@@ -445,7 +450,8 @@ def _run_probe(
         channel = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
         channel.settimeout(max(0.1, deadline - time.monotonic()))
         channel.exec_command(f"timeout -k 2 {remote_budget} sh -s")
-        channel.sendall(render_probe(plan, nonce=nonce))
+        script = render(nonce) if render else render_probe(plan, nonce=nonce)
+        channel.sendall(script)
         channel.shutdown_write()
         channel.settimeout(0.25)  # short reads, so the deadline is checked often
         while True:
@@ -521,8 +527,14 @@ def _gathered_status(run: _ProbeRun) -> str:
     return f"partial: probe exited with status {run.exit_status} before finishing: {detail}"
 
 
-def _probe_node(target: NodeTarget, plan: CollectionPlan, deadline: float) -> _ProbeRun:
-    """Connect and run the probe; raises CollectionError when there is nothing to read."""
+def _probe_node(
+    target: NodeTarget,
+    plan: CollectionPlan,
+    deadline: float,
+    render: Callable[[str], bytes] | None = None,
+) -> _ProbeRun:
+    """Connect and run the probe (or the script `render(nonce)` gives, which must speak the
+    same frames); raises CollectionError when there is nothing to read."""
     try:
         plan.validate()
     except ValueError as exc:
@@ -537,7 +549,7 @@ def _probe_node(target: NodeTarget, plan: CollectionPlan, deadline: float) -> _P
     client: paramiko.SSHClient | None = None
     try:
         client = _connect(target, plan, sock, host_key)
-        return _run_probe(client, plan, deadline, watchdog)
+        return _run_probe(client, plan, deadline, watchdog, render)
     except CollectionError as exc:
         if watchdog.fired and exc.failure.transient:
             raise CollectionError(
@@ -581,6 +593,41 @@ def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> Node
         return NodeVisit.failed(evidence, failure)
     evidence.status = _gathered_status(run)
     return NodeVisit(evidence)
+
+
+@dataclass
+class ScriptRun:
+    """What a small framed script (the watch's probe) gave: its frames, and why it failed."""
+
+    frames: dict[str, bytes]
+    failure: NodeFailure | None
+    complete: bool  # the script's end frame arrived
+    bytes_read: int
+    seconds: float
+
+
+def run_script(
+    target: NodeTarget, plan: CollectionPlan, render: Callable[[str], bytes]
+) -> ScriptRun:
+    """Run another framed script over the same pinned, bounded connection as collect_node():
+    `render(nonce)` returns the whole script for `sh -s` (its settings shell-quoted by the
+    caller); the plan gives the limits (timeouts, byte caps). Never raises for a node's
+    failure."""
+    started = time.monotonic()
+    try:
+        run = _probe_node(target, plan, started + plan.total_timeout_s, render)
+    except CollectionError as exc:
+        return ScriptRun({}, exc.failure, False, 0, time.monotonic() - started)
+    failure = _failure(run)
+    if failure is None and not run.reader.ended:
+        failure = NodeFailure(FailureKind.PROBE, _gathered_status(run))
+    return ScriptRun(
+        dict(run.reader.frames),
+        failure,
+        run.reader.ended,
+        run.reader.total,
+        time.monotonic() - started,
+    )
 
 
 def _pids(ps: str | None) -> list[int]:

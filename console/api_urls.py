@@ -8,6 +8,7 @@ from clusters import apis as cluster_apis
 from collectors import apis as snapshot_apis
 from incidents import apis as incident_apis
 from pages import apis as page_apis
+from watch import apis as watch_apis
 
 
 def api(view_class):
@@ -24,6 +25,11 @@ urlpatterns = [
         "v1/clusters/<slug:name>/nodes/<str:node>/",
         api(cluster_apis.NodeDetailApi),
         name="api-node",
+    ),
+    path(
+        "v1/clusters/<slug:name>/heartbeat/",
+        api(watch_apis.HeartbeatApi),
+        name="api-watch-heartbeat",
     ),
     path("v1/incidents/", api(page_apis.IncidentListApi), name="api-incidents"),
     path("v1/incidents/<int:pk>/", api(incident_apis.IncidentDetailApi), name="api-incident"),

@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("console.api_urls")),
     path("clusters/", include("clusters.urls")),
+    path("clusters/", include("watch.urls")),
     path("", include("collectors.urls")),
     path("", include("pages.urls")),
 ]

@@ -1,0 +1,118 @@
+"""The watch's Celery tasks, all on the `default` queue.
+
+    beat: watch_dispatch (every WATCH_PERIOD_S)
+      -> watch_cluster(watch, claim)            one per watched cluster, under its claim
+           -> on a raise: the first snapshot at once (collectors' snapshot_start)
+           -> watch_second_snapshot(raise)      WATCH_SECOND_SNAPSHOT_AFTER_S later
+                -> watch_follow(raise)          until the second snapshot is diagnosed
+                     -> watch_notify(raise)     the webhook, retried with backoff
+
+Services do one step each (services.py); this module decides what runs next.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+
+import core.celery  # noqa: F401  (the configured app, before any task is sent)
+from collectors.tasks import snapshot_start
+
+from . import services
+from .models import NotifyStatus
+
+FOLLOW_EVERY_S = 2
+FOLLOW_FOR_S = 900  # a raise whose snapshots give nothing in 15 min pages without a verdict
+SECOND_WAIT_EVERY_S = 2
+
+
+class WebhookFailed(Exception):
+    """The receiver did not take the page (raised for `autoretry_for`)."""
+
+
+@shared_task(soft_time_limit=20, time_limit=40)
+def watch_dispatch() -> int:
+    """Beat's tick: claim every watched cluster that is due and not in flight."""
+    claimed = services.watch_claim_due()
+    for watch_id, claim in claimed:
+        watch_cluster.delay(watch_id, claim)
+    return len(claimed)
+
+
+@shared_task(soft_time_limit=services.TICK_SOFT_S, time_limit=services.TICK_HARD_S)
+def watch_cluster(watch_id: int, claim: str) -> str:
+    outcome = services.watch_tick(watch_id=watch_id, claim=claim)
+    if outcome.raise_id is not None and outcome.needs_first_snapshot:
+        start_raise_snapshots(outcome.raise_id)
+    return outcome.state or "not claimed"
+
+
+def start_raise_snapshots(raise_id: int) -> None:
+    """The first snapshot at once; the second one a short interval later."""
+    raised = services.raise_get(raise_id)
+    with transaction.atomic():
+        snapshot, _ = snapshot_start(incident=raised.incident, source=services.SOURCE)
+        first = services.raise_record_snapshot(raise_id=raise_id, snapshot=snapshot, which="first")
+    if first:
+        watch_second_snapshot.apply_async(
+            (raise_id,), countdown=settings.WATCH_SECOND_SNAPSHOT_AFTER_S
+        )
+
+
+@shared_task(bind=True, max_retries=300, soft_time_limit=30, time_limit=60)
+def watch_second_snapshot(self, raise_id: int) -> str:
+    raised = services.raise_get(raise_id)
+    if raised.second_snapshot_id is not None:
+        return "taken"
+    if services.snapshot_is_active(raised.first_snapshot_id):
+        # One snapshot runs per incident at a time: wait for the first to finish.
+        raise self.retry(countdown=SECOND_WAIT_EVERY_S)
+    if not services.raise_claim_second(raise_id=raise_id, task_id=self.request.id):
+        return "claimed elsewhere"
+    with transaction.atomic():
+        snapshot, _ = snapshot_start(incident=raised.incident, source=services.SOURCE)
+        services.raise_record_snapshot(raise_id=raise_id, snapshot=snapshot, which="second")
+    watch_follow.apply_async((raise_id,), countdown=FOLLOW_EVERY_S)
+    return "started"
+
+
+@shared_task(
+    bind=True, max_retries=FOLLOW_FOR_S // FOLLOW_EVERY_S, soft_time_limit=30, time_limit=60
+)
+def watch_follow(self, raise_id: int) -> str:
+    """Wait for the second snapshot's diagnosis, then record the verdict and page."""
+    raised = services.raise_get(raise_id)
+    waiting = services.snapshot_is_active(raised.second_snapshot_id)
+    if waiting and self.request.retries < self.max_retries:
+        raise self.retry(countdown=FOLLOW_EVERY_S)
+    recorded = services.raise_record_verdict(raise_id=raise_id)
+    if recorded is not None and recorded.notify_status == NotifyStatus.WAITING:
+        watch_notify.delay(raise_id)
+    return "verdict" if recorded else "already recorded"
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(WebhookFailed,),
+    retry_backoff=settings.WATCH_WEBHOOK_BACKOFF_S,
+    retry_backoff_max=300,
+    retry_jitter=False,
+    max_retries=settings.WATCH_WEBHOOK_ATTEMPTS - 1,
+    soft_time_limit=30,
+    time_limit=60,
+)
+def watch_notify(self, raise_id: int) -> str:
+    attempt = self.request.retries + 1
+    last = attempt >= settings.WATCH_WEBHOOK_ATTEMPTS
+    delivery = services.raise_notify(raise_id=raise_id, attempt=attempt, last_attempt=last)
+    if delivery is None:
+        return "nothing to send"
+    if not delivery.ok and not last:
+        raise WebhookFailed(delivery.detail)
+    return delivery.detail
+
+
+@shared_task(soft_time_limit=services.TICK_SOFT_S, time_limit=services.TICK_HARD_S)
+def preflight_cluster(cluster_id: int) -> bool:
+    return services.preflight_over_ssh(cluster_id=cluster_id).ok

@@ -1,0 +1,86 @@
+"""The watch on the cluster page: its panel (loaded and refreshed by htmx), its settings, the
+heartbeat token and preflight. Everyone reads; responders change."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from clusters.models import Cluster
+from core.errors import AppError
+from core.roles import Role, has_role, role_required
+
+from . import selectors, services
+from .forms import WatchForm
+
+
+def watch_panel(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+    context = selectors.watch_panel(cluster)
+    context["cluster"] = cluster
+    return render(request, "watch/_panel.html", context)
+
+
+def watch_settings_form(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+    watch = services.watch_for(cluster) if has_role(request.user, Role.RESPONDER) else None
+    form = None
+    if watch is not None:
+        form = WatchForm(initial=_initial(watch))
+    return render(request, "watch/_settings.html", {"cluster": cluster, "form": form})
+
+
+def _initial(watch) -> dict:
+    return {
+        "enabled": watch.enabled,
+        "step_time_multiplier": watch.step_time_multiplier,
+        "floor_s": watch.floor_s,
+        "checkpoint_allowance_s": watch.checkpoint_allowance_s,
+        "webhook_url": watch.webhook_url,
+        "step_nodes": ", ".join(watch.step_nodes),
+    }
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+    form = WatchForm(request.POST)
+    if form.is_valid():
+        try:
+            watch = services.watch_configure(cluster=cluster, by=request.user, **form.cleaned_data)
+        except AppError as exc:
+            form.add_error(None, str(exc))
+        else:
+            state = "on" if watch.enabled else "off"
+            messages.success(request, f"Watch of {cluster.name} is {state}.")
+            return redirect(cluster)
+    return render(
+        request, "watch/settings_page.html", {"cluster": cluster, "form": form}, status=400
+    )
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def heartbeat_token(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+    token = services.heartbeat_token_issue(watch=services.watch_for(cluster))
+    response = render(request, "watch/token.html", {"cluster": cluster, "token": token})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def preflight_start(request: HttpRequest, name: str) -> HttpResponse:
+    from .tasks import preflight_cluster
+
+    cluster = get_object_or_404(Cluster, name=name)
+    if not cluster.nodes.exists():
+        messages.error(request, f"{cluster.name} has no nodes to compare.")
+    else:
+        preflight_cluster.delay(cluster.pk)
+        messages.success(request, "Preflight started: the result appears in the watch panel.")
+    return redirect(cluster)
