@@ -250,6 +250,9 @@ CELERY_BEAT_SCHEDULE["watch-dispatch"] = {
 }
 # A worker not seen for this long is reported as down on every page.
 WORKER_STALE_AFTER_SECONDS = 120
+# /metrics (console/metrics.py): scrapers from these networks, or any sending this bearer token.
+METRICS_ALLOWED_NETWORKS = env_list("HANGDESK_METRICS_NETWORKS", ["127.0.0.0/8", "::1/128"])
+METRICS_TOKEN = os.environ.get("HANGDESK_METRICS_TOKEN", "")
 # The sweep fails a node visit still unfinished this long after it began (collectors/budget.py:
 # the broker's redelivery plus a full run of the redelivered task; 13 minutes by default).
 SNAPSHOT_STALE_AFTER_SECONDS = SNAPSHOT_BUDGET.stale_after.total_seconds()
