@@ -13,5 +13,6 @@ urlpatterns = [
     path("clusters/", include("clusters.urls")),
     path("clusters/", include("watch.urls")),
     path("", include("collectors.urls")),
+    path("", include("sharing.urls")),
     path("", include("pages.urls")),
 ]

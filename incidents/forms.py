@@ -2,12 +2,20 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.validators import MaxLengthValidator
 
 from analysis import guide
 from clusters.models import Cluster
 
-from .models import STATUS_TRANSITIONS, Incident, PostMortem, Severity, Status
-from .postmortems import EDITABLE
+from .models import (
+    STATUS_TRANSITIONS,
+    Incident,
+    PostMortem,
+    PostMortemStatus,
+    Severity,
+    Status,
+)
+from .postmortem_text import EDITABLE, MAX_SECTION_CHARS
 
 
 def _people():
@@ -82,14 +90,28 @@ class IncidentFilterForm(forms.Form):
 
 
 class PostMortemForm(forms.ModelForm):
+    """The written sections (Markdown), the class, the status, and the version it started from."""
+
     classification = forms.ChoiceField(
         choices=[("", "—"), *guide.CLASS_NAMES.items()], required=False
     )
+    status = forms.ChoiceField(choices=PostMortemStatus.choices)
+    base_version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
 
     class Meta:
         model = PostMortem
         fields = list(EDITABLE)
         widgets = {
-            name: forms.Textarea(attrs={"rows": 3})
-            for name in ("summary", "impact", "root_cause", "detection", "resolution")
-        } | {"action_items": forms.Textarea(attrs={"rows": 5})}
+            name: forms.Textarea(attrs={"rows": 4, "class": "markdown"})
+            for name in EDITABLE
+            if name != "classification"
+        } | {"action_items": forms.Textarea(attrs={"rows": 6, "class": "markdown"})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in EDITABLE:
+            if name != "classification":
+                self.fields[name].max_length = MAX_SECTION_CHARS
+                self.fields[name].validators.append(MaxLengthValidator(MAX_SECTION_CHARS))
+        self.fields["base_version"].initial = self.instance.version if self.instance.pk else None
+        self.fields["status"].initial = self.instance.status

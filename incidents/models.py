@@ -6,6 +6,8 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 
+from .postmortem_text import parse_action_items
+
 
 class Severity(models.TextChoices):
     SEV1 = "SEV1", "SEV1 - job down, many GPUs idle"
@@ -87,6 +89,7 @@ class EventKind(models.TextChoices):
     EDIT = "edit", "Edit"
     SNAPSHOT = "snapshot", "Snapshot"
     DECISION = "decision", "Decision"
+    ANSWER = "answer", "Guided answer"
     POSTMORTEM = "postmortem", "Post-mortem"
     SYSTEM = "system", "System"
 
@@ -118,25 +121,44 @@ class TimelineEvent(models.Model):
         return self.source or "system"
 
 
+class PostMortemStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    IN_REVIEW = "in_review", "In review"
+    PUBLISHED = "published", "Published"
+
+
 class PostMortem(models.Model):
-    """What the incident was, written once the fire is out; the pinned timeline comes with it."""
+    """What the incident was, written once the fire is out: Markdown sections the responders
+    write (drafted from what the incident knows), a status, and every save kept as a version.
+    The verdict, decisions, pinned timeline and chart come from the incident when shown."""
 
     incident = models.OneToOneField(Incident, on_delete=models.CASCADE, related_name="postmortem")
+    status = models.CharField(
+        max_length=16, choices=PostMortemStatus.choices, default=PostMortemStatus.DRAFT
+    )
     summary = models.TextField(help_text="What happened, in two or three sentences.")
     impact = models.TextField(blank=True, help_text="GPU-hours lost, steps redone, who waited.")
     classification = models.CharField(
         max_length=16, blank=True, help_text="The hang's class: A, B, C, straggler, init, ..."
     )
     root_cause = models.TextField(blank=True)
+    contributing_factors = models.TextField(
+        blank=True, help_text="What made it worse or slower to find."
+    )
     detection = models.TextField(
         blank=True, help_text="How it was noticed, and how long that took."
     )
     resolution = models.TextField(blank=True)
-    action_items = models.TextField(blank=True, help_text="One per line.")
+    action_items = models.TextField(
+        blank=True,
+        help_text="One per line: what | owner | due date (YYYY-MM-DD).",
+    )
     written_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     updated_at = models.DateTimeField(auto_now=True)
+    # The number of the newest PostMortemVersion (0: never saved through the service).
+    version = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"post-mortem of {self.incident.reference}"
@@ -146,4 +168,33 @@ class PostMortem(models.Model):
 
     @property
     def action_item_list(self) -> list[str]:
-        return [line.strip() for line in self.action_items.splitlines() if line.strip()]
+        """What each action item asks for (owner and due date left out)."""
+        return [row["what"] for row in self.action_item_rows]
+
+    @property
+    def action_item_rows(self) -> list[dict]:
+        return parse_action_items(self.action_items)
+
+
+class PostMortemVersion(models.Model):
+    """One save of a post-mortem: who, when, the status, and every section as it was."""
+
+    postmortem = models.ForeignKey(PostMortem, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=PostMortemStatus.choices)
+    content = models.JSONField(default=dict)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["postmortem", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["postmortem", "number"], name="postmortem_version_number_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.postmortem} v{self.number}"

@@ -1,87 +1,437 @@
-"""Post-mortems: a draft from what the incident already knows, then the responders' words."""
+"""Post-mortems: a draft that reads as a report of what happened (from the verdict, the
+responders' decisions and the timeline), then the responders' words, saved as versions.
+
+The incidents app knows nothing of snapshots: whoever asks for a draft hands in the latest
+diagnosis (its `to_json()`) and when it was made.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
 from analysis import guide
+from analysis import postmortem as story
+from analysis.secrets import mask_json
+from core.errors import Conflict, Invalid
 
-from .models import EventKind, Incident, PostMortem, Status
+from .models import (
+    EventKind,
+    Incident,
+    PostMortem,
+    PostMortemStatus,
+    PostMortemVersion,
+    Status,
+    TimelineEvent,
+)
+from .postmortem_text import (
+    EDITABLE,
+    action_item_line,
+    content_markdown,
+    parse_action_items,
+    version_diff,
+)
 from .services import timeline_event_record
 
-EDITABLE = (
-    "summary",
-    "impact",
-    "classification",
-    "root_cause",
-    "detection",
-    "resolution",
-    "action_items",
-)
+__all__ = [
+    "EDITABLE",
+    "decision_words",
+    "postmortem_decisions",
+    "postmortem_draft",
+    "postmortem_save",
+    "postmortem_version_diff",
+    "postmortem_view",
+    "publish_problems",
+]
+
+# The responders' calls: the class decided on a snapshot, and each guided question answered.
+DECISION_KINDS = (EventKind.DECISION, EventKind.ANSWER)
+# Action items drafted from the prevention advice are due this long after the draft.
+ACTION_DUE_AFTER = timedelta(days=14)
+
+
+# --- the draft ---------------------------------------------------------------------------------
 
 
 def postmortem_draft(
     incident: Incident, *, diagnosis: dict | None = None, diagnosed_at: datetime | None = None
 ) -> PostMortem:
-    """An unsaved post-mortem prefilled from the latest verdict (`diagnosis`, stored when
-    `diagnosed_at`), the decisions and the timeline."""
-    diagnosis = diagnosis or {}
-    decision = incident.events.filter(kind=EventKind.DECISION).order_by("-at", "-pk").first()
-    classification = (decision.details.get("classification") if decision else None) or (
-        diagnosis.get("classification", "")
+    """An unsaved post-mortem drafted from the latest diagnosis (made at `diagnosed_at`), the
+    responders' decisions and the timeline. Secret-looking values are masked before any of
+    the diagnosis is quoted."""
+    d = mask_json(diagnosis) if diagnosis else {}
+    events = list(incident.events.select_related("author").order_by("at", "pk"))
+    decisions = [e for e in events if e.kind in DECISION_KINDS]
+    calls = [e for e in decisions if e.kind == EventKind.DECISION]
+    final = calls[-1] if calls else None
+    classification = (final.details.get("classification") if final else "") or d.get(
+        "classification", ""
     )
+    times = _times(incident, d, events, diagnosed_at)
+    owner = _owner(incident, final)
+    due = (times.get("resolved") or timezone.now()).date() + ACTION_DUE_AFTER
     return PostMortem(
         incident=incident,
-        summary=diagnosis.get("summary", incident.description),
+        summary=_summary(incident, d, classification, final, times),
+        impact=_impact(d, times),
         classification=classification,
-        detection=_detection(incident, diagnosis, diagnosed_at),
-        action_items="\n".join(guide.PREVENTION.get(classification, [])),
+        detection=_detection_markdown(incident, d, times, decisions),
+        resolution=_resolution(events),
+        root_cause=_root_cause(d, classification, decisions),
+        contributing_factors=_bullets(_factors(d, times)),
+        action_items="\n".join(
+            action_item_line(text, owner, due) for text in story.prevention(d, classification)
+        ),
     )
 
 
-def _detection(incident: Incident, diagnosis: dict, diagnosed_at: datetime | None) -> str:
-    opened = incident.opened_at
-    parts = [f"Incident opened {opened:%Y-%m-%d %H:%M} UTC."]
-    if diagnosed_at:
-        minutes = (diagnosed_at - opened).total_seconds() / 60
-        parts.append(f"Verdict {diagnosis.get('classification')} {minutes:.0f} min later.")
-    resolved = incident.events.filter(kind=EventKind.STATUS, details__to=Status.RESOLVED).first()
-    if resolved:
-        hours = (resolved.at - opened).total_seconds() / 3600
-        parts.append(f"Resolved after {hours:.1f} h.")
-    return " ".join(parts)
+def _owner(incident: Incident, final: TimelineEvent | None) -> str:
+    """Who the drafted action items go to: the commander, else whoever decided, else whoever
+    opened the incident (the writer reassigns them)."""
+    for user in (incident.commander, final.author if final else None, incident.opened_by):
+        if user is not None:
+            return user.get_username()
+    return ""
+
+
+def _times(
+    incident: Incident, d: dict, events: list[TimelineEvent], diagnosed_at: datetime | None
+) -> dict[str, datetime | None]:
+    started = next(
+        (e.at for e in events if e.kind == EventKind.SNAPSHOT and e.details.get("phase")), None
+    )
+    resolved = next(
+        (e.at for e in reversed(events) if e.kind == EventKind.STATUS and _resolves(e)), None
+    )
+    return {
+        "stalled": _last_step_at(d),
+        "opened": incident.opened_at,
+        "snapshot": started,
+        "verdict": diagnosed_at,
+        "resolved": resolved,
+    }
+
+
+def _resolves(event: TimelineEvent) -> bool:
+    return event.details.get("to") == Status.RESOLVED
+
+
+def _last_step_at(d: dict) -> datetime | None:
+    """When the last step line was written by any rank: when the job stopped moving."""
+    stamps = [r.get("last_step_at") for r in d.get("per_rank") or [] if r.get("last_step_at")]
+    if not stamps:
+        return None
+    try:
+        return datetime.fromisoformat(max(stamps))
+    except ValueError:
+        return None
+
+
+def _summary(
+    incident: Incident,
+    d: dict,
+    classification: str,
+    final: TimelineEvent | None,
+    times: dict,
+) -> str:
+    parts = []
+    if d:
+        parts.append(story.what_happened(d, classification))
+    elif incident.description:
+        parts.append(incident.description)
+    if final:
+        who = final.actor
+        suggested = final.details.get("suggested")
+        verb = (
+            "confirmed"
+            if final.details.get("agreed")
+            else f"overrode the console's {suggested} with"
+        )
+        parts.append(f"Responders ({who}) {verb} {guide.class_name(classification)}.")
+    if times.get("resolved") and times.get("opened"):
+        took = _duration(times["opened"], times["resolved"])
+        parts.append(f"The incident was resolved {took} after it was opened.")
+    return " ".join(p for p in parts if p)
+
+
+def _impact(d: dict, times: dict) -> str:
+    world = d.get("world_size") or 0
+    start = times.get("stalled") or times.get("opened")
+    end = times.get("resolved")
+    if not world or not start:
+        return "Fill in: GPU-hours lost, steps redone since the last checkpoint, who waited."
+    if not end:
+        return (
+            f"{world} ranks idle since {start:%Y-%m-%d %H:%M} UTC (not resolved when drafted). "
+            "Fill in: steps redone since the last checkpoint, who waited."
+        )
+    hours = max((end - start).total_seconds(), 0) / 3600
+    return (
+        f"{world} ranks idle for {_duration(start, end)} "
+        f"(≈ {world * hours:.1f} GPU-hours at one GPU per rank), from the last completed step "
+        f"{d.get('last_completed_step')} to resolution. "
+        "Fill in: steps redone since the last checkpoint, who waited."
+    )
+
+
+def _detection_markdown(
+    incident: Incident, d: dict, times: dict, decisions: list[TimelineEvent]
+) -> str:
+    rows = []
+    if times.get("stalled"):
+        rows.append((times["stalled"], f"Last step line written (step {d.get('max_step')})"))
+    opener = incident.opened_by.get_username() if incident.opened_by_id else "the API"
+    rows.append((times["opened"], f"Incident opened by {opener}"))
+    if times.get("snapshot"):
+        rows.append((times["snapshot"], "First snapshot of the cluster"))
+    if times.get("verdict"):
+        rows.append(
+            (
+                times["verdict"],
+                f"Console's verdict: {guide.class_name(d.get('classification', ''))}",
+            )
+        )
+    for event in decisions:
+        rows.append((event.at, f"{event.actor}: {decision_words(event)}"))
+    if times.get("resolved"):
+        rows.append((times["resolved"], "Marked resolved"))
+    table = ["| Time (UTC) | What |", "|---|---|"]
+    table += [
+        f"| {at:%Y-%m-%d %H:%M:%S} | {what.replace('|', '/')} |"
+        for at, what in sorted(rows, key=lambda r: r[0])
+    ]
+    opened, spans = times["opened"], []
+    if times.get("stalled"):
+        spans.append(
+            f"Time to detect (last step → incident): {_duration(times['stalled'], opened)}."
+        )
+    if decisions:
+        took = _duration(opened, decisions[0].at)
+        spans.append(f"Time to diagnose (incident → first decision): {took}.")
+    if times.get("resolved"):
+        spans.append(
+            f"Time to resolve (incident → resolved): {_duration(opened, times['resolved'])}."
+        )
+    return "\n".join(table) + ("\n\n" + " ".join(spans) if spans else "")
+
+
+def decision_words(event: TimelineEvent) -> str:
+    details = event.details
+    if event.kind == EventKind.ANSWER:
+        verb = "confirmed" if details.get("agreed") else "overrode"
+        return f"{verb} “{details.get('question', '')}” → {details.get('answer_label', '')}"
+    verb = "confirmed" if details.get("agreed") else "overrode the verdict with"
+    return f"{verb} {guide.class_name(details.get('classification', ''))}"
+
+
+def _resolution(events: list[TimelineEvent]) -> str:
+    moves = [e for e in events if e.kind == EventKind.STATUS and _resolves(e)]
+    if not moves:
+        return "Fill in: what was done to get the job going again."
+    last = moves[-1]
+    note = last.details.get("note") or ""
+    text = f"Marked resolved by {last.actor} at {last.at:%Y-%m-%d %H:%M} UTC."
+    return f"{text} {note}".strip() if note else text + " Fill in: what was done."
+
+
+def _root_cause(d: dict, classification: str, decisions: list[TimelineEvent]) -> str:
+    """What the responders concluded first (their notes and overrides), then what the
+    evidence shows."""
+    concluded = []
+    for event in decisions:
+        note = (event.details.get("note") or "").strip()
+        overrode = event.kind == EventKind.ANSWER and not event.details.get("agreed")
+        if note or overrode:
+            what = decision_words(event) if overrode else ""
+            concluded.append(f"- {event.actor}: {'; '.join(p for p in (what, note) if p)}")
+    parts = []
+    if concluded:
+        parts.append("Responders concluded:\n\n" + "\n".join(concluded))
+    if classification == "A" and d:
+        cause = story.departure_cause(d)
+        if cause["rank"] is not None:
+            parts.append(f"Evidence: rank {cause['rank']} was {cause['words']}.")
+    elif d:
+        parts.append(f"Evidence: {story.cause_story(d, classification)}")
+    return "\n\n".join(parts) or "Fill in: why it happened."
+
+
+def _factors(d: dict, times: dict) -> list[str]:
+    factors = story.contributing_factors(d) if d else []
+    if times.get("stalled") and times.get("opened"):
+        idle = (times["opened"] - times["stalled"]).total_seconds()
+        if idle > 600:
+            factors.insert(
+                0,
+                f"The job sat idle {_duration(times['stalled'], times['opened'])} before anyone "
+                "opened an incident: nothing alerted on the step lines stopping.",
+            )
+    return factors
+
+
+def _bullets(items: list[str]) -> str:
+    return "\n".join(f"- {item}" for item in items)
+
+
+def _duration(start: datetime, end: datetime) -> str:
+    seconds = max((end - start).total_seconds(), 0)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+# --- saving, versions --------------------------------------------------------------------------
+
+
+def publish_problems(fields: dict[str, Any]) -> list[str]:
+    """Why these sections cannot be published yet (empty: they can)."""
+    problems = []
+    for name, label in (("summary", "a summary"), ("root_cause", "a root cause")):
+        if not (fields.get(name) or "").strip():
+            problems.append(f"It needs {label}.")
+    rows = parse_action_items(fields.get("action_items") or "")
+    if not rows:
+        problems.append("It needs at least one action item.")
+    for row in rows:
+        if row["problem"]:
+            problems.append(f"Action item “{row['what'][:60]}”: {row['problem']}.")
+    return problems
 
 
 @transaction.atomic
-def postmortem_save(*, incident: Incident, by: AbstractBaseUser, **fields: Any) -> PostMortem:
-    postmortem = PostMortem.objects.filter(incident=incident).first()
+def postmortem_save(
+    *,
+    incident: Incident,
+    by: AbstractBaseUser,
+    status: str | None = None,
+    base_version: int | None = None,
+    **fields: Any,
+) -> PostMortem:
+    """Save the sections (and maybe a new status) as the next version. `base_version` is the
+    version the writer started from: if someone saved since, nothing is overwritten."""
+    postmortem = PostMortem.objects.select_for_update().filter(incident=incident).first()
     created = postmortem is None
     postmortem = postmortem or PostMortem(incident=incident)
+    if base_version is not None and not created and postmortem.version != base_version:
+        last = postmortem.versions.order_by("-number").select_related("author").first()
+        who = last.author.get_username() if last and last.author_id else "someone"
+        raise Conflict(
+            f"{who} saved version {postmortem.version} while you edited version "
+            f"{base_version}; your text is still in the form: compare and save again."
+        )
     for name in EDITABLE:
         if name in fields:
             setattr(postmortem, name, fields[name])
+    old_status = postmortem.status
+    if status:
+        if status not in PostMortemStatus.values:
+            raise Invalid(
+                f"status must be one of {', '.join(PostMortemStatus.values)}", field="status"
+            )
+        postmortem.status = status
+    content = {name: getattr(postmortem, name) for name in EDITABLE}
+    if postmortem.status == PostMortemStatus.PUBLISHED:
+        problems = publish_problems(content)
+        if problems:
+            raise Invalid("Not published: " + " ".join(problems), field="status")
+    last = None if created else postmortem.versions.order_by("-number").first()
+    if last and last.content == content and last.status == postmortem.status:
+        return postmortem  # nothing changed: no new version, no event
     postmortem.written_by = by
+    postmortem.version += 1
     postmortem.full_clean()
     postmortem.save()
+    PostMortemVersion.objects.create(
+        postmortem=postmortem,
+        number=postmortem.version,
+        status=postmortem.status,
+        content=content,
+        author=by,
+    )
     timeline_event_record(
         incident=incident,
         kind=EventKind.POSTMORTEM,
-        summary="Post-mortem written" if created else "Post-mortem updated",
+        summary=_save_summary(created, old_status, postmortem),
         author=by,
-        details={"classification": postmortem.classification},
+        details={
+            "classification": postmortem.classification,
+            "version": postmortem.version,
+            "status": postmortem.status,
+        },
     )
     return postmortem
 
 
+def _save_summary(created: bool, old_status: str, postmortem: PostMortem) -> str:
+    label = PostMortemStatus(postmortem.status).label.lower()
+    if created:
+        return f"Post-mortem written (version 1, {label})"
+    if old_status != postmortem.status:
+        return f"Post-mortem {label} (version {postmortem.version})"
+    return f"Post-mortem updated (version {postmortem.version}, {label})"
+
+
+def postmortem_decisions(incident: Incident) -> list[TimelineEvent]:
+    """Every decision and guided answer, oldest first, with its author."""
+    return list(
+        incident.events.filter(kind__in=DECISION_KINDS)
+        .select_related("author")
+        .order_by("at", "pk")
+    )
+
+
 def postmortem_view(incident: Incident) -> dict[str, Any]:
-    """The stored post-mortem with the pinned timeline and every decision, for the page."""
+    """The stored post-mortem with the pinned timeline, the decisions and the versions."""
+    postmortem = PostMortem.objects.filter(incident=incident).select_related("written_by").first()
+    versions = (
+        list(postmortem.versions.select_related("author").order_by("-number")) if postmortem else []
+    )
     return {
-        "postmortem": PostMortem.objects.filter(incident=incident).first(),
+        "postmortem": postmortem,
+        "versions": versions,
+        "decisions": postmortem_decisions(incident),
         "pinned": list(
             incident.events.filter(pinned=True).select_related("author").order_by("at", "pk")
         ),
     }
+
+
+def version_markdown(version: PostMortemVersion | PostMortem) -> str:
+    content = (
+        version.content
+        if isinstance(version, PostMortemVersion)
+        else {name: getattr(version, name) for name in EDITABLE}
+    )
+    return content_markdown(
+        content, classification_label=guide.class_name(content.get("classification", ""))
+    )
+
+
+def postmortem_version_diff(postmortem: PostMortem, old: int, new: int) -> dict[str, Any]:
+    """Versions `old` and `new` of a post-mortem and the line diff between them."""
+    found = {
+        v.number: v
+        for v in postmortem.versions.filter(number__in=[old, new]).select_related("author")
+    }
+    if old not in found or new not in found:
+        raise Invalid(f"{postmortem} has versions 1 to {postmortem.version}.")
+    return {
+        "old": found[old],
+        "new": found[new],
+        "rows": version_diff(version_markdown(found[old]), version_markdown(found[new])),
+    }
+
+
+def latest_published(postmortem: PostMortem) -> PostMortemVersion | None:
+    return (
+        postmortem.versions.filter(status=PostMortemStatus.PUBLISHED)
+        .select_related("author")
+        .order_by("-number")
+        .first()
+    )

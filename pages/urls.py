@@ -2,7 +2,7 @@ from django.urls import path
 
 from incidents import urls as incident_urls
 
-from . import views
+from . import guided_urls, postmortem_urls, views
 
 # The `incidents` namespace: the pages that also show snapshots, composed here, and the
 # incidents app's own routes (opening an incident, its forms).
@@ -10,6 +10,7 @@ app_name = "incidents"
 urlpatterns = [
     path("", views.incident_list, name="list"),
     path("incidents/<int:pk>/", views.incident_detail, name="detail"),
-    path("incidents/<int:pk>/postmortem/", views.incident_postmortem, name="postmortem"),
+    *postmortem_urls.urlpatterns,
+    *guided_urls.urlpatterns,
     *incident_urls.urlpatterns,
 ]

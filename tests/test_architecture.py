@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-LADDER = ("core", "clusters", "incidents", "collectors", "watch", "pages", "console")
+LADDER = ("core", "clusters", "incidents", "collectors", "watch", "sharing", "pages", "console")
 APART = ("analysis", "lab")
 # Tools that drive the whole project from outside; held only to the paramiko and cycle rules.
 OUTSIDE = ("bench",)

@@ -59,11 +59,14 @@ INSTALLED_APPS = [
     "incidents",
     "collectors",
     "watch",
+    "sharing",
     "pages",
     "console",
 ]
 
 MIDDLEWARE = [
+    # First, so it sees every response last: shared pages (/s/) leave with no cookie.
+    "sharing.middleware.SharedPageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -1,0 +1,378 @@
+"""What a post-mortem draft says about the job, read from a stored diagnosis (its `to_json()`):
+what happened in plain words, why the suspect rank left, what made it worse, and the
+prevention that fits this cause (docs/domain.md, "Prevention the console should encourage").
+
+Pure functions over the diagnosis dict; the incidents app adds the people and the times.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# Exit codes as the launchers print them: negative = killed by that signal, 128+N = the same
+# through a shell.
+_KILLED = {137, -9}
+_SEGFAULT = {139, -11}
+_ABORT = {134, -6}
+# A watchdog timeout this many times the measured step time, plus a checkpoint's margin.
+WATCHDOG_STEP_FACTOR = 5
+CHECKPOINT_MARGIN_S = 300
+# A timeout more than this many times the suggested one is called out as a contributing factor.
+WATCHDOG_TOO_LONG_FACTOR = 3
+
+CAUSES = {
+    "oom": "killed by the kernel OOM killer",
+    "killed": "killed with SIGKILL (exit code 137) by someone other than the OOM killer",
+    "segfault": "crashed with a segmentation fault",
+    "abort": "aborted (SIGABRT) after an error",
+    "exception": "exited on a Python exception",
+    "gpu_fault": "lost its GPU (NVRM Xid)",
+    "node_lost": "lost with its node (unreachable)",
+    "cpu_stall": "alive but stuck outside any collective (CPU side: data, I/O or a lock)",
+    "unknown": "gone for a reason the evidence does not show",
+}
+# Causes where the process died by itself and its crash handler ran: the only ones where
+# "print first, clean up second" advice applies (not a process the kernel or a person killed).
+CRASHES = frozenset({"segfault", "abort", "exception"})
+
+
+def departure_cause(d: dict[str, Any]) -> dict[str, Any]:
+    """Why the first suspect rank left or stalled: a key of CAUSES, its words, the rank and
+    node, the exit code, and the evidence lines that say so."""
+    suspects = d.get("suspect_ranks") or d.get("missing_ranks") or []
+    rank = suspects[0] if suspects else None
+    row = next((r for r in d.get("per_rank") or [] if r.get("rank") == rank), {})
+    node = row.get("node") or (d.get("suspect_nodes") or [None])[0]
+    lines = [
+        e
+        for e in d.get("evidence") or []
+        if (e.get("rank") == rank and rank is not None) or (e.get("node") == node and node)
+    ]
+    kinds = {e.get("kind") for e in lines}
+    key = _cause_key(kinds, row)
+    return {
+        "key": key,
+        "words": CAUSES[key],
+        "rank": rank,
+        "node": node,
+        "exit_code": row.get("exit_code"),
+        "frame": row.get("frame") or "",
+        "evidence": lines[:6],
+    }
+
+
+def _cause_key(kinds: set, row: dict) -> str:
+    code = row.get("exit_code")
+    if "dmesg_oom" in kinds:
+        return "oom"
+    if "xid" in kinds:
+        return "gpu_fault"
+    if "segfault" in kinds or code in _SEGFAULT:
+        return "segfault"
+    if code in _KILLED:
+        return "killed"
+    if code in _ABORT:
+        return "abort"
+    if code is not None or "log_error" in kinds:
+        return "exception"
+    if "node_unreachable" in kinds:
+        return "node_lost"
+    if row.get("status") == "outside":
+        return "cpu_stall"
+    return "unknown"
+
+
+def what_happened(d: dict[str, Any], classification: str) -> str:
+    """One paragraph: what the job did, in the class the responders settled on."""
+    step = d.get("last_completed_step")
+    opening = (
+        f"The job ({d.get('world_size', 0)} ranks) stopped after step {step}."
+        if step is not None
+        else f"The job ({d.get('world_size', 0)} ranks) never completed a step."
+    )
+    return f"{opening} {cause_story(d, classification)}".strip()
+
+
+def cause_story(d: dict[str, Any], classification: str) -> str:
+    """What went wrong, for this class, without the opening about the job."""
+    return _CLASS_STORY.get(classification, _other_story)(d)
+
+
+def _ranks_words(ranks: str, count: int | None = None) -> str:
+    single = count == 1 if count is not None else ("," not in ranks and "-" not in ranks)
+    return f"rank {ranks}" if single else f"ranks {ranks}"
+
+
+def _waiting_group(d: dict) -> dict | None:
+    groups = [g for g in d.get("stack_groups") or [] if g.get("kind") == "collective"]
+    return max(groups, key=lambda g: g.get("rank_count", 0)) if groups else None
+
+
+def _a_story(d: dict) -> str:
+    cause = departure_cause(d)
+    if cause["rank"] is None:
+        return "Some ranks did not come to the collective the others waited in."
+    where = f" on {cause['node']}" if cause["node"] else ""
+    what = cause["words"]
+    if cause["key"] == "cpu_stall" and cause["frame"]:
+        what += f", in {cause['frame']}"
+    elif cause["exit_code"] is not None:
+        what += f" (exit code {cause['exit_code']})"
+    text = f"Rank {cause['rank']}{where} was {what}."
+    waiting = _waiting_group(d)
+    if waiting:
+        text += (
+            f" The other ranks ({waiting['ranks']}) waited for it in {waiting['frame']}, "
+            "where a collective needs every rank."
+        )
+    return text
+
+
+def _b_story(d: dict) -> str:
+    mismatch = (d.get("flight_recorder") or {}).get("first_mismatch") or {}
+    calls = mismatch.get("collectives") or []
+    if len(calls) > 1:
+        parts = [
+            f"{_ranks_words(c['ranks'], len(c.get('rank_list') or []))} called {c['op']}"
+            + (f" at {c['frame']}" if c.get("frame") else "")
+            for c in calls[:3]
+        ]
+        where = f"collective #{mismatch.get('seq')} of group {mismatch.get('pg')}"
+        return f"The ranks ran different collectives at {where}: " + "; ".join(parts) + "."
+    groups = d.get("stack_groups") or []
+    if len(groups) > 1:
+        parts = [
+            f"{_ranks_words(g['ranks'], g.get('rank_count'))} in {g['frame']}" for g in groups[:3]
+        ]
+        return "The ranks waited in different collectives: " + "; ".join(parts) + "."
+    return "The ranks ran their collectives in a different order."
+
+
+def _c_story(d: dict) -> str:
+    waiting = _waiting_group(d)
+    where = f" in {waiting['frame']}" if waiting else ""
+    text = f"Every rank was alive and waiting{where}, but their configuration differed"
+    diffs = [x for x in d.get("env_diffs") or [] if not x.get("expected_per_rank")]
+    diffs += d.get("nccl_config_diffs") or []
+    if diffs:
+        first = diffs[0]
+        values = "; ".join(
+            f"{v.get('value')} on {', '.join(v.get('nodes') or []) or _ranks_words(v['ranks'])}"
+            for v in (first.get("values") or [])[:3]
+        )
+        text += f": {first.get('name')} was {values}"
+    shell = d.get("shell_init") or []
+    if shell:
+        s = shell[0]
+        text += f" ({s.get('name')} set in {s.get('path')} on {s.get('node')})"
+    return text + "."
+
+
+def _straggler_story(d: dict) -> str:
+    suspects = d.get("suspect_ranks_compact") or ""
+    nodes = ", ".join(d.get("suspect_nodes") or [])
+    who = (
+        f"{_ranks_words(suspects)}" + (f" on {nodes}" if nodes else "") if suspects else "one rank"
+    )
+    return (
+        f"It was still progressing, slowly: {who} took far longer per step and the others "
+        "spent that time waiting for it in collectives."
+    )
+
+
+def _init_story(d: dict) -> str:
+    missing = d.get("missing_ranks_compact") or d.get("suspect_ranks_compact") or ""
+    waiting = [g for g in d.get("stack_groups") or [] if g.get("kind") == "init"]
+    text = "The job hung at start-up, in the rendezvous"
+    if waiting:
+        who = ", ".join(_ranks_words(g["ranks"], g.get("rank_count")) for g in waiting)
+        text += f": {who} waited in {waiting[0]['frame']}"
+    if missing:
+        text += f"; {_ranks_words(missing)} never joined"
+    return text + "."
+
+
+def _other_story(d: dict) -> str:
+    # The verdict's first sentence is what it saw; the rest tells the responder what to do.
+    summary = d.get("summary") or ""
+    return summary.split(". ", 1)[0].rstrip(".") + "." if summary else ""
+
+
+_CLASS_STORY = {
+    "A": _a_story,
+    "B": _b_story,
+    "C": _c_story,
+    "straggler": _straggler_story,
+    "init": _init_story,
+}
+
+
+def watchdog_timeout_s(step_time_s: float | None) -> int | None:
+    """A watchdog timeout for this job: 5 x the measured step time plus a checkpoint's margin,
+    rounded up to the minute (120 s steps: 15 min)."""
+    if not step_time_s or step_time_s <= 0:
+        return None
+    seconds = WATCHDOG_STEP_FACTOR * step_time_s + CHECKPOINT_MARGIN_S
+    return int(math.ceil(seconds / 60) * 60)
+
+
+def observed_watchdog_timeout_s(d: dict[str, Any]) -> float | None:
+    """The timeout the job's watchdog used, from a quoted `Timeout(ms)=600000` line."""
+    for e in d.get("evidence") or []:
+        text = e.get("text") or ""
+        start = text.find("Timeout(ms)=")
+        if e.get("kind") != "watchdog" or start < 0:
+            continue
+        digits = text[start + 12 : start + 24]
+        number = digits[: len(digits) - len(digits.lstrip("0123456789"))]
+        if number:
+            return int(number) / 1000
+    return None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def prevention(d: dict[str, Any], classification: str) -> list[str]:
+    """The prevention that fits this incident's cause, most specific first."""
+    cause = departure_cause(d) if classification == "A" else None
+    advice = _cause_advice(cause) + _class_advice(d, classification)
+    advice += _watchdog_advice(d, classification)
+    advice += _consistency_advice(d, classification)
+    advice += _flight_recorder_advice(d, classification)
+    return advice
+
+
+def _cause_advice(cause: dict | None) -> list[str]:
+    if cause is None:
+        return []
+    key, rank, node = cause["key"], cause["rank"], cause["node"] or "its node"
+    if key in CRASHES:
+        return [
+            f"Crash handler (rank {rank} {CAUSES[key]}): print and fsync the traceback first, "
+            "clean up second, then os._exit(1) — never a collective such as "
+            "destroy_process_group() in the handler."
+        ]
+    if key == "oom":
+        return [
+            f"Memory headroom on {node}: the OOM killer took rank {rank}. Alert on per-rank host "
+            "memory (RSS, page cache of data workers) before the cgroup limit, and size "
+            "batch, prefetch and dataloader workers to fit it."
+        ]
+    if key == "killed":
+        return [
+            f"Find who sent SIGKILL to rank {rank} on {node} (scheduler preemption, an operator, "
+            "a health check) and make that path stop the whole job instead of one rank."
+        ]
+    if key == "gpu_fault":
+        return [f"Drain {node} and run the GPU vendor's diagnostics before it rejoins the pool."]
+    if key == "node_lost":
+        return [f"Find why {node} dropped off the network; alert on node reachability."]
+    if key == "cpu_stall":
+        where = f" ({cause['frame']})" if cause["frame"] else ""
+        return [
+            f"Bound the CPU-side work that stalled rank {rank}{where}: a DataLoader timeout, "
+            "I/O with timeouts, no lock held across a collective; log per-rank data time."
+        ]
+    return []
+
+
+def _class_advice(d: dict, classification: str) -> list[str]:
+    if classification == "B":
+        return [
+            "No collective under a rank-dependent branch: every rank must call the same "
+            "collectives in the same order (pad variable-length batches, collective calls "
+            "outside `if rank == 0:`)."
+        ]
+    if classification == "straggler":
+        return [
+            "Log per-rank step, data and communication times and alert when one rank's step "
+            "time leaves the pack."
+        ]
+    if classification == "init":
+        return [
+            "Check MASTER_ADDR, MASTER_PORT and node_rank in the launcher before the job "
+            "starts, and give the rendezvous a timeout shorter than the watchdog's."
+        ]
+    return []
+
+
+def _watchdog_advice(d: dict, classification: str) -> list[str]:
+    if classification in ("straggler", "init", "healthy"):
+        return []
+    step = (d.get("progress") or {}).get("step_time_s")
+    suggested = watchdog_timeout_s(step)
+    if suggested is None:
+        return [
+            "Set the NCCL watchdog timeout (init_process_group(timeout=...)) to 3-5x the step "
+            "time plus a checkpoint margin, and log step times so it can be measured."
+        ]
+    observed = observed_watchdog_timeout_s(d)
+    was = f" (it was {_minutes(observed)})" if observed else ""
+    return [
+        f"Set the NCCL watchdog timeout to {_minutes(suggested)}{was}: "
+        f"{WATCHDOG_STEP_FACTOR} x the measured step time of {step:g} s plus "
+        f"{CHECKPOINT_MARGIN_S // 60} min for a checkpoint save, so the next hang fails fast."
+    ]
+
+
+def _consistency_advice(d: dict, classification: str) -> list[str]:
+    diffs = [x for x in d.get("env_diffs") or [] if not x.get("expected_per_rank")]
+    if classification != "C" and not diffs and not d.get("shell_init"):
+        return []
+    advice = [
+        "At start-up, dump `env | grep -E 'NCCL|TORCH|CUDA' | sort` on every rank and refuse "
+        "to start if the ranks differ."
+    ]
+    if d.get("shell_init"):
+        advice.append(
+            "Remove NCCL_ exports from shell start-up files (/etc/profile, /etc/bashrc, "
+            "~/.bashrc); set them in the job's launcher only."
+        )
+    return advice
+
+
+def _flight_recorder_advice(d: dict, classification: str) -> list[str]:
+    fr = d.get("flight_recorder") or {}
+    if classification in ("straggler", "healthy"):
+        return []
+    if not fr.get("dump_count"):
+        return [
+            "Turn the flight recorder on (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, "
+            "TORCH_NCCL_DUMP_ON_TIMEOUT=1): this incident had no dumps to name the first "
+            "unmatched collective."
+        ]
+    if classification == "B":
+        return [
+            "Keep the flight recorder on (TORCH_NCCL_TRACE_BUFFER_SIZE): it named the first "
+            "unmatched collective here."
+        ]
+    return []
+
+
+def contributing_factors(d: dict[str, Any]) -> list[str]:
+    """What made this incident worse or slower to find, as the evidence shows it."""
+    factors = []
+    step = (d.get("progress") or {}).get("step_time_s")
+    observed, suggested = observed_watchdog_timeout_s(d), watchdog_timeout_s(step)
+    if observed and suggested and observed > WATCHDOG_TOO_LONG_FACTOR * suggested:
+        factors.append(
+            f"The watchdog waited {_minutes(observed)} for {step:g} s steps: the job sat idle "
+            "that long before anything failed."
+        )
+    if not (d.get("flight_recorder") or {}).get("dump_count"):
+        factors.append("No flight-recorder dumps were collected.")
+    if d.get("shell_init"):
+        nodes = sorted({s.get("node") for s in d["shell_init"] if s.get("node")})
+        factors.append(f"NCCL_ variables set in shell start-up files on {', '.join(nodes)}.")
+    if d.get("unobserved_ranks_compact"):
+        factors.append(
+            f"Nothing was collected about ranks {d['unobserved_ranks_compact']} "
+            "(the evidence is incomplete)."
+        )
+    problems = d.get("parse_problems") or []
+    if problems:
+        factors.append(f"{len(problems)} pieces of evidence could not be read.")
+    return factors

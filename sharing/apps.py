@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SharingConfig(AppConfig):
+    name = "sharing"
+    verbose_name = "What leaves the console: post-mortem documents, exports, share links"

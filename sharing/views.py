@@ -1,0 +1,129 @@
+"""Pages of what leaves the console: the share links of an incident (list, create, revoke),
+the shared page itself (logged-out), the Markdown export and the print page."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from core.errors import AppError
+from core.roles import Role, has_role, role_required
+from incidents.models import Incident, PostMortem
+from incidents.postmortems import latest_published
+
+from . import services
+from .documents import document, document_markdown
+from .forms import ShareLinkForm
+from .models import ShareLink, ShareView
+
+# Views listed per link on the links page (the newest); the count is always complete.
+VIEWS_LISTED = 50
+
+
+def _incident(pk: int) -> Incident:
+    return get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+
+
+def _links(incident: Incident) -> list[ShareLink]:
+    views = ShareView.objects.order_by("-at", "-pk")
+    return list(
+        incident.share_links.select_related("created_by", "revoked_by").prefetch_related(
+            Prefetch("views", queryset=views)
+        )
+    )
+
+
+def share_links(request: HttpRequest, pk: int) -> HttpResponse:
+    """The incident's share links with every view; responders create new ones here."""
+    incident = _incident(pk)
+    postmortem = PostMortem.objects.filter(incident=incident).first()
+    published = latest_published(postmortem) if postmortem else None
+    can_share = has_role(request.user, Role.RESPONDER)
+    form = ShareLinkForm(request.POST or None)
+    created = None
+    if request.method == "POST":
+        if not can_share:
+            raise PermissionDenied("This needs the responder role.")
+        if form.is_valid():
+            try:
+                link, token = services.share_link_create(
+                    incident=incident, by=request.user, **form.cleaned_data
+                )
+            except AppError as exc:
+                messages.error(request, str(exc))
+            else:
+                # Shown in this answer only: the token is not stored anywhere.
+                created = {"link": link, "url": request.build_absolute_uri(f"/s/{token}/")}
+                form = ShareLinkForm()
+    response = render(
+        request,
+        "sharing/links.html",
+        {
+            "incident": incident,
+            "postmortem": postmortem,
+            "published": published,
+            "links": _links(incident),
+            "views_listed": VIEWS_LISTED,
+            "form": form,
+            "can_share": can_share,
+            "created": created,
+        },
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def share_link_revoke(request: HttpRequest, pk: int, link_pk: int) -> HttpResponse:
+    links = ShareLink.objects.select_related("incident")
+    link = get_object_or_404(links, pk=link_pk, incident_id=pk)
+    services.share_link_revoke(link=link, by=request.user)
+    messages.success(request, "Link revoked: it now answers “no longer available”.")
+    return redirect("sharing:links", pk=pk)
+
+
+@login_not_required
+@require_GET
+def shared(request: HttpRequest, token: str) -> HttpResponse:
+    """The shared post-mortem. Every refusal looks the same: one neutral page, 404."""
+    ip = request.META.get("REMOTE_ADDR")
+    if not services.share_hit_allowed(ip):
+        return render(request, "sharing/gone.html", {"busy": True}, status=429)
+    link = services.share_link_open(
+        token=token, ip=ip, user_agent=request.headers.get("User-Agent", "")
+    )
+    postmortem = PostMortem.objects.filter(incident_id=link.incident_id).first() if link else None
+    version = latest_published(postmortem) if postmortem else None
+    if version is None:
+        return render(request, "sharing/gone.html", {}, status=404)
+    doc = document(link.incident, postmortem, version, evidence=link.include_evidence)
+    return render(request, "sharing/shared.html", {"doc": doc, "expires_at": link.expires_at})
+
+
+def _document_of(request: HttpRequest, pk: int) -> dict:
+    incident = _incident(pk)
+    postmortem = PostMortem.objects.filter(incident=incident).first()
+    if postmortem is None:
+        raise Http404("No post-mortem has been written yet.")
+    return document(incident, postmortem, evidence=request.GET.get("evidence") == "1")
+
+
+def export_markdown(request: HttpRequest, pk: int) -> HttpResponse:
+    """The post-mortem as it stands, as a Markdown file."""
+    doc = _document_of(request, pk)
+    response = HttpResponse(document_markdown(doc), content_type="text/markdown; charset=utf-8")
+    filename = f"{doc['incident'].reference}-postmortem-v{doc['number']}.md"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def print_page(request: HttpRequest, pk: int) -> HttpResponse:
+    """The post-mortem as it stands, laid out for paper (or a PDF)."""
+    return render(request, "sharing/print.html", {"doc": _document_of(request, pk)})
