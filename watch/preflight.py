@@ -9,6 +9,7 @@ from analysis.envdiff import env_diffs, shell_init_findings
 from analysis.evidence import SnapshotEvidence
 from analysis.ncclconf import nccl_config_diffs
 from analysis.ranks import parse_snapshot
+from analysis.secrets import mask_environment, mask_text, mask_value
 
 PREFIXES = ("NCCL_", "TORCH_", "CUDA_")
 REPORT_VERSION = 1
@@ -20,13 +21,18 @@ def preflight_report(evidence: SnapshotEvidence) -> dict:
     make them differ at the next launch), or a node could not be read."""
     parsed = parse_snapshot(evidence, flight_recorder=False)
     rank_node = {rank: state.node for rank, state in parsed.ranks.items()}
+    # Values are shown on pages and printed: masked, with a keyed fingerprint, so different
+    # secrets still differ.
     env = {
-        rank: {k: v for k, v in variables.items() if k.startswith(PREFIXES)}
+        rank: mask_environment({k: v for k, v in variables.items() if k.startswith(PREFIXES)})
         for rank, variables in parsed.env.items()
     }
     diffs = [d for d in env_diffs(env, rank_node) if not d["expected_per_rank"]]
     per_rank = [d["name"] for d in env_diffs(env, rank_node) if d["expected_per_rank"]]
-    shell = shell_init_findings({node: facts.shell_init for node, facts in parsed.nodes.items()})
+    shell = [
+        {**item, "value": mask_value(item["name"], item["value"]), "line": mask_text(item["line"])}
+        for item in shell_init_findings({n: f.shell_init for n, f in parsed.nodes.items()})
+    ]
     nccl = nccl_config_diffs(parsed)
     unreachable = sorted(
         node.node for node in evidence.nodes if node.status and not _gathered(node.status)

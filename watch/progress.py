@@ -48,7 +48,8 @@ class LogProgress:
     at: datetime | None = None  # when the last of them completed it
     durations: tuple[float, ...] = ()  # seconds per step of the steps after `after_step`
     recent_s: float | None = None  # median of the tails' last few steps
-    checkpoint_since: datetime | None = None
+    checkpoint: bool = False  # a checkpoint is being written after the last step
+    checkpoint_since: datetime | None = None  # when it began, where the lines tell
     ranks: int = 0
 
 
@@ -62,13 +63,16 @@ def log_progress(logs: dict[str, str], *, after_step: int | None) -> LogProgress
         for record in facts.steps:
             key = record.rank if record.rank is not None else path
             by_rank.setdefault(key, []).append(record)
-        since = _checkpoint_since(text, facts.steps[-1].line if facts.steps else None)
+        last = facts.steps[-1] if facts.steps else None
+        since = _checkpoint_since(text, last.line if last else None)
         if since is not None:
             checkpoint_open = True
-            if isinstance(since, datetime) and (checkpoint is None or since < checkpoint):
+            if not isinstance(since, datetime):  # the line has no time: after the last step
+                since = last.at if last else None
+            if since is not None and (checkpoint is None or since < checkpoint):
                 checkpoint = since
     if not by_rank:
-        return LogProgress()
+        return LogProgress(checkpoint=checkpoint_open, checkpoint_since=checkpoint)
     last = {key: max(records, key=lambda r: r.step) for key, records in by_rank.items()}
     step = min(r.step for r in last.values())
     stamps = [r.at for r in last.values() if r.step == step and r.at is not None]
@@ -81,6 +85,7 @@ def log_progress(logs: dict[str, str], *, after_step: int | None) -> LogProgress
         at=max(stamps) if stamps else None,
         durations=tuple(new[-MAX_STEP_TIMES:]),
         recent_s=statistics.median(recent) if recent else None,
+        checkpoint=checkpoint_open,
         checkpoint_since=checkpoint if checkpoint_open else None,
         ranks=len(by_rank),
     )
@@ -203,8 +208,8 @@ def judge(
     if last_step is not None and before.last_step is not None and last_step < before.last_step:
         step_times = learn((), new_durations)  # a new run of the job: learn it again
     normal = learned_step_time(step_times)
-    checkpoint = _checkpoint(progress, heartbeats)
-    limit = threshold(settings, normal, checkpoint is not None)
+    writing, checkpoint = _checkpoint(progress, heartbeats, now)
+    limit = threshold(settings, normal, writing)
     pids = {r.node: tuple(r.live_pids) for r in readings if r.ok}
     gone = _gone(before.pids, pids)
     state, reason, raise_reason = _state(
@@ -257,12 +262,15 @@ def _advance(
     return step, at or now
 
 
-def _checkpoint(progress: LogProgress, heartbeats: Sequence[HeartbeatView]) -> datetime | None:
-    since = progress.checkpoint_since
+def _checkpoint(
+    progress: LogProgress, heartbeats: Sequence[HeartbeatView], now: datetime
+) -> tuple[bool, datetime | None]:
+    """Is a checkpoint being written (log lines or a heartbeat's flag), and since when."""
     flagged = [h.at for h in heartbeats if h.checkpoint]
-    if flagged:
-        since = min([*([since] if since else []), *flagged])
-    return since
+    if not progress.checkpoint and not flagged:
+        return False, None
+    known = [*([progress.checkpoint_since] if progress.checkpoint_since else []), *flagged]
+    return True, min(known) if known else now
 
 
 def _gone(before: dict[str, tuple[int, ...]], now: dict[str, tuple[int, ...]]) -> dict:

@@ -1,0 +1,76 @@
+"""The watch's node read, run here with `sh -s` as sshd would run it: its frames, its bounds,
+and settings that stay data."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from collectors.remote import FrameReader
+from watch.reading import ReadPlan, reading_from_frames, render_script
+
+
+def run_locally(plan: ReadPlan, tmp_path) -> tuple[FrameReader, bytes]:
+    script = render_script(plan, "n0nce")
+    done = subprocess.run(
+        ["sh", "-s"], input=script, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin",
+        "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    reader = FrameReader("n0nce", frame_cap=1 << 20, total_cap=1 << 22)
+    reader.feed(done.stdout)
+    return reader, done.stderr
+
+
+def test_it_ships_the_matching_processes_and_the_log_tails(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.log").write_text("x" * 5000 + "\nlast step line\n")
+    (logs / "other.txt").write_text("not matched by the glob\n")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        plan = ReadPlan(process_pattern="^sleep 30$", log_globs=(f"{logs}/*.log",), tail_bytes=100)
+        reader, _ = run_locally(plan, tmp_path)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert reader.ended
+    reading = reading_from_frames("n0", reader.frames)
+    assert reading.ok and reading.live_pids == [sleeper.pid]
+    assert list(reading.logs) == [f"{logs}/rank0.log"]
+    tail = reading.logs[f"{logs}/rank0.log"]
+    assert len(tail) == 100 and tail.endswith("last step line\n")
+
+
+def test_without_globs_it_is_only_a_presence_check(tmp_path):
+    reader, _ = run_locally(ReadPlan(process_pattern="no-such-process-name"), tmp_path)
+    assert reader.ended and set(reader.frames) == {"ps"} and reader.frames["ps"] == b""
+
+
+@pytest.mark.parametrize(
+    "glob",
+    ["/tmp/$(touch {marker})*", "/tmp/`touch {marker}`", "/tmp/x'; touch {marker}; '*"],
+)
+def test_a_hostile_glob_is_a_glob_never_a_command(tmp_path, glob):
+    marker = tmp_path / "pwned"
+    plan = ReadPlan(process_pattern="x", log_globs=(glob.format(marker=marker),))
+    reader, _ = run_locally(plan, tmp_path)
+    assert reader.ended and not marker.exists()
+
+
+def test_a_hostile_pattern_is_data(tmp_path):
+    marker = tmp_path / "pwned"
+    reader, _ = run_locally(ReadPlan(process_pattern=f"x'; touch {marker}; '"), tmp_path)
+    assert reader.ended and not marker.exists()
+
+
+def test_a_plan_the_spec_refuses_never_renders():
+    with pytest.raises(ValueError):
+        render_script(ReadPlan(process_pattern="x", log_globs=("relative/*.log",)), "n")
+    with pytest.raises(ValueError):
+        render_script(ReadPlan(process_pattern="x", tail_bytes=0), "n")
+
+
+def test_the_temp_dir_is_removed(tmp_path):
+    run_locally(ReadPlan(process_pattern="x"), tmp_path)
+    assert list(tmp_path.glob("hdwatch.*")) == []
