@@ -53,10 +53,12 @@ def evidence_from_artifacts(
     for name, data, _truncated in artifacts:
         if name == NODE_META:
             meta = _json_object(data)
-            evidence.hostname = str(meta.get("hostname") or "")
+            hostname = meta.get("hostname")
+            evidence.hostname = hostname[:255] if isinstance(hostname, str) else ""
             evidence.collected_at = parse_when(meta.get("collected_at"))
             cut = meta.get("truncated")
-            evidence.truncated = [str(k) for k in cut] if isinstance(cut, list) else []
+            cut = cut[:10_000] if isinstance(cut, list) else []
+            evidence.truncated = [k[:4096] for k in cut if isinstance(k, str)]
             continue
         found = kinds.artifact_piece(name)
         if found is not None:
@@ -76,6 +78,6 @@ def parse_when(value: object) -> datetime | None:
 def _json_object(data: bytes) -> dict:
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return {}
     return value if isinstance(value, dict) else {}

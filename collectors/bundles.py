@@ -5,7 +5,9 @@ Layout (docs/bundle-format.md):  manifest.json, and per node  <node>/ps.txt,
 <node>/logs/<name>, <node>/flight_recorder/<name>, <node>/shell-init.txt. Every file optional.
 
 Bundles come from outside, so reading one trusts nothing: no links, no absolute or
-escaping paths, bounded sizes and counts, and nothing is written to disk.
+escaping paths, bounded sizes and counts, and nothing is written to disk. Archives are read by
+`tarstream`, which checks every header's sizes (names, PAX records, members, files, the total,
+the compression ratio) before it reads what they announce.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from core.errors import Invalid
 
 from . import evidence_kinds as kinds
 from .artifacts import artifacts_from_evidence, evidence_from_artifacts, parse_when
+from .tarstream import TarLimits, TarRefused, read_tar
 
 BUNDLE_FORMAT = 1
 MAX_MEMBERS = 100_000
 MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+# Everything is held in memory at once: a quarter of the 1 GiB `diagnose --bundle` stays within.
+MAX_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_NAME_BYTES = 4096
 
 
 class BundleRefused(Invalid):
@@ -42,6 +47,8 @@ class BundleLimits:
     max_members: int = MAX_MEMBERS
     max_file_bytes: int = MAX_FILE_BYTES
     max_total_bytes: int = MAX_TOTAL_BYTES
+    max_name_bytes: int = MAX_NAME_BYTES
+    max_pax_bytes: int = 64 * 1024
 
 
 def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = None) -> bytes:
@@ -92,13 +99,24 @@ def read_bundle_bytes(data: bytes, limits: BundleLimits | None = None) -> Snapsh
 
 
 def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) -> SnapshotEvidence:
-    """A bundle archive from an open binary file (an upload, say)."""
+    """A bundle archive (.tar, .tar.gz, .tar.bz2, .tar.xz) from an open binary file (an upload,
+    say), streamed: a header's sizes are checked before what it announces is read."""
     limits = limits or BundleLimits()
+    tar_limits = TarLimits(
+        max_members=limits.max_members,
+        max_file_bytes=limits.max_file_bytes,
+        max_total_bytes=limits.max_total_bytes,
+        max_name_bytes=limits.max_name_bytes,
+        max_pax_bytes=limits.max_pax_bytes,
+    )
+    files: dict[str, bytes] = {}
     try:
-        with tarfile.open(fileobj=fileobj, mode="r:*") as tar:
-            files = _files_from_tar(tar, limits)
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise BundleRefused(f"not a readable tar archive: {exc}") from exc
+        for member in read_tar(fileobj, tar_limits):
+            path = _checked_member_path(member.name)
+            if not member.is_dir:
+                files[str(path)] = member.content
+    except TarRefused as exc:
+        raise BundleRefused(str(exc)) from exc
     return _evidence_from_files(files)
 
 
@@ -114,35 +132,6 @@ def _checked_member_path(name: str) -> PurePosixPath:
     return PurePosixPath(*parts) if parts else PurePosixPath()
 
 
-def _files_from_tar(tar: tarfile.TarFile, limits: BundleLimits) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    total = 0
-    for count, member in enumerate(tar, start=1):
-        if count > limits.max_members:
-            raise BundleRefused(f"more than {limits.max_members} entries")
-        path = _checked_member_path(member.name)
-        if member.isdir():
-            continue
-        if member.issym() or member.islnk():
-            raise BundleRefused(f"{member.name}: links are not allowed")
-        if not member.isfile():
-            raise BundleRefused(f"{member.name}: only regular files are allowed")
-        if member.size > limits.max_file_bytes:
-            raise BundleRefused(
-                f"{member.name}: {member.size} bytes is over the {limits.max_file_bytes} limit"
-            )
-        total += member.size
-        if total > limits.max_total_bytes:
-            raise BundleRefused(f"more than {limits.max_total_bytes} bytes once unpacked")
-        extracted = tar.extractfile(member)
-        # Read one byte past the declared size: a lying header must not smuggle more in.
-        content = extracted.read(member.size + 1) if extracted else b""
-        if len(content) > member.size:
-            raise BundleRefused(f"{member.name}: holds more than its header says")
-        files[str(path)] = content
-    return files
-
-
 def _files_from_directory(root: Path, limits: BundleLimits) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
@@ -150,6 +139,7 @@ def _files_from_directory(root: Path, limits: BundleLimits) -> dict[str, bytes]:
         if count > limits.max_members:
             raise BundleRefused(f"more than {limits.max_members} entries")
         relative = path.relative_to(root).as_posix()
+        _check_directory_name(relative, limits)
         if path.is_symlink():
             raise BundleRefused(f"{relative}: links are not allowed")
         if path.is_dir():
@@ -168,6 +158,17 @@ def _files_from_directory(root: Path, limits: BundleLimits) -> dict[str, bytes]:
     return files
 
 
+def _check_directory_name(relative: str, limits: BundleLimits) -> None:
+    raw = relative.encode("utf-8", "surrogateescape")
+    if len(raw) > limits.max_name_bytes:
+        raise BundleRefused(f"a file name of {len(raw)} bytes is over {limits.max_name_bytes}")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = raw[:80].decode("utf-8", "backslashreplace")
+        raise BundleRefused(f"{shown}: the file name is not UTF-8") from None
+
+
 def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
     manifest = _manifest(files.pop("manifest.json", None))
     per_node: dict[str, list[tuple[str, bytes, bool]]] = defaultdict(list)
@@ -178,18 +179,27 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
         per_node[node].append((kinds.artifact_name_of_bundle_path(rest), content, False))
     statuses = manifest.get("nodes") if isinstance(manifest.get("nodes"), dict) else {}
     nodes = [
-        evidence_from_artifacts(
-            node, items, status=str((statuses.get(node) or {}).get("status", "ok"))
-        )
+        evidence_from_artifacts(node, items, status=_node_status(statuses.get(node)))
         for node, items in sorted(per_node.items())
     ]
     world_size = manifest.get("world_size")
+    cluster = manifest.get("cluster")
     return SnapshotEvidence(
         nodes=nodes,
-        expected_world_size=world_size if isinstance(world_size, int) and world_size > 0 else None,
+        expected_world_size=(
+            world_size
+            if isinstance(world_size, int) and not isinstance(world_size, bool) and world_size > 0
+            else None
+        ),
         collected_at=parse_when(manifest.get("collected_at")),
-        cluster=str(manifest.get("cluster") or ""),
+        cluster=cluster[:200] if isinstance(cluster, str) else "",
     )
+
+
+def _node_status(entry: object) -> str:
+    """A node's status from the manifest: a string of at most 200 characters, else "ok"."""
+    status = entry.get("status") if isinstance(entry, dict) else None
+    return status[:200] if isinstance(status, str) and status else "ok"
 
 
 def _manifest(raw: bytes | None) -> dict[str, Any]:
@@ -201,6 +211,8 @@ def _manifest(raw: bytes | None) -> dict[str, Any]:
         manifest = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BundleRefused(f"manifest.json is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise BundleRefused("manifest.json is nested too deeply") from None
     if not isinstance(manifest, dict):
         raise BundleRefused("manifest.json must hold a JSON object")
     fmt = manifest.get("format", BUNDLE_FORMAT)

@@ -90,6 +90,12 @@ def as_text(data: bytes) -> str:
     return data.decode("utf-8", "backslashreplace")
 
 
+def is_pid(text: str) -> bool:
+    """ASCII digits, at most ten: "²".isdigit() is true and int("²") raises, and int() of
+    5,000 digits raises too."""
+    return 0 < len(text) <= 10 and text.isascii() and text.isdigit()
+
+
 def piece_name(kind: EvidenceKind, key: Key = "") -> str:
     """How `NodeEvidence.truncated` names one piece: `ps`, `environ:<pid>`, `logs:<path>`."""
     return f"{kind.field}:{key}" if kind.key else kind.field
@@ -107,7 +113,7 @@ def frame_piece(frame_key: str, frames: Mapping[str, bytes]) -> tuple[EvidenceKi
         return _SINGLE_BY_FRAME[frame_key], ""
     head, _, rest = frame_key.partition(".")
     kind = _KEYED_BY_FRAME.get(head)
-    if kind is None or not rest.isdigit():
+    if kind is None or not is_pid(rest):
         return None
     if kind.key == "pid":
         return kind, int(rest)
@@ -161,11 +167,11 @@ def artifact_piece(name: str) -> tuple[EvidenceKind, Key] | None:
     head, _, rest = name.partition("/")
     if head == PYSPY.stored:
         pid, _, ending = rest.partition(".")
-        if not pid.isdigit():
+        if not is_pid(pid):
             return None
         return (PYSPY_ERRORS if f".{ending}" == PYSPY_ERRORS.suffix else PYSPY), int(pid)
     if head == ENVIRON.stored:
-        return (ENVIRON, int(rest)) if rest.isdigit() else None
+        return (ENVIRON, int(rest)) if is_pid(rest) else None
     for kind in (SYSTEM, LOGS, FLIGHT_RECORDER):
         if head == kind.stored and rest:
             return kind, rest

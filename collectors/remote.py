@@ -634,6 +634,6 @@ def _pids(ps: str | None) -> list[int]:
     pids = []
     for line in (ps or "").splitlines()[1:]:
         first = line.split(maxsplit=1)[:1]
-        if first and first[0].isdigit():
+        if first and first[0].isdecimal() and len(first[0]) <= 10:  # not "²", not 5,000 digits
             pids.append(int(first[0]))
     return pids

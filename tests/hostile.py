@@ -8,6 +8,7 @@ is not defused fails its test instead of taking the machine with it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import resource
 import subprocess
@@ -83,3 +84,62 @@ def run_limited(
         preexec_fn=limits,  # the child is Python itself: no threads to race with
         check=False,
     )
+
+
+# --- tar archives ---------------------------------------------------------------------------
+
+MiB = 1024 * 1024
+
+
+def tar_header(
+    name: bytes, size: int, kind: bytes = b"0", *, size_field: bytes | None = None
+) -> bytes:
+    """One ustar header block, checksum included; `size_field` overrides the 12-byte size."""
+    block = bytearray(512)
+    block[0 : len(name[:100])] = name[:100]
+    block[100:108] = b"0000644\0"
+    block[108:124] = b"0000000\0" * 2
+    block[124:136] = size_field if size_field is not None else b"%011o\0" % size
+    block[136:148] = b"00000000000\0"
+    block[148:156] = b" " * 8
+    block[156:157] = kind
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def tar_file(name: bytes, content: bytes) -> bytes:
+    return tar_header(name, len(content)) + content + bytes(-len(content) % 512)
+
+
+def tar_end() -> bytes:
+    return bytes(1024)
+
+
+def gz(*parts: bytes) -> bytes:
+    """Each part its own gzip member: the stream is their concatenation once unpacked."""
+    return b"".join(gzip.compress(part, 6) for part in parts)
+
+
+def repeated_gz(byte: bytes, size: int) -> bytes:
+    """`size` bytes of `byte` (a multiple of 1 MiB), compressed ~1000:1 without ever being
+    built: one compressed MiB, repeated."""
+    one = gzip.compress(byte * MiB, 9)
+    return one * (size // MiB)
+
+
+def extension_header_bomb(kind: bytes, size: int = 1536 * MiB) -> bytes:
+    """A GNU long name (L) or PAX header (x) declaring `size` bytes, all present: the review's
+    "2 MB archive -> 4.3 GB resident". Compressed it is ~1.5 MB."""
+    name = b"././@LongLink" if kind == b"L" else b"PaxHeader/x"
+    return b"".join(
+        [
+            gz(tar_header(name, size, kind)),
+            repeated_gz(b"a" if kind == b"L" else b"9", size),
+            gz(tar_file(b"gpu-0/ps.txt", b"PID PPID STAT ELAPSED COMMAND\n") + tar_end()),
+        ]
+    )
+
+
+def tar_gz(*members: bytes) -> bytes:
+    return gzip.compress(b"".join(members) + tar_end())

@@ -174,7 +174,7 @@ _SHELL_BARE = {
 def signal_code(name: str) -> int | None:
     """`SIGKILL` / `Signals.SIGKILL` / `9` / `Killed` -> the negative code a launcher prints."""
     name = name.strip().removeprefix("Signals.")
-    if name.isdigit():
+    if name.isdecimal():  # "²".isdigit() too, and int() refuses it
         return -int(name) if len(name) <= 3 else None
     return SIGNAL_CODES.get(name) or STRSIGNAL_CODES.get(name.removesuffix(" (core dumped)"))
 
@@ -184,7 +184,7 @@ def int_list(text: str, limit: int = MAX_MAP) -> list[int]:
     values: list[int] = []
     for part in text.split(",", limit):
         part = part.strip()
-        if part.isdigit() and len(part) <= 18:
+        if part.isdecimal() and len(part) <= 18:
             values.append(int(part))
         if len(values) >= limit:
             break
@@ -196,7 +196,7 @@ def task_ids(spec: str, limit: int = MAX_MAP) -> list[int]:
     ids: list[int] = []
     for part in spec.split(",", limit):
         first, _, last = part.partition("-")
-        if not first.isdigit() or (last and not last.isdigit()) or len(part) > 37:
+        if not first.isdecimal() or (last and not last.isdecimal()) or len(part) > 37:
             continue
         stop = int(last) if last else int(first)
         ids.extend(range(int(first), min(stop, int(first) + limit - len(ids) - 1) + 1))
