@@ -26,9 +26,10 @@ system-packages-test:
 	@PYTHON=$(PYTHON) scripts/system-packages test
 
 ## Run the console: web + Celery worker + beat (SQLite and a file broker unless
-## DATABASE_URL / REDIS_URL are set). Ctrl-C stops everything.
+## DATABASE_URL / REDIS_URL are set). Ctrl-C stops everything. The dev settings are named
+## here: manage.py, WSGI and Celery default to the production ones (console/settings/prod.py).
 run: system-packages-run $(STAMP)
-	$(BIN)/python manage.py runconsole
+	DJANGO_SETTINGS_MODULE=console.settings.dev $(BIN)/python manage.py runconsole
 
 ## The whole suite: lint, format check, tests on real Postgres/Redis/Celery/sshd/chromium.
 ## PostgreSQL and Redis when they answer (the header of the run says which; CI=true requires
@@ -46,7 +47,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 migrate: $(STAMP)
-	$(BIN)/python manage.py migrate
+	DJANGO_SETTINGS_MODULE=$${DJANGO_SETTINGS_MODULE:-console.settings.dev} $(BIN)/python manage.py migrate
 
 ## A lab on this machine (root): `make lab LAB_ARGS="--nodes 4 --scenario oom"`; see docs/lab.md.
 LAB_ARGS ?= --nodes 2 --ranks-per-node 2 --scenario rank-exit

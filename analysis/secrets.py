@@ -131,7 +131,6 @@ _SECRET_WORDS = frozenset(
         "COOKIE",
         "DSN",
         "BEARER",
-        "SIGNATURE",
     }
 )
 # Endings of a glued word (`HFTOKEN`, `MYAPIKEY`, `DBPASSWORD`).
@@ -180,6 +179,8 @@ _PREFIXED = (
     ("hd_", 20),
 )
 _GENERIC_MIN = 32
+# No shape above matches fewer characters (AKIA + 16, hd_ + 17).
+_SHORTEST_SECRET = 20
 _GENERIC_MAX = 4096
 _ENTROPY_MIN = 4.2
 
@@ -385,8 +386,8 @@ def _mask_environ_blob(text: str, key: bytes | None) -> str:
 
 def mask_text(text: str, *, key: bytes | None = None) -> str:
     """Free text (ps lines, log lines, stacks, an environ blob) with every secret masked."""
-    if not text:
-        return text
+    if len(text) < _SHORTEST_SECRET and not any(c in text for c in "=: \0"):
+        return text  # one short word: a secret only by its name (mask_value)
     if _PEM_BEGIN in text:
         text = _mask_pem_blocks(text, key)
     if "\0" in text:
@@ -412,8 +413,5 @@ def mask_json(data, *, key: bytes | None = None, _name: str = "", _depth: int = 
     result = {}
     for field, item in data.items():
         inherited = name if field in ("value", "values") else ""
-        if isinstance(field, str) and is_secret_name(field) and isinstance(item, str):
-            result[field] = mask_value(field, item, key=key)
-        else:
-            result[field] = mask_json(item, key=key, _name=inherited, _depth=_depth + 1)
+        result[field] = mask_json(item, key=key, _name=inherited, _depth=_depth + 1)
     return result

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import Conflict
+from core.errors import Conflict, Forbidden, TooLarge
+from core.roles import Role, has_role
 from incidents.models import Incident
+from incidents.services import incident_require_open
 
-from . import selectors, tasks
+from . import audit, selectors, tasks
 from .bundles import read_bundle_fileobj
 from .diagnosis_serializers import DiagnosisSerializer
 from .models import NodeCollection, Snapshot
+from .views import MAX_BUNDLE_UPLOAD_BYTES
 
 
 class NodeCollectionSerializer(serializers.ModelSerializer):
@@ -110,11 +113,16 @@ class BundleImportApi(APIView):
         responses={201: SnapshotSerializer},
     )
     def post(self, request, pk: int):
-        """Import an evidence bundle (.tar.gz, field `bundle`) as a snapshot of the incident."""
+        """Import an evidence bundle (.tar.gz, field `bundle`, at most 512 MiB) as a snapshot
+        of the incident; over the cap: 413."""
         incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+        incident_require_open(incident)
+        _refuse_over_cap(request)  # before the body is read: Content-Length says it all
         upload = request.FILES.get("bundle")
         if upload is None:
             raise serializers.ValidationError({"bundle": "attach the bundle file as `bundle`"})
+        if upload.size > MAX_BUNDLE_UPLOAD_BYTES:
+            raise TooLarge(_over_cap_message(upload.size), field="bundle")
         evidence = read_bundle_fileobj(upload)  # BundleRefused answers 400 {"bundle": why}
         snapshot = tasks.snapshot_import_bundle(
             incident=incident, evidence=evidence, by=request.user
@@ -122,12 +130,44 @@ class BundleImportApi(APIView):
         return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
 
+# Room for the multipart envelope around the file itself.
+_MULTIPART_SLACK = 1 << 20
+
+
+def _over_cap_message(size: int) -> str:
+    return f"{size >> 20} MiB is over the {MAX_BUNDLE_UPLOAD_BYTES >> 20} MiB bundle limit."
+
+
+def _refuse_over_cap(request) -> None:
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > MAX_BUNDLE_UPLOAD_BYTES + _MULTIPART_SLACK:
+        raise TooLarge(_over_cap_message(length), field="bundle")
+
+
 class BundleExportApi(APIView):
-    @extend_schema(responses={(200, "application/gzip"): bytes})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "raw", bool, description="1: the evidence as collected (audited); else masked"
+            )
+        ],
+        responses={(200, "application/gzip"): bytes},
+    )
     def get(self, request, snapshot_pk: int):
+        """The snapshot's evidence as a bundle, secrets masked unless `raw=1`. Responders
+        only; every export is written to the audit log."""
+        if not has_role(request.user, Role.RESPONDER):
+            raise Forbidden("Exporting evidence needs the responder role.")
         snapshot = get_object_or_404(Snapshot.objects.select_related("incident"), pk=snapshot_pk)
-        response = HttpResponse(
-            selectors.snapshot_bundle(snapshot), content_type="application/gzip"
+        raw = request.query_params.get("raw") in ("1", "true")
+        content = selectors.snapshot_bundle(snapshot, raw=raw)
+        audit.evidence_exported(request, snapshot, raw=raw, via="api")
+        response = HttpResponse(content, content_type="application/gzip")
+        kind = "-raw" if raw else ""
+        response["Content-Disposition"] = (
+            f'attachment; filename="snapshot-{snapshot.pk}{kind}.tar.gz"'
         )
-        response["Content-Disposition"] = f'attachment; filename="snapshot-{snapshot.pk}.tar.gz"'
         return response

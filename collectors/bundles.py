@@ -62,11 +62,16 @@ def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = N
         "nodes": {node.node: {"status": node.status} for node in evidence.nodes},
         **(manifest or {}),
     }
+    folders = _node_folders([node.node for node in evidence.nodes])
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         _add(tar, "manifest.json", json.dumps(header, indent=2, sort_keys=True).encode())
-        for node in evidence.nodes:
+        written: set[str] = set()
+        for node, folder in zip(evidence.nodes, folders, strict=True):
             for name, content, _truncated in artifacts_from_evidence(node):
-                _add(tar, f"{_safe_node_name(node.node)}/{kinds.bundle_path(name)}", content)
+                member = f"{folder}/{_safe_relative_path(kinds.bundle_path(name))}"
+                if member not in written:  # two remote paths that clean to one: keep the first
+                    written.add(member)
+                    _add(tar, member, content)
     return buffer.getvalue()
 
 
@@ -77,9 +82,32 @@ def _add(tar: tarfile.TarFile, name: str, content: bytes) -> None:
     tar.addfile(info, io.BytesIO(content))
 
 
-def _safe_node_name(name: str) -> str:
-    cleaned = name.replace("/", "_").strip(".") or "node"
-    return cleaned
+def _safe_segment(segment: str) -> str:
+    """One path segment that no reader takes for a parent, a root or a separator."""
+    cleaned = segment.replace("\\", "_").replace("\0", "_")
+    return "_" * len(cleaned) if cleaned.strip(".") == "" else cleaned
+
+
+def _safe_relative_path(path: str) -> str:
+    """A member path under a node's folder: no `..`, no absolute part, no empty segment (log
+    paths and node names come from the nodes and the admins, and are not trusted)."""
+    segments = [_safe_segment(s) for s in path.split("/") if s]
+    return "/".join(segments) or "_"
+
+
+def _node_folders(names: list[str]) -> list[str]:
+    """Each node's folder: its name as one safe segment, made unique when two clean alike."""
+    folders: list[str] = []
+    taken: set[str] = set()
+    for name in names:
+        base = _safe_segment(name.replace("/", "_").strip(".")) or "node"
+        folder, n = base, 1
+        while folder in taken or folder == "manifest.json":
+            n += 1
+            folder = f"{base}-{n}"
+        taken.add(folder)
+        folders.append(folder)
+    return folders
 
 
 def read_bundle(path: Path, limits: BundleLimits | None = None) -> SnapshotEvidence:

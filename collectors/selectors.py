@@ -121,13 +121,16 @@ def artifact_index(snapshot: Snapshot, node: str) -> list[Artifact]:
     )
 
 
-def snapshot_bundle(snapshot: Snapshot) -> bytes:
-    """The snapshot's evidence as a .tar.gz bundle (docs/bundle-format.md)."""
+def snapshot_bundle(snapshot: Snapshot, *, raw: bool = False) -> bytes:
+    """The snapshot's evidence as a .tar.gz bundle (docs/bundle-format.md), its secrets
+    masked (collectors/masking.py) unless `raw`."""
     from .bundles import write_bundle
+    from .masking import masked_snapshot
 
+    evidence = snapshot_evidence(snapshot)
     return write_bundle(
-        snapshot_evidence(snapshot),
-        {"incident": snapshot.incident.reference, "snapshot": snapshot.pk},
+        evidence if raw else masked_snapshot(evidence),
+        {"incident": snapshot.incident.reference, "snapshot": snapshot.pk, "masked": not raw},
     )
 
 

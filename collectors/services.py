@@ -21,9 +21,10 @@ from django.utils import timezone
 import analysis
 from analysis import guide
 from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.secrets import mask_json, mask_text
 from core.errors import Conflict, Invalid
 from incidents.models import EventKind, Incident
-from incidents.services import timeline_event_record
+from incidents.services import incident_require_open, timeline_event_record
 
 from . import remote, selectors
 from .artifacts import artifacts_from_evidence
@@ -72,6 +73,7 @@ def snapshot_create(
 ) -> SnapshotCreated:
     """Create a snapshot of the incident's cluster with one pending visit per node, or return
     the one already running. Queues nothing: tasks.snapshot_start does, once committed."""
+    incident_require_open(incident)
     cluster = incident.cluster
     nodes = list(cluster.nodes.order_by("name"))
     if not nodes:
@@ -111,6 +113,7 @@ def snapshot_store_bundle(
 ) -> Snapshot:
     """Store a bundle's evidence as a snapshot of the incident, ready for analysis (which
     tasks.snapshot_import_bundle queues)."""
+    incident_require_open(incident)
     if not evidence.nodes:
         raise SnapshotRefused("The bundle holds no node directories: nothing to analyse.")
     now = timezone.now()
@@ -307,10 +310,12 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     previous = selectors.previous_snapshot(snapshot)
     previous_evidence = selectors.snapshot_evidence(previous) if previous else None
     try:
-        diagnosis = analysis.diagnose(evidence, previous=previous_evidence).to_json()
+        # Stored masked: every reader (pages, API, exports, post-mortems) sees no secret.
+        diagnosis = mask_json(analysis.diagnose(evidence, previous=previous_evidence).to_json())
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
-        return _snapshot_finish(snapshot, status=SnapshotStatus.FAILED, error=f"analysis: {exc}")
+        error = mask_text(f"analysis: {exc}")[:2000]
+        return _snapshot_finish(snapshot, status=SnapshotStatus.FAILED, error=error)
     return _snapshot_finish(snapshot, status=SnapshotStatus.DONE, diagnosis=diagnosis)
 
 
@@ -364,6 +369,7 @@ def snapshot_record_decision(
     *, snapshot: Snapshot, by: AbstractBaseUser, classification: str, note: str = ""
 ):
     """A responder's call on a snapshot: agree with the verdict or override it, pinned."""
+    incident_require_open(snapshot.incident_id)
     if classification not in guide.CLASS_NAMES:
         raise Invalid(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
     suggested = (snapshot.diagnosis or {}).get("classification")

@@ -11,8 +11,9 @@ from core.errors import Invalid
 from core.roles import Role, role_required
 from incidents.models import Incident
 
-from . import selectors, services, tasks
+from . import audit, selectors, services, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
+from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
 
 MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
@@ -92,20 +93,40 @@ def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(f"{incident.get_absolute_url()}#snapshot")
 
 
+@role_required(Role.RESPONDER)
 def bundle_export(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    """The snapshot as a bundle, secrets masked; `?raw=1` exports it as collected. Both are
+    written to the audit log."""
     snapshot = get_object_or_404(
         Snapshot.objects.select_related("incident", "cluster"), pk=snapshot_pk
     )
-    response = HttpResponse(selectors.snapshot_bundle(snapshot), content_type="application/gzip")
-    filename = f"{snapshot.incident.reference}-snapshot-{snapshot.pk}.tar.gz"
+    raw = request.GET.get("raw") == "1"
+    content = selectors.snapshot_bundle(snapshot, raw=raw)
+    audit.evidence_exported(request, snapshot, raw=raw, via="page")
+    response = HttpResponse(content, content_type="application/gzip")
+    kind = "-raw" if raw else ""
+    filename = f"{snapshot.incident.reference}-snapshot-{snapshot.pk}{kind}.tar.gz"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
+@role_required(Role.RESPONDER)
 def artifact_raw(request: HttpRequest, snapshot_pk: int, artifact_pk: int) -> HttpResponse:
-    artifact = get_object_or_404(Artifact, pk=artifact_pk, collection__snapshot_id=snapshot_pk)
-    # Raw evidence is shown as text, never rendered: it comes from the nodes.
-    response = HttpResponse(artifact.content, content_type="text/plain; charset=utf-8")
+    """One artifact as text, secrets masked; `?raw=1` as collected (audited). Responders
+    only: viewers read the (masked) diagnosis."""
+    artifact = get_object_or_404(
+        Artifact.objects.select_related("collection__snapshot"),
+        pk=artifact_pk,
+        collection__snapshot_id=snapshot_pk,
+    )
+    if request.GET.get("raw") == "1":
+        audit.raw_evidence_read(request, artifact)
+        content = artifact.content
+    else:
+        content = masked_artifact_text(artifact.name, artifact.content)
+    # Shown as text, never rendered: it comes from the nodes.
+    response = HttpResponse(content, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = "inline"
     response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, no-store"
     return response

@@ -4,7 +4,7 @@ settings module this project runs with by default, and the command lines of its 
 import os
 import sys
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.prod")
 
 from core.celery import app
 

@@ -29,7 +29,11 @@ class TokenAuthentication(authentication.BaseAuthentication):
         )
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Unknown or revoked token.")
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+        now = timezone.now()
+        state = token.state_at(now)
+        if state != "active":
+            raise exceptions.AuthenticationFailed(f"This token is {state}: ask for a new one.")
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token
 
     def authenticate_header(self, request) -> str:

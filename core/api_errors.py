@@ -8,13 +8,14 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from .errors import AppError, Conflict, Forbidden, Invalid, NotFound
+from .errors import AppError, Conflict, Forbidden, Invalid, NotFound, TooLarge
 
 STATUS_BY_ERROR: dict[type[AppError], int] = {
     Invalid: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
     Forbidden: status.HTTP_403_FORBIDDEN,
+    TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
 
 

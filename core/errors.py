@@ -34,3 +34,7 @@ class Conflict(AppError):
 
 class Forbidden(AppError):
     """The person asking may not do this (403)."""
+
+
+class TooLarge(AppError):
+    """The upload is over the size the console accepts (413)."""

@@ -23,6 +23,19 @@ class InvalidTransition(Conflict):
     """The incident is not in a status from which the requested one can be reached."""
 
 
+class IncidentClosed(Conflict):
+    """A closed incident is read-only: no note, edit, pin, snapshot or decision is added."""
+
+
+def incident_require_open(incident: Incident | int) -> None:
+    """Refuse a write to a closed incident, by the status stored now (not a stale copy's)."""
+    pk = incident if isinstance(incident, int) else incident.pk
+    closed = Incident.objects.filter(pk=pk, status=Status.CLOSED).values_list("pk", flat=True)
+    if closed:
+        reference = incident.reference if isinstance(incident, Incident) else f"Incident {pk}"
+        raise IncidentClosed(f"{reference} is closed: it is read-only.")
+
+
 def timeline_event_record(
     *,
     incident: Incident,
@@ -116,6 +129,7 @@ def incident_change_status(
 def incident_add_note(
     *, incident: Incident, by: AbstractBaseUser, text: str, pinned: bool = False
 ) -> TimelineEvent:
+    incident_require_open(incident)
     return timeline_event_record(
         incident=incident,
         kind=EventKind.NOTE,
@@ -129,6 +143,7 @@ def incident_add_note(
 @transaction.atomic
 def incident_update(*, incident: Incident, by: AbstractBaseUser, **fields: Any) -> Incident:
     """Change severity, commander, title or description; the timeline records what changed."""
+    incident_require_open(incident)
     changes = {}
     for name, value in fields.items():
         old = getattr(incident, name)
@@ -161,6 +176,7 @@ def incident_update(*, incident: Incident, by: AbstractBaseUser, **fields: Any) 
 def incident_acknowledge(*, incident: Incident, by: AbstractBaseUser) -> Incident:
     """ "I have it": the caller becomes commander and an open incident moves to investigating,
     as one timeline event. Conditional like every status move: a concurrent change wins."""
+    incident_require_open(incident)
     fields: dict[str, Any] = {}
     if incident.commander_id != by.pk:
         fields["commander"] = by
@@ -194,6 +210,7 @@ def incident_acknowledge(*, incident: Incident, by: AbstractBaseUser) -> Inciden
 
 
 def event_set_pinned(*, event: TimelineEvent, pinned: bool) -> TimelineEvent:
+    incident_require_open(event.incident_id)
     TimelineEvent.objects.filter(pk=event.pk).update(pinned=pinned)
     incident_touch(event.incident_id)
     event.pinned = pinned

@@ -42,6 +42,7 @@ def test_runconsole_serves_the_login_page_runs_tasks_on_the_file_broker_and_stop
     }
     var = tmp_path / "var"  # not there yet: runconsole makes it, the settings do not
     env.update(HANGDESK_VAR_DIR=str(var), HANGDESK_DEMO="0", HANGDESK_PORT=str(port))
+    env["DJANGO_SETTINGS_MODULE"] = "console.settings.dev"  # as `make run` names them
     console = subprocess.Popen(
         [sys.executable, "manage.py", "runconsole"],
         cwd=settings.BASE_DIR,

@@ -118,6 +118,7 @@ def test_importing_the_settings_makes_no_folder_opens_no_socket_and_sets_no_vari
     env.update(HANGDESK_VAR_DIR=str(tmp_path / "var"))
     if secret_key:
         env["DJANGO_SECRET_KEY"] = secret_key * 50
+        env["DJANGO_ALLOWED_HOSTS"] = "console.example"
     done = subprocess.run(
         [sys.executable, "-c", IMPORT_EVERY_SETTINGS_MODULE, *modules],
         cwd=django_settings.BASE_DIR,

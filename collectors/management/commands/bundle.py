@@ -7,6 +7,8 @@ from collectors.bundles import BundleRefused, read_bundle
 from collectors.models import Snapshot
 from collectors.services import SnapshotRefused
 from collectors.tasks import snapshot_import_bundle
+from core.models import AuditAction
+from core.services import audit_record
 from incidents.models import Incident
 
 
@@ -18,6 +20,9 @@ class Command(BaseCommand):
         export = sub.add_parser("export", help="SNAPSHOT_ID OUT.tar.gz")
         export.add_argument("snapshot_id", type=int)
         export.add_argument("out", type=Path)
+        export.add_argument(
+            "--raw", action="store_true", help="as collected, secrets included (default: masked)"
+        )
         imported = sub.add_parser("import", help="INCIDENT_ID PATH (a .tar.gz or a directory)")
         imported.add_argument("incident_id", type=int)
         imported.add_argument("path", type=Path)
@@ -27,9 +32,19 @@ class Command(BaseCommand):
             snapshot = Snapshot.objects.filter(pk=options["snapshot_id"]).first()
             if snapshot is None:
                 raise CommandError(f"No snapshot {options['snapshot_id']}")
-            data = selectors.snapshot_bundle(snapshot)
+            raw = options["raw"]
+            data = selectors.snapshot_bundle(snapshot, raw=raw)
             options["out"].write_bytes(data)
-            self.stdout.write(f"wrote {options['out']} ({len(data)} bytes)")
+            audit_record(
+                user=None,
+                action=AuditAction.RAW_BUNDLE_EXPORT if raw else AuditAction.BUNDLE_EXPORT,
+                target=f"snapshot {snapshot.pk} to {options['out']}"[:500],
+                incident_id=snapshot.incident_id,
+                snapshot_id=snapshot.pk,
+                via="command",
+            )
+            masked = "as collected" if raw else "secrets masked"
+            self.stdout.write(f"wrote {options['out']} ({len(data)} bytes, {masked})")
             return
         incident = Incident.objects.filter(pk=options["incident_id"]).first()
         if incident is None:
