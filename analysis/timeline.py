@@ -41,6 +41,8 @@ def _title(diagnosis: dict, count: int) -> dict:
         "text": f"{count} ranks · last step completed by every rank: "
         f"{last if last is not None else '-'}",
         "font": {"size": 14},
+        "x": 0,
+        "xanchor": "left",
     }
 
 
@@ -126,8 +128,15 @@ def _dots(diagnosis: dict, rows: list[dict]) -> dict:
             "hovermode": "closest",
             "shapes": shapes,
             "annotations": annotations,
-            "legend": {"orientation": "h", "y": -0.2},
-            "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+            # Above the plot, right: clear of the axis title and of the suspects' labels.
+            "legend": {
+                "orientation": "h",
+                "x": 1,
+                "xanchor": "right",
+                "y": 1.02,
+                "yanchor": "bottom",
+            },
+            "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
         },
     }
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from core.errors import Invalid
+from core.feedback import CHANGED_EVENT, answer
 from core.roles import Role, role_required
 from incidents.models import Incident
 
@@ -23,14 +23,15 @@ MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
 @role_required(Role.RESPONDER)
 def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+    to = f"{incident.get_absolute_url()}#snapshot"
     try:
         snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
     except services.SnapshotRefused as exc:
-        messages.error(request, str(exc))
-    else:
-        if not created:
-            messages.info(request, f"Snapshot {snapshot.pk} is already running; showing it.")
-    return redirect(f"{incident.get_absolute_url()}#snapshot")
+        return answer(request, to=to, text=str(exc), level="error", changed=False)
+    if not created:
+        text = f"Snapshot {snapshot.pk} is already running; showing it."
+        return answer(request, to=to, text=text, level="info")
+    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.")
 
 
 @require_POST
@@ -39,22 +40,23 @@ def snapshot_decide(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     snapshot = get_object_or_404(Snapshot.objects.select_related("incident"), pk=snapshot_pk)
     classification = request.POST.get("classification", "")
     note = request.POST.get("note", "")[:400]
+    to = f"{snapshot.incident.get_absolute_url()}#diagnosis"
     try:
         services.snapshot_record_decision(
             snapshot=snapshot, by=request.user, classification=classification, note=note
         )
     except Invalid as exc:
-        messages.error(request, str(exc))
-    return redirect(f"{snapshot.incident.get_absolute_url()}#timeline")
+        return answer(request, to=to, text=str(exc), level="error", changed=False)
+    return answer(request, to=to, text="Decision recorded.")
 
 
 def snapshot_progress(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
     response = render(request, "collectors/_progress.html", selectors.progress(snapshot))
     if request.headers.get("HX-Request") and not snapshot.is_active:
-        # The snapshot finished while this page watched it: reload once for the timeline
-        # and verdict; the reloaded page has nothing left to poll.
-        response["HX-Refresh"] = "true"
+        # The snapshot finished while this page watched it: the page's live poll fetches
+        # the verdict and the timeline now (the panel just rendered has nothing to poll).
+        response["HX-Trigger"] = CHANGED_EVENT
     return response
 
 
@@ -76,21 +78,22 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
 def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
     upload = request.FILES.get("bundle")
+    to = f"{incident.get_absolute_url()}#snapshot"
     if upload is None:
-        messages.error(request, "Choose a bundle file (.tar.gz) to import.")
-    elif upload.size > MAX_BUNDLE_UPLOAD_BYTES:
-        messages.error(request, f"{upload.name} is over {MAX_BUNDLE_UPLOAD_BYTES >> 20} MiB.")
-    else:
-        try:
-            evidence = read_bundle_fileobj(upload)
-            snapshot = tasks.snapshot_import_bundle(
-                incident=incident, evidence=evidence, by=request.user
-            )
-        except (BundleRefused, services.SnapshotRefused) as exc:
-            messages.error(request, f"Bundle refused: {exc}")
-        else:
-            messages.success(request, f"Imported as snapshot {snapshot.pk}; analysing.")
-    return redirect(f"{incident.get_absolute_url()}#snapshot")
+        text = "Choose a bundle file (.tar.gz) to import."
+        return answer(request, to=to, text=text, level="error", changed=False)
+    if upload.size > MAX_BUNDLE_UPLOAD_BYTES:
+        text = f"{upload.name} is over {MAX_BUNDLE_UPLOAD_BYTES >> 20} MiB."
+        return answer(request, to=to, text=text, level="error", changed=False)
+    try:
+        evidence = read_bundle_fileobj(upload)
+        snapshot = tasks.snapshot_import_bundle(
+            incident=incident, evidence=evidence, by=request.user
+        )
+    except (BundleRefused, services.SnapshotRefused) as exc:
+        text = f"Bundle {upload.name} refused: {exc}"
+        return answer(request, to=to, text=text, level="error", changed=False)
+    return answer(request, to=to, text=f"Imported as snapshot {snapshot.pk}; analysing.")
 
 
 @role_required(Role.RESPONDER)

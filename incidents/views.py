@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from core.feedback import answer
 from core.roles import Role, role_required
 
 from . import services
@@ -33,19 +34,32 @@ def incident_open(request: HttpRequest) -> HttpResponse:
 def incident_change_status(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident, pk=pk)
     form = StatusChangeForm(request.POST, incident=incident)
-    if form.is_valid():
-        try:
-            services.incident_change_status(
-                incident=incident,
-                to_status=form.cleaned_data["to_status"],
-                by=request.user,
-                note=form.cleaned_data["note"],
-            )
-        except services.InvalidTransition as exc:
-            messages.error(request, str(exc))
-    else:
-        messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
-    return redirect(incident)
+    to = incident.get_absolute_url()
+    if not form.is_valid():
+        text = " ".join(e for errs in form.errors.values() for e in errs)
+        return answer(request, to=to, text=text, level="error")
+    try:
+        services.incident_change_status(
+            incident=incident,
+            to_status=form.cleaned_data["to_status"],
+            by=request.user,
+            note=form.cleaned_data["note"],
+        )
+    except services.InvalidTransition as exc:
+        return answer(request, to=to, text=str(exc), level="error")
+    return answer(request, to=to, text=f"{incident.reference} is {incident.get_status_display()}.")
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def incident_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
+    incident = get_object_or_404(Incident.objects.select_related("commander"), pk=pk)
+    to = incident.get_absolute_url()
+    try:
+        services.incident_acknowledge(incident=incident, by=request.user)
+    except services.InvalidTransition as exc:
+        return answer(request, to=to, text=str(exc), level="error")
+    return answer(request, to=to, text=f"You command {incident.reference}.")
 
 
 @require_POST
@@ -53,11 +67,12 @@ def incident_change_status(request: HttpRequest, pk: int) -> HttpResponse:
 def incident_add_note(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident, pk=pk)
     form = NoteForm(request.POST)
-    if form.is_valid():
-        services.incident_add_note(incident=incident, by=request.user, **form.cleaned_data)
-    else:
-        messages.error(request, "A note needs some text (at most 2,000 characters).")
-    return redirect(f"{incident.get_absolute_url()}#timeline")
+    to = f"{incident.get_absolute_url()}#timeline"
+    if not form.is_valid():
+        text = "A note needs some text (at most 2,000 characters)."
+        return answer(request, to=to, text=text, level="error", changed=False)
+    services.incident_add_note(incident=incident, by=request.user, **form.cleaned_data)
+    return answer(request, to=to, text="Note added to the timeline.")
 
 
 @require_POST
@@ -67,11 +82,12 @@ def incident_edit(request: HttpRequest, pk: int) -> HttpResponse:
     # The form writes into its instance while validating; give it a copy so the service
     # still sees the old values and can record what changed.
     form = IncidentEditForm(request.POST, instance=copy.copy(incident))
-    if form.is_valid():
-        services.incident_update(incident=incident, by=request.user, **form.cleaned_data)
-    else:
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
-    return redirect(incident)
+    to = incident.get_absolute_url()
+    if not form.is_valid():
+        text = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return answer(request, to=to, text=text, level="error", changed=False)
+    services.incident_update(incident=incident, by=request.user, **form.cleaned_data)
+    return answer(request, to=to, text="Saved.")
 
 
 @require_POST
@@ -79,4 +95,4 @@ def incident_edit(request: HttpRequest, pk: int) -> HttpResponse:
 def event_toggle_pin(request: HttpRequest, pk: int, event_pk: int) -> HttpResponse:
     event = get_object_or_404(TimelineEvent, pk=event_pk, incident_id=pk)
     services.event_set_pinned(event=event, pinned=not event.pinned)
-    return redirect(f"{event.incident.get_absolute_url()}#event-{event.pk}")
+    return answer(request, to=f"{event.incident.get_absolute_url()}#event-{event.pk}")

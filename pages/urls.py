@@ -10,6 +10,7 @@ app_name = "incidents"
 urlpatterns = [
     path("", views.incident_list, name="list"),
     path("incidents/<int:pk>/", views.incident_detail, name="detail"),
+    path("incidents/<int:pk>/live/", views.incident_live, name="live"),
     *postmortem_urls.urlpatterns,
     *guided_urls.urlpatterns,
     *incident_urls.urlpatterns,

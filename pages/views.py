@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from collectors import selectors as snapshot_selectors
@@ -15,11 +15,9 @@ from incidents import selectors as incident_selectors
 from incidents.forms import (
     IncidentEditForm,
     IncidentFilterForm,
-    NoteForm,
     PostMortemForm,
-    StatusChangeForm,
 )
-from incidents.models import Incident, PostMortem
+from incidents.models import EventKind, Incident, PostMortem, TimelineEvent
 
 
 def incident_list(request: HttpRequest) -> HttpResponse:
@@ -43,21 +41,81 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(
         Incident.objects.select_related("cluster", "commander", "opened_by"), pk=pk
     )
-    snapshot = snapshot_selectors.latest_snapshot(incident)
-    return render(
-        request,
-        "pages/incident_detail.html",
-        {
-            "incident": incident,
-            "snapshot": snapshot,
-            "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
-            "view": snapshot_selectors.diagnosis_view(snapshot) if snapshot else None,
-            "events": incident_selectors.incident_timeline(incident),
-            "status_form": StatusChangeForm(incident=incident),
-            "note_form": NoteForm(),
-            "edit_form": IncidentEditForm(instance=incident),
-        },
+    context = _incident_context(incident)
+    return render(request, "pages/incident_detail.html", context)
+
+
+def incident_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """An open incident page asks "changed since version v?" every few seconds. Unchanged
+    costs one primary-key read and an empty 204 (htmx swaps nothing); changed, the answer
+    carries only the regions whose state moved, as out-of-band swaps."""
+    version = Incident.objects.filter(pk=pk).values_list("version", flat=True).first()
+    if version is None:
+        raise Http404("No such incident.")
+    if str(version) == request.GET.get("v"):
+        return HttpResponse(status=204)
+    incident = get_object_or_404(
+        Incident.objects.select_related("cluster", "commander", "opened_by"), pk=pk
     )
+    context = _incident_context(incident)
+    keys = context["live"]
+    context["swap"] = {
+        "head": keys["a"] != request.GET.get("a"),
+        "evidence": keys["d"] != request.GET.get("d"),
+    }
+    context["seen_event"] = _int(request.GET.get("e"))
+    context["news"] = [e for e in context["events"] if e.pk > context["seen_event"]]
+    return render(request, "pages/_live.html", context)
+
+
+def _incident_context(incident: Incident) -> dict:
+    snapshot = snapshot_selectors.latest_snapshot(incident)
+    # While a new snapshot collects, the last verdict stays on the page (and says which).
+    diagnosed = snapshot
+    if snapshot is not None and not snapshot.diagnosis:
+        diagnosed = snapshot_selectors.latest_diagnosed_snapshot(incident)
+    events = list(incident_selectors.incident_timeline(incident))
+    decision = _decision(events, diagnosed)
+    last_event = events[-1].pk if events else 0
+    return {
+        "incident": incident,
+        "snapshot": snapshot,
+        "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
+        "diagnosed": diagnosed,
+        "view": snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
+        "decision": decision,
+        "events": events,
+        "edit_form": IncidentEditForm(instance=incident),
+        # What the page shows, as keys the live poll sends back: each region is re-rendered
+        # only when its own key moved (typing in the note box survives a colleague's note).
+        "live": {
+            "v": incident.version,
+            "a": f"{incident.status}:{incident.severity}:{incident.commander_id or 0}:"
+            f"{snapshot.status if snapshot else '-'}:{incident.title}",
+            "d": f"{snapshot.pk}:{snapshot.status}:{decision.pk if decision else 0}"
+            f":{diagnosed.pk if diagnosed else 0}"
+            if snapshot
+            else "-",
+            "e": last_event,
+        },
+    }
+
+
+def _decision(events: list[TimelineEvent], snapshot) -> TimelineEvent | None:
+    """The newest decision recorded on this snapshot, shown in the verdict's head."""
+    if snapshot is None:
+        return None
+    for event in reversed(events):
+        if event.kind == EventKind.DECISION and event.details.get("snapshot") == snapshot.pk:
+            return event
+    return None
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
 
 
 def incident_postmortem(request: HttpRequest, pk: int) -> HttpResponse:

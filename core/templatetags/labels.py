@@ -1,0 +1,32 @@
+"""Plain names for what the analysis says, wherever a page shows a class or a time."""
+
+from django import template
+
+from analysis import guide
+
+register = template.Library()
+
+
+@register.filter
+def class_name(code: str | None) -> str:
+    return guide.class_name(code or "")
+
+
+@register.filter
+def class_hint(code: str | None) -> str:
+    return guide.CLASS_HINTS.get(code or "", "")
+
+
+@register.filter
+def class_subtitle(code: str | None) -> str:
+    return guide.CLASS_SUBTITLES.get(code or "", "")
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    return guide.duration(seconds)
+
+
+@register.filter
+def progress_line(progress: dict | None) -> str:
+    return guide.progress_line(progress)
