@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from analysis import guide
 from analysis import postmortem as story
-from analysis.secrets import mask_json
+from analysis.secrets import mask_json, mask_text
 from core.errors import Conflict, Invalid
 
 from .models import (
@@ -327,7 +327,8 @@ def postmortem_save(
         )
     for name in EDITABLE:
         if name in fields:
-            setattr(postmortem, name, fields[name])
+            # A token pasted with a log line is masked before it is ever stored or shared.
+            setattr(postmortem, name, mask_text(fields[name] or ""))
     old_status = postmortem.status
     if status:
         if status not in PostMortemStatus.values:

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 URL_ATTRIBUTES = {"href", "src", "action", "formaction", "xlink:href", "poster", "data"}
 BAD_SCHEMES = ("javascript:", "vbscript:", "data:")
-EMBEDDING = {"iframe", "object", "embed", "frame", "base", "meta", "link", "img", "svg", "form"}
+EMBEDDING = {"iframe", "object", "embed", "frame", "base", "meta", "link", "img", "svg"}
 
 
 class _Finder(HTMLParser):
