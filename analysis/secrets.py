@@ -398,20 +398,38 @@ def mask_text(text: str, *, key: bytes | None = None) -> str:
 _JSON_DEPTH = 64
 
 
-def mask_json(data, *, key: bytes | None = None, _name: str = "", _depth: int = 0):
+def mask_json(data, *, key: bytes | None = None):
     """A JSON-like value with every string masked; a `value` under a dict with a `name` is
-    masked as that variable's value (environment diffs, shell start-up findings)."""
-    if _depth > _JSON_DEPTH:
-        return data
-    if isinstance(data, str):
-        return mask_value(_name, data, key=key) if _name else mask_text(data, key=key)
-    if isinstance(data, list | tuple):
-        return [mask_json(item, key=key, _name=_name, _depth=_depth + 1) for item in data]
-    if not isinstance(data, dict):
-        return data
-    name = data.get("name") if isinstance(data.get("name"), str) else _name
-    result = {}
-    for field, item in data.items():
-        inherited = name if field in ("value", "values") else ""
-        result[field] = mask_json(item, key=key, _name=inherited, _depth=_depth + 1)
-    return result
+    masked as that variable's value (environment diffs, shell start-up findings).
+
+    Strings repeat a lot in a diagnosis (frames, node names in a 4,096-rank table): each
+    distinct one is masked once per call."""
+    return _JsonMasker(key).walk(data, "", 0)
+
+
+class _JsonMasker:
+    def __init__(self, key: bytes | None) -> None:
+        self.key = key
+        self.texts: dict[str, str] = {}
+
+    def text(self, value: str) -> str:
+        shown = self.texts.get(value)
+        if shown is None:
+            shown = self.texts[value] = mask_text(value, key=self.key)
+        return shown
+
+    def walk(self, data, name: str, depth: int):
+        if depth > _JSON_DEPTH:
+            return data
+        if isinstance(data, str):
+            return mask_value(name, data, key=self.key) if name else self.text(data)
+        if isinstance(data, list | tuple):
+            return [self.walk(item, name, depth + 1) for item in data]
+        if not isinstance(data, dict):
+            return data
+        own = data.get("name")
+        own = own if isinstance(own, str) else name
+        return {
+            field: self.walk(item, own if field in ("value", "values") else "", depth + 1)
+            for field, item in data.items()
+        }
