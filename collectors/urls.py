@@ -15,4 +15,17 @@ urlpatterns = [
         views.artifact_raw,
         name="artifact",
     ),
+    # The same view, as a page: line numbers, the verdict's quoted lines marked, search.
+    path(
+        "snapshots/<int:snapshot_pk>/artifacts/<int:artifact_pk>/view/",
+        views.artifact_raw,
+        {"as_page": True},
+        name="artifact_view",
+    ),
+    # The same view again, finding the artifact that holds the verdict's evidence line.
+    path(
+        "snapshots/<int:snapshot_pk>/evidence/<int:quote>/",
+        views.artifact_raw,
+        name="quote",
+    ),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
@@ -11,8 +11,9 @@ from core.feedback import CHANGED_EVENT, answer
 from core.roles import Role, role_required
 from incidents.models import Incident
 
-from . import audit, selectors, services, tasks
+from . import audit, evidence_viewer, selectors, services, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
+from .evidence_kinds import as_text
 from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
 
@@ -114,22 +115,51 @@ def bundle_export(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
 
 
 @role_required(Role.RESPONDER)
-def artifact_raw(request: HttpRequest, snapshot_pk: int, artifact_pk: int) -> HttpResponse:
+def artifact_raw(
+    request: HttpRequest,
+    snapshot_pk: int,
+    artifact_pk: int | None = None,
+    *,
+    as_page: bool = False,
+    quote: int | None = None,
+) -> HttpResponse:
     """One artifact as text, secrets masked; `?raw=1` as collected (audited). Responders
-    only: viewers read the (masked) diagnosis."""
-    artifact = get_object_or_404(
-        Artifact.objects.select_related("collection__snapshot"),
-        pk=artifact_pk,
-        collection__snapshot_id=snapshot_pk,
-    )
-    if request.GET.get("raw") == "1":
+    only: viewers read the (masked) diagnosis. Every way to read an artifact comes through
+    here: the plain text (download), the viewer page (`as_page`: line numbers, the verdict's
+    quoted lines marked) and a quote of the verdict (`quote`: the artifact that holds it)."""
+    if quote is not None:
+        artifact, line = _artifact_quoting(snapshot_pk, quote)
+    else:
+        artifact = get_object_or_404(
+            Artifact.objects.select_related("collection__snapshot"),
+            pk=artifact_pk,
+            collection__snapshot_id=snapshot_pk,
+        )
+        line = None
+    raw = request.GET.get("raw") == "1"
+    if raw:
         audit.raw_evidence_read(request, artifact)
         content = artifact.content
     else:
         content = masked_artifact_text(artifact.name, artifact.content)
+    if as_page or quote is not None:
+        text = content if isinstance(content, str) else as_text(content)
+        context = evidence_viewer.artifact_page(artifact, text, raw=raw)
+        context["line"] = line
+        return render(request, "collectors/artifact.html", context)
     # Shown as text, never rendered: it comes from the nodes.
     response = HttpResponse(content, content_type="text/plain; charset=utf-8")
-    response["Content-Disposition"] = "inline"
+    disposition = "attachment" if request.GET.get("download") == "1" else "inline"
+    filename = artifact.name.replace("/", "_").replace('"', "")
+    response["Content-Disposition"] = f'{disposition}; filename="{filename}.txt"'
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, no-store"
     return response
+
+
+def _artifact_quoting(snapshot_pk: int, index: int) -> tuple[Artifact, int | None]:
+    snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
+    found = evidence_viewer.artifact_quoting(snapshot, index)
+    if found is None:
+        raise Http404("No stored artifact of that node holds this line.")
+    return found

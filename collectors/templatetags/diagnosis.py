@@ -5,6 +5,15 @@ from django.utils.html import format_html, format_html_join
 
 register = template.Library()
 
+
+@register.filter
+def quotable(item: dict) -> bool:
+    """Whether a verdict's evidence item is a line some stored artifact holds."""
+    from collectors.evidence_viewer import is_linkable
+
+    return is_linkable(item)
+
+
 DASH = "—"
 
 

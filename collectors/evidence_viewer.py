@@ -1,0 +1,175 @@
+"""The evidence viewer: which lines of an artifact the verdict quotes, and which stored
+artifact holds a quoted line. Only `str` containment, no regex: artifacts are untrusted text
+of up to several MiB. The view (collectors.views.artifact_raw) decides who reads what and
+masks; the functions here get the text it decided to show."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.utils.html import format_html, format_html_join
+
+from .masking import masked_artifact_text
+from .models import Artifact, Snapshot, inflate
+
+# A page shows at most this many lines, each cut at LINE_CHARS (the download has them all).
+MAX_LINES = 20_000
+LINE_CHARS = 2_000
+# Quotes shorter than this would mark half the file ("OK", "0").
+MIN_QUOTE_CHARS = 6
+# Kinds whose text is a line as the node wrote it (others are the analysis's own words:
+# "rank 3: its process is gone", a formatted frame, an environment diff).
+LITERAL_KINDS = frozenset(
+    {
+        "dmesg_oom",
+        "exit_code",
+        "log_error",
+        "nccl_config",
+        "nccl_peer",
+        "nccl_warn",
+        "rendezvous",
+        "segfault",
+        "shell_init",
+        "slow_rank",
+        "step_time",
+        "watchdog",
+        "xid",
+    }
+)
+
+
+def quote_core(text: str) -> str:
+    """The part of a quote that appears verbatim in the artifact: an Xid's "  [meaning]"
+    annotation is the analysis's, not the node's."""
+    return text.split("  [", 1)[0].strip()
+
+
+def usable_quotes(evidence: Iterable[dict], node: str) -> list[tuple[int, str]]:
+    """(index in the diagnosis's evidence, verbatim core) of this node's literal quotes."""
+    out = []
+    for index, item in enumerate(evidence):
+        if item.get("node") != node or item.get("kind") not in LITERAL_KINDS:
+            continue
+        core = quote_core(str(item.get("text") or ""))
+        if len(core) >= MIN_QUOTE_CHARS:
+            out.append((index, core))
+    return out
+
+
+def is_linkable(item: dict) -> bool:
+    return bool(item.get("node")) and item.get("kind") in LITERAL_KINDS
+
+
+def quoted_line_numbers(lines: list[str], quotes: list[tuple[int, str]]) -> dict[int, int]:
+    """1-based line number -> the evidence index it quotes (the first quote that matches)."""
+    found: dict[int, int] = {}
+    if not quotes:
+        return found
+    for number, line in enumerate(lines, start=1):
+        for index, core in quotes:
+            if core in line:
+                found[number] = index
+                break
+    return found
+
+
+def first_line_with(text: str, core: str) -> int | None:
+    """1-based number of the first line containing `core`, or None."""
+    at = text.find(core)
+    if at < 0:
+        return None
+    return text.count("\n", 0, at) + 1
+
+
+@dataclass
+class Page:
+    rows: str  # escaped HTML of the table rows
+    lines_total: int
+    lines_shown: int
+    cut_lines: int  # lines shortened to LINE_CHARS
+    quoted: dict[int, int]
+
+
+def render_lines(text: str, quotes: list[tuple[int, str]]) -> Page:
+    """The artifact as table rows: a line number that links to itself, the line, and the
+    verdict's quoted lines marked (class "quoted", with the evidence index)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    total = len(lines)
+    lines = lines[:MAX_LINES]
+    quoted = quoted_line_numbers(lines, quotes)
+    cut = 0
+    shown = []
+    for number, line in enumerate(lines, start=1):
+        if len(line) > LINE_CHARS:
+            line, cut = line[:LINE_CHARS] + " …", cut + 1
+        shown.append((number, line))
+    rows = format_html_join(
+        "\n",
+        '<tr id="L{}"{}><td class="ln"><a href="#L{}">{}</a></td><td class="tx">{}</td></tr>',
+        (
+            (
+                n,
+                format_html(' class="quoted" data-quote="{}"', quoted[n]) if n in quoted else "",
+                n,
+                n,
+                line,
+            )
+            for n, line in shown
+        ),
+    )
+    return Page(rows, total, len(lines), cut, quoted)
+
+
+# A quote is looked for in at most this much of a node's stored text.
+LOCATE_BUDGET_BYTES = 64 * 1024 * 1024
+
+
+def artifact_page(artifact: Artifact, text: str, *, raw: bool) -> dict:
+    """What the viewer page shows of one artifact (its text already masked or not)."""
+    collection = artifact.collection
+    snapshot = collection.snapshot
+    evidence = (snapshot.diagnosis or {}).get("evidence") or []
+    quotes = usable_quotes(evidence, collection.node_name)
+    page = render_lines(text, quotes)
+    return {
+        "artifact": artifact,
+        "snapshot": snapshot,
+        "node": collection.node_name,
+        "page": page,
+        "raw": raw,
+        "quotes": [
+            {"index": i, "text": evidence[i]["text"], "kind": evidence[i]["kind"], "line": n}
+            for n, i in sorted(page.quoted.items())
+        ],
+    }
+
+
+def artifact_quoting(snapshot: Snapshot, index: int) -> tuple[Artifact, int] | None:
+    """The stored artifact (of the quoting node, in name order) holding the verdict's
+    evidence line `index`, and the line's number. Searched in the masked text, which is
+    what the stored (masked) diagnosis quotes."""
+    evidence = (snapshot.diagnosis or {}).get("evidence") or []
+    if not 0 <= index < len(evidence) or not is_linkable(evidence[index]):
+        return None
+    item = evidence[index]
+    core = quote_core(str(item.get("text") or ""))
+    if len(core) < MIN_QUOTE_CHARS:
+        return None
+    candidates = (
+        Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=item["node"])
+        .select_related("collection__snapshot")
+        .order_by("name")
+    )
+    budget = LOCATE_BUDGET_BYTES
+    for artifact in candidates.iterator(chunk_size=50):
+        text = masked_artifact_text(artifact.name, inflate(artifact.compressed))
+        budget -= len(text)
+        line = first_line_with(text, core)
+        if line is not None:
+            return artifact, line
+        if budget <= 0:
+            break
+    return None
