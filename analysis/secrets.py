@@ -355,21 +355,33 @@ def _mask_words(text: str, key: bytes | None) -> str:
     value_next = False
     for match in _WORD.finditer(text):
         word = match.group()
-        out.append(text[position : match.start()])
-        position = match.end()
-        if value_next and word not in (":", "=", "Bearer", "Basic") and not word.startswith(MARK):
-            out.append(masked(word, key=key))
+        if value_next:
+            if word in _VALUE_LEADS:
+                continue
             value_next = False
-            continue
-        if value_next and word in (":", "=", "Bearer", "Basic"):
-            out.append(word)
-            continue
-        replaced, value_next = _mask_word(word, key)
-        if not value_next:
-            value_next = _takes_value(word, text, match.end())
+            if word.startswith(MARK):
+                continue
+            replaced = masked(word, key=key)
+        else:
+            # A short word without a trigger is neither a secret's shape nor its name.
+            if len(word) < _SHORTEST_SECRET and not _has_trigger(word):
+                continue
+            replaced, value_next = _mask_word(word, key)
+            if not value_next:
+                value_next = _takes_value(word, text, match.end())
+            if replaced == word:
+                continue
+        out.append(text[position : match.start()])
         out.append(replaced)
+        position = match.end()
+    if not out:
+        return text
     out.append(text[position:])
     return "".join(out)
+
+
+# Words between a secret's name and its value: `Authorization: Bearer X`, `password = X`.
+_VALUE_LEADS = frozenset({":", "=", "Bearer", "Basic"})
 
 
 def _mask_environ_blob(text: str, key: bytes | None) -> str:
@@ -392,7 +404,32 @@ def mask_text(text: str, *, key: bytes | None = None) -> str:
         text = _mask_pem_blocks(text, key)
     if "\0" in text:
         return _mask_environ_blob(text, key)
+    if len(text) > _LINEWISE_FROM and "\n" in text:
+        return "".join(_mask_line(line, key) for line in text.splitlines(keepends=True))
     return _mask_words(text, key)
+
+
+# Every substring that any rule above needs (lower case): secret-name words, the named secrets
+# without one (`*_URL`, `NETRC`), `AWS_`, `--flags`, URLs and the prefixes of token shapes. A
+# line with none of them and no word of 32 characters or more holds nothing to mask.
+_TRIGGERS = (
+    "token", "secret", "pass", "pwd", "key", "cred", "auth", "private", "cookie", "dsn",
+    "bearer", "_url", "netrc", "aws_", "://", "hf_", "gh", "glpat-", "xox", "sk-", "hd_",
+    "akia", "asia", "eyj",
+)  # fmt: skip
+_LINEWISE_FROM = 4096
+
+
+def _has_trigger(text: str) -> bool:
+    lowered = text.lower()
+    return any(t in lowered for t in _TRIGGERS)
+
+
+def _mask_line(line: str, key: bytes | None) -> str:
+    # Substring checks and a split, all in C; a base64 run of 32 lies inside a chunk of 32+.
+    if _has_trigger(line) or any(len(chunk) >= _GENERIC_MIN for chunk in line.split()):
+        return _mask_words(line, key)
+    return line
 
 
 _JSON_DEPTH = 64

@@ -199,3 +199,18 @@ def test_a_megabyte_of_adversarial_text_is_masked_in_one_pass():
     # Shapes that make a backtracking matcher quadratic: long runs of near-tokens.
     for text in ("eyJ" * 350_000, "a=" * 500_000, "-" * 1_000_000, "hf_" + "A" * 1_000_000):
         assert len(mask_text(text, key=KEY)) > 0
+
+
+def test_a_long_log_is_masked_line_by_line_with_nothing_missed():
+    filler = "[rank0]:[I ProcessGroupNCCL.cpp:852] step 12 all_reduce done\n" * 200
+    secret_lines = (
+        f"login with {HF}\n",
+        f"{AWS_SECRET}\n",
+        "connect postgres://u:pw1234@db/x\n",
+        "python train.py --password hunter2\n",
+    )
+    text = filler + "".join(secret_lines) + filler
+    shown = mask_text(text, key=KEY)
+    for secret in (HF, AWS_SECRET, "pw1234", "hunter2"):
+        assert secret not in shown
+    assert shown.count("step 12 all_reduce done") == 400
