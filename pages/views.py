@@ -3,21 +3,16 @@ calls one service, and renders."""
 
 from __future__ import annotations
 
-from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 
 from collectors import selectors as snapshot_selectors
-from core.roles import Role, has_role
-from incidents import postmortems
 from incidents import selectors as incident_selectors
 from incidents.forms import (
     IncidentEditForm,
     IncidentFilterForm,
-    PostMortemForm,
 )
-from incidents.models import EventKind, Incident, PostMortem, TimelineEvent
+from incidents.models import EventKind, Incident, TimelineEvent
 
 
 def incident_list(request: HttpRequest) -> HttpResponse:
@@ -116,31 +111,3 @@ def _int(text: str | None) -> int:
         return int(text or 0)
     except ValueError:
         return 0
-
-
-def incident_postmortem(request: HttpRequest, pk: int) -> HttpResponse:
-    """The post-mortem: read by everyone; written and edited by responders (a draft is
-    prefilled from the latest verdict, the decisions and the timeline)."""
-    incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
-    context = postmortems.postmortem_view(incident)
-    form = None
-    if has_role(request.user, Role.RESPONDER):
-        instance = context["postmortem"] or _draft(incident)
-        form = PostMortemForm(request.POST or None, instance=instance)
-        if request.method == "POST" and form.is_valid():
-            postmortems.postmortem_save(incident=incident, by=request.user, **form.cleaned_data)
-            messages.success(request, "Post-mortem saved.")
-            return redirect("incidents:postmortem", pk=incident.pk)
-    elif request.method == "POST":
-        raise PermissionDenied("This needs the responder role.")
-    context.update({"incident": incident, "form": form})
-    return render(request, "pages/postmortem.html", context)
-
-
-def _draft(incident: Incident) -> PostMortem:
-    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
-    if snapshot is None:
-        return postmortems.postmortem_draft(incident)
-    return postmortems.postmortem_draft(
-        incident, diagnosis=snapshot.diagnosis, diagnosed_at=snapshot.finished_at
-    )

@@ -1,0 +1,261 @@
+"""The guided workflow on the incident page: the branch of the class the responders settled
+on (else the verdict's), each question pre-answered from the stored diagnosis with its
+evidence, every answer a timeline event, and the next actions as buttons that do the thing.
+
+Raw evidence shown here (a rank's log tail, its node's dmesg, two environments side by side)
+is read from the artifacts already collected, masked, and shown to responders only.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from analysis import branches, guide
+from analysis.secrets import mask_environment, mask_text
+from collectors.models import Artifact, Snapshot
+from core.roles import Role, has_role, role_required
+from incidents.guided import guided_answer_record, guided_answers
+from incidents.models import EventKind, Incident, Status, TimelineEvent
+from incidents.services import InvalidTransition, incident_change_status
+
+# A log tail or dmesg shows at most this many of its last lines, read from its last bytes.
+TAIL_LINES = 200
+TAIL_BYTES = 256 * 1024
+# Variables that differ per rank by design: shown, never counted as a difference.
+PER_RANK_VARIABLES = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "CUDA_VISIBLE_DEVICES",
+        "TORCHELASTIC_ERROR_FILE",
+        "HOSTNAME",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+    }
+)
+
+
+def branch_class(snapshot: Snapshot, events: list[TimelineEvent]) -> str:
+    """The responders' call on this snapshot when they made one, else the verdict's class."""
+    for event in reversed(events):
+        if event.kind == EventKind.DECISION and event.details.get("snapshot") == snapshot.pk:
+            return event.details.get("classification") or ""
+    return (snapshot.diagnosis or {}).get("classification", "")
+
+
+def guided_context(
+    incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
+) -> dict | None:
+    """What the guided panel shows, or None before a snapshot has a diagnosis."""
+    if snapshot is None or not snapshot.diagnosis:
+        return None
+    classification = branch_class(snapshot, events)
+    branch = branches.branch(snapshot.diagnosis, classification)
+    answers = guided_answers(events, snapshot.pk, classification)
+    questions = []
+    for q in branch["questions"]:
+        labels = dict(q["choices"])
+        answer = answers.get(q["id"])
+        questions.append(
+            {
+                **q,
+                "suggested_label": labels.get(q["suggested"], q["suggested"]),
+                "evidence": [{**e, "text": mask_text(e.get("text") or "")} for e in q["evidence"]],
+                "answer": answer,
+            }
+        )
+    return {
+        "incident": incident,
+        "snapshot": snapshot,
+        "branch": branch,
+        "class_name": guide.class_name(classification),
+        "questions": questions,
+        "answered": sum(1 for q in questions if q["answer"]),
+        "can_respond": has_role(user, Role.RESPONDER),
+        "can_resolve": Status.RESOLVED in dict(incident.next_statuses()),
+    }
+
+
+def _snapshot(pk: int, snapshot_pk: int) -> Snapshot:
+    return get_object_or_404(
+        Snapshot.objects.select_related("incident", "incident__cluster"),
+        pk=snapshot_pk,
+        incident_id=pk,
+    )
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def guided_answer(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
+    """Confirm a question's pre-answer, or override it with another choice."""
+    snapshot = _snapshot(pk, snapshot_pk)
+    incident = snapshot.incident
+    events = list(incident.events.order_by("at", "pk"))
+    classification = branch_class(snapshot, events)
+    question = branches.question(
+        snapshot.diagnosis or {}, classification, request.POST.get("q", "")
+    )
+    if question is None:
+        messages.error(request, "That question is not in this branch any more; reload the page.")
+        return redirect(f"{incident.get_absolute_url()}#guided")
+    confirm = request.POST.get("action") == "confirm"
+    answer = question["suggested"] if confirm else request.POST.get("answer", "")
+    if answer not in dict(question["choices"]):
+        messages.error(request, "Choose one of the answers offered.")
+    else:
+        guided_answer_record(
+            incident=incident,
+            by=request.user,
+            snapshot_id=snapshot.pk,
+            branch=classification,
+            question=question,
+            answer=answer,
+            note=request.POST.get("note", ""),
+        )
+    return redirect(f"{incident.get_absolute_url()}#guided-{question['id']}")
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def guided_resolve(request: HttpRequest, pk: int) -> HttpResponse:
+    """The branch's last button: mark the incident resolved, then open the post-mortem."""
+    incident = get_object_or_404(Incident, pk=pk)
+    if Status.RESOLVED in dict(incident.next_statuses()):
+        try:
+            incident_change_status(
+                incident=incident,
+                to_status=Status.RESOLVED,
+                by=request.user,
+                note=request.POST.get("note", "")[:400] or "resolved from the guided workflow",
+            )
+        except InvalidTransition as exc:
+            messages.error(request, str(exc))
+            return redirect(incident)
+    return redirect("incidents:postmortem", pk=incident.pk)
+
+
+def _artifacts(snapshot: Snapshot, node: str, *, prefix: str = "", name: str = "") -> list:
+    artifacts = Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=node)
+    if name:
+        artifacts = artifacts.filter(name=name)
+    elif prefix:
+        artifacts = artifacts.filter(name__startswith=prefix)
+    return list(artifacts.order_by("name"))
+
+
+def _tail(data: bytes) -> tuple[list[str], bool]:
+    """The last lines of a piece of evidence, masked; and whether there was more."""
+    cut = len(data) > TAIL_BYTES
+    text = data[-TAIL_BYTES:].decode("utf-8", "replace")
+    lines = text.splitlines()
+    if cut and lines:
+        lines = lines[1:]  # the first line was cut in the middle
+    more = cut or len(lines) > TAIL_LINES
+    return [mask_text(line) for line in lines[-TAIL_LINES:]], more
+
+
+def _rank_markers(rank: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """How a rank's own log file is named, and how its lines are marked in a shared log."""
+    names = (f"rank{rank}.", f"rank{rank}_", f"rank_{rank}.", f"rank-{rank}.", f"rank{rank}-")
+    lines = (f"[rank{rank}]", f"[default{rank}]", f"rank={rank} ", f"[{rank}]:")
+    return names, lines
+
+
+def rank_logs(snapshot: Snapshot, node: str, rank: int) -> list[dict]:
+    """The rank's own log file's tail; else, from the node's shared logs, its lines."""
+    names, markers = _rank_markers(rank)
+    logs = _artifacts(snapshot, node, prefix="logs/")
+    own = [a for a in logs if any(m in a.name.rsplit("/", 1)[-1] for m in names)]
+    shown = []
+    for artifact in own or logs:
+        lines, more = _tail(artifact.content)
+        if not own:
+            lines = [line for line in lines if any(m in line for m in markers)]
+        if lines:
+            shown.append(
+                {"name": artifact.name.removeprefix("logs/"), "lines": lines, "more": more}
+            )
+    return shown
+
+
+@role_required(Role.RESPONDER)
+def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> HttpResponse:
+    """A rank's log tail and its node's dmesg, from the snapshot's collected evidence."""
+    snapshot = _snapshot(pk, snapshot_pk)
+    row = next(
+        (r for r in (snapshot.diagnosis or {}).get("per_rank") or [] if r.get("rank") == rank), {}
+    )
+    node = row.get("node") or ""
+    dmesg = _artifacts(snapshot, node, name="dmesg.txt") if node else []
+    dmesg_lines, dmesg_more = _tail(dmesg[0].content) if dmesg else ([], False)
+    return render(
+        request,
+        "pages/guided_rank.html",
+        {
+            "incident": snapshot.incident,
+            "snapshot": snapshot,
+            "rank": rank,
+            "row": row,
+            "node": node,
+            "logs": rank_logs(snapshot, node, rank) if node else [],
+            "dmesg": dmesg_lines,
+            "dmesg_more": dmesg_more,
+        },
+    )
+
+
+def _environ(snapshot: Snapshot, row: dict) -> dict[str, str] | None:
+    if not row.get("node") or not row.get("pid"):
+        return None
+    found = _artifacts(snapshot, row["node"], name=f"environ/{row['pid']}")
+    if not found:
+        return None
+    text = found[0].content.decode("utf-8", "replace")
+    env = dict(entry.split("=", 1) for entry in text.split("\0") if "=" in entry)
+    return mask_environment(env)
+
+
+def env_rows(suspect: dict[str, str], healthy: dict[str, str]) -> list[dict]:
+    """One row per variable: both values (masked), whether they differ, and whether they
+    differ by design (RANK, LOCAL_RANK, ...). Differences first."""
+    rows = []
+    for name in sorted(set(suspect) | set(healthy)):
+        a, b = suspect.get(name), healthy.get(name)
+        per_rank = name in PER_RANK_VARIABLES
+        rows.append(
+            {"name": name, "suspect": a, "healthy": b, "differs": a != b and not per_rank,
+             "per_rank": per_rank}
+        )  # fmt: skip
+    return sorted(rows, key=lambda r: (not r["differs"], r["name"]))
+
+
+@role_required(Role.RESPONDER)
+def guided_env(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
+    """The suspect rank's environment beside a healthy rank's, on another node if possible."""
+    snapshot = _snapshot(pk, snapshot_pk)
+    diagnosis = snapshot.diagnosis or {}
+    who = branches.suspect(diagnosis)
+    healthy = branches.healthy_rank(diagnosis)
+    suspect_env = _environ(snapshot, who["row"])
+    healthy_env = _environ(snapshot, healthy) if healthy else None
+    rows = env_rows(suspect_env or {}, healthy_env or {})
+    return render(
+        request,
+        "pages/guided_env.html",
+        {
+            "incident": snapshot.incident,
+            "snapshot": snapshot,
+            "suspect": who,
+            "healthy": healthy,
+            "missing": suspect_env is None or healthy_env is None,
+            "rows": rows,
+            "differ_count": sum(1 for r in rows if r["differs"]),
+        },
+    )
