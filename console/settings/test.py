@@ -14,3 +14,10 @@ TEMPLATES[0]["OPTIONS"]["string_if_invalid"] = "INVALID_TEMPLATE_VARIABLE(%s)"  
 # file it can open too when the SQLite fallback is in use.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-hangdesk.sqlite3")}  # noqa: F405
+
+# The watch in seconds, not minutes: the worker and beat the watch's lab tests start read these
+# (tests/watch/test_watch_lab.py).
+WATCH_PERIOD_S = 2.0
+WATCH_SECOND_SNAPSHOT_AFTER_S = 3.0
+WATCH_WEBHOOK_BACKOFF_S = 1
+CELERY_BEAT_SCHEDULE["watch-dispatch"]["schedule"] = WATCH_PERIOD_S  # noqa: F405
