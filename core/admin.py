@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.utils import timezone
 
 from .errors import AppError
-from .models import ApiToken, AuditEvent
+from .models import ApiToken, AuditEvent, LoginFailure
 from .services import api_token_create, api_token_revoke
 
 
@@ -68,4 +68,18 @@ class AuditEventAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(LoginFailure)
+class LoginFailureAdmin(admin.ModelAdmin):
+    """Failed logins in the throttle's window; deleting a user's rows lifts their lock."""
+
+    list_display = ("at", "username", "ip")
+    search_fields = ("username", "ip")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False

@@ -19,7 +19,11 @@ from .roles import Role
 
 # App labels whose every permission the admin role holds; plus reading these models.
 ADMIN_APPS = ("auth", "clusters")
-ADMIN_MODELS = {("core", "apitoken"): None, ("core", "auditevent"): ("view",)}
+ADMIN_MODELS = {
+    ("core", "apitoken"): None,
+    ("core", "auditevent"): ("view",),
+    ("core", "loginfailure"): ("view", "delete"),
+}
 
 
 def sync_staff(user) -> None:

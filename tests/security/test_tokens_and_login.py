@@ -120,3 +120,17 @@ def test_password_spraying_from_one_address_is_locked_too(bob, client):
     for n in range(20):
         _fail_login(client, f"user{n}")
     assert _fail_login(client, "bob").status_code == 429
+
+
+def test_an_admin_lifts_a_lock_by_deleting_the_failures(alice, bob, client):
+    for _ in range(5):
+        _fail_login(client, "bob")
+    client.force_login(alice)
+    failures = list(LoginFailure.objects.filter(username="bob").values_list("pk", flat=True))
+    client.post(
+        "/admin/core/loginfailure/",
+        {"action": "delete_selected", "_selected_action": failures, "post": "yes"},
+    )
+    client.logout()
+    ok = client.post(reverse("login"), {"username": "bob", "password": "bob-password"})
+    assert ok.status_code == 302
