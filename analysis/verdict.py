@@ -8,6 +8,8 @@ from typing import Any
 from analysis.stacks import compact_ranks
 
 CLASSES = ("A", "B", "C", "straggler", "init", "healthy", "unknown")
+# A log line can be a megabyte; the diagnosis quotes its first 2,000 characters.
+EVIDENCE_TEXT_CAP = 2000
 SECOND_SNAPSHOT = "Take a second snapshot in a minute: steps that advance mean slow, not dead."
 
 
@@ -19,7 +21,10 @@ class Evidence:
     text: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "node": self.node, "rank": self.rank, "text": self.text}
+        text = self.text
+        if len(text) > EVIDENCE_TEXT_CAP:  # a quoted line is evidence from a node: bounded
+            text = text[: EVIDENCE_TEXT_CAP - 1] + "…"
+        return {"kind": self.kind, "node": self.node, "rank": self.rank, "text": text}
 
 
 @dataclass(frozen=True)

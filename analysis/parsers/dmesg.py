@@ -11,7 +11,9 @@ _OOM = re.compile(
 )
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+), (.*)")
 _XID_PID = re.compile(r"pid=(\d+)")
-_SEGV = re.compile(r"\b([\w.-]+)\[(\d+)\]: segfault at")
+# Bounded: a process name is at most 15 characters (TASK_COMM_LEN); `[\w.-]+` searched a 20 KB
+# run of name characters quadratically (2.2 s). Searched from just before the marker.
+_SEGV = re.compile(r"\b([\w.-]{1,64})\[(\d{1,10})\]: segfault at")
 _STAMP = re.compile(r"^\s*(\[[^\]]+\]|\d{4}-\d\d-\d\dT[\d:,.+-]+|\w{3} +\d+ [\d:]+ \S+ kernel:)")
 
 # What an SRE should read from the Xid number (NVIDIA's Xid catalogue, abridged).
@@ -129,7 +131,7 @@ def parse_dmesg(text: str | None) -> KernelFacts:
                 facts.problems.append(f"Xid line not understood: {line.strip()[:120]!r}")
             continue
         if "segfault at" in line:
-            match = _SEGV.search(line)
+            match = _SEGV.search(line, max(0, line.find("]: segfault at") - 80))
             if match:
                 facts.segfaults.append(Segfault(int(match.group(2)), match.group(1), line.strip()))
     if lines and unstamped == len([ln for ln in lines if ln.strip()]):

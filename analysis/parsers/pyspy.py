@@ -49,7 +49,30 @@ class PyThread:
 
 
 _THREAD = re.compile(r'^Thread (?P<id>\S+)(?: \((?P<status>[^)]*)\))?(?:: "(?P<name>[^"]*)")?\s*$')
-_FRAME = re.compile(r"^\s+(?P<name>.+?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
+# A text frame is `    <name> (<file>[:<line>])`. Read with str methods, not a regex: the
+# regex this replaces (`^\s+(.+?) \(([^()]*?)(?::(\d+))?\)\s*$`) backtracked quadratically on a
+# line of whitespace (20 KB: 4 s).
+_TEXT_CAP = 1024
+
+
+def _text_frame(line: str) -> Frame | None:
+    if not line[:1].isspace():
+        return None
+    text = line.strip()
+    opening = text.rfind("(")
+    if not text.endswith(")") or opening < 2 or text[opening - 1] != " ":
+        return None
+    inner = text[opening + 1 : -1]
+    if ")" in inner:
+        return None
+    file, colon, digits = inner.rpartition(":")
+    number = None
+    if colon and digits.isdecimal() and len(digits) <= 9:
+        number = int(digits)
+    else:
+        file = inner
+    name = text[: opening - 1]
+    return Frame(name[:_TEXT_CAP], file[:_TEXT_CAP], number)
 
 
 def parse_pyspy(text: str | None) -> tuple[list[PyThread], list[str]]:
@@ -147,12 +170,9 @@ def _parse_text(text: str) -> tuple[list[PyThread], list[str]]:
             continue
         if line.startswith(("Process ", "Python v")):
             continue
-        frame = _FRAME.match(line)
+        frame = _text_frame(line)
         if frame and current is not None:
-            number = frame.group("line")
-            current.frames.append(
-                Frame(frame.group("name"), frame.group("file"), int(number) if number else None)
-            )
+            current.frames.append(frame)
             continue
         if (
             line.startswith(" ")
