@@ -259,3 +259,22 @@ def _compact(ranks: list[int]) -> str:
     from analysis.stacks import compact_ranks
 
     return compact_ranks(ranks)
+
+
+# What a person reading `diagnose --json` needs first; the rest follows as stored.
+READING_ORDER = (
+    "classification",
+    "summary",
+    "suspect_ranks_compact",
+    "suspect_ranks",
+    "suspect_nodes",
+    "confidence",
+    "next_steps",
+)
+
+
+def reading_order(diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """The diagnosis with classification, summary and suspects first (PostgreSQL's jsonb
+    hands keys back by length, so the stored order is no order at all)."""
+    first = {k: diagnosis[k] for k in READING_ORDER if k in diagnosis}
+    return first | {k: v for k, v in diagnosis.items() if k not in first}

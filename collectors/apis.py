@@ -10,6 +10,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from analysis import guide
 from core.errors import Conflict, Forbidden, TooLarge
 from core.roles import Role, has_role
 from incidents.models import Incident
@@ -34,6 +35,10 @@ class SnapshotSerializer(serializers.ModelSerializer):
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     duration_s = serializers.FloatField(read_only=True, allow_null=True)
     classification = serializers.SerializerMethodField()
+    classification_name = serializers.SerializerMethodField(
+        help_text="the class in plain words, e.g. 'A · a rank left or stalled outside the "
+        "collective'"
+    )
     summary = serializers.SerializerMethodField()
 
     class Meta:
@@ -49,11 +54,16 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "duration_s",
             "error",
             "classification",
+            "classification_name",
             "summary",
         ]
 
     def get_classification(self, snapshot) -> str | None:
         return (snapshot.diagnosis or {}).get("classification")
+
+    def get_classification_name(self, snapshot) -> str | None:
+        code = (snapshot.diagnosis or {}).get("classification")
+        return guide.class_name(code) if code else None
 
     def get_summary(self, snapshot) -> str | None:
         return (snapshot.diagnosis or {}).get("summary")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from analysis import guide
 from analysis.diagnosis import DIAGNOSIS_SCHEMA_VERSION
 from analysis.verdict import CLASSES
 
@@ -125,7 +126,8 @@ class DiagnosisSerializer(serializers.Serializer):
     schema_version = serializers.IntegerField(
         help_text=f"{DIAGNOSIS_SCHEMA_VERSION} today; absent on diagnoses stored before it"
     )
-    classification = serializers.ChoiceField(choices=list(CLASSES))
+    # The schema lists each code with its plain name (guide.CLASS_NAMES).
+    classification = serializers.ChoiceField(choices=[(c, guide.class_name(c)) for c in CLASSES])
     confidence = serializers.FloatField(min_value=0, max_value=1)
     summary = serializers.CharField()
     next_steps = serializers.ListField(

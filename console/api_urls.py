@@ -1,8 +1,12 @@
 """/api/v1/: token or session authenticated; the OpenAPI schema at /api/schema/."""
 
-from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.decorators import login_not_required, login_required
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+)
 
 from clusters import apis as cluster_apis
 from collectors import apis as snapshot_apis
@@ -18,6 +22,17 @@ def api(view_class):
 
 urlpatterns = [
     path("schema/", api(SpectacularAPIView), name="api-schema"),
+    # Pages to read the schema, behind the site's login like every page.
+    path(
+        "docs/",
+        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
+    path(
+        "redoc/",
+        login_required(SpectacularRedocView.as_view(url_name="api-schema")),
+        name="api-redoc",
+    ),
     path("v1/clusters/", api(cluster_apis.ClusterListApi), name="api-clusters"),
     path("v1/clusters/<slug:name>/", api(cluster_apis.ClusterDetailApi), name="api-cluster"),
     path("v1/clusters/<slug:name>/nodes/", api(cluster_apis.NodeListApi), name="api-nodes"),

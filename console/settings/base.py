@@ -52,6 +52,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI and Redoc as static files from the package (no CDN): /api/docs/.
+    "drf_spectacular_sidecar",
     # The project's own apps, lowest floor first: each imports only the ones listed before
     # it (docs/architecture.md, "Homes"; tests/test_architecture.py holds them to it).
     "core",
@@ -165,6 +167,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and its docs pages need a login or a token, like the API they describe.
     "SERVE_PERMISSIONS": ["core.api_auth.RolePermission"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "IncidentStatusEnum": "incidents.models.Status",
         "SnapshotStatusEnum": "collectors.models.SnapshotStatus",

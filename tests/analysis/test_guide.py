@@ -63,3 +63,23 @@ def test_slow_or_dead_basis_is_the_progress_line():
     question = guide.decision_questions(diagnosis)[3]
     assert question["answer"] == "Dead: nothing moved."
     assert question["basis"] == "no step for 12 s; threshold 5.0 s (a step takes 0.5 s)"
+
+
+def test_reading_order_puts_the_verdict_and_suspects_first_and_keeps_every_key():
+    stored = {
+        "collected_at": "t",
+        "world_size": 4,
+        "summary": "s",
+        "suspect_ranks": [3],
+        "classification": "A",
+        "evidence": [],
+        "suspect_ranks_compact": "3",
+    }
+    ordered = guide.reading_order(stored)
+    assert list(ordered)[:4] == [
+        "classification",
+        "summary",
+        "suspect_ranks_compact",
+        "suspect_ranks",
+    ]
+    assert ordered == stored

@@ -4,6 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 import analysis
+from analysis import guide
 from collectors.bundles import BundleRefused, read_bundle
 from collectors.models import Snapshot
 
@@ -42,6 +43,6 @@ class Command(BaseCommand):
                 raise CommandError(f"Snapshot {snapshot_id} is {snapshot.status}; no diagnosis yet")
             diagnosis = snapshot.diagnosis
         if options["json"]:
-            self.stdout.write(json.dumps(diagnosis, indent=2, sort_keys=True))
+            self.stdout.write(json.dumps(guide.reading_order(diagnosis), indent=2))
         else:
             self.stdout.write(f"{diagnosis['classification']}: {diagnosis['summary']}")
