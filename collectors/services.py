@@ -135,7 +135,7 @@ def snapshot_store_bundle(
                     node_name=node.node,
                     address="(bundle)",
                     status=NodeStatus.OK if status_gathered(node.status) else NodeStatus.FAILED,
-                    reason=node.status,
+                    reason=mask_text(node.status),
                     started_at=now,
                     finished_at=now,
                 )
@@ -242,7 +242,8 @@ def _record_node_result(
     finished = NODE_FLOW.move(
         NodeCollection.objects.filter(pk=collection.pk, status=NodeStatus.RUNNING, task_id=task_id),
         final,
-        reason=evidence.status,
+        # A failure's text can quote the node's stderr: shown to every viewer, so masked.
+        reason=mask_text(evidence.status),
         finished_at=timezone.now(),
     )
     if not finished:

@@ -181,3 +181,18 @@ def test_a_launcher_line_quoting_a_command_line_is_stored_masked(
     assert HF not in stored and PASSWORD not in stored
     assert snapshot.diagnosis["classification"] == raw["classification"]
     assert "'--hf_token', '[REDACTED:" in stored
+
+
+def test_a_node_failure_quoting_a_secret_is_stored_masked(incident, carol):
+    from analysis.evidence import NodeEvidence, SnapshotEvidence
+    from collectors.services import snapshot_store_bundle
+
+    failed = NodeEvidence(
+        node="gpu-9", status=f"probe failed: exit status 1: env: HF_TOKEN={HF}: not found"
+    )
+    snapshot = snapshot_store_bundle(
+        incident=incident, evidence=SnapshotEvidence(nodes=[failed], cluster="lab")
+    )
+    reason = snapshot.collections.get().reason
+    assert HF not in reason and reason.startswith("probe failed: exit status 1: env: HF_TOKEN=[")
+    assert HF.encode() not in _api(carol).get(f"/api/v1/snapshots/{snapshot.pk}/").content
