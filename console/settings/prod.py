@@ -49,6 +49,9 @@ SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
 SECURE_HSTS_SECONDS = _env_int("DJANGO_HSTS_SECONDS", 365 * 24 * 3600)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", True)
+# Prometheus scrapes /metrics over the internal network (allowed networks or its own token,
+# console/metrics.py): not redirected to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
