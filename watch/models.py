@@ -58,6 +58,9 @@ class Watch(models.Model):
     # --- the claim: one watch task in flight per cluster ---
     claim = models.CharField(max_length=64, blank=True)
     claimed_until = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)  # the last claim's time
+    # When the logs of every node were last searched for step lines (none known to have them).
+    log_search_at = models.DateTimeField(null=True, blank=True)
     # --- what the last read found ---
     state = models.CharField(max_length=16, choices=WatchState.choices, default=WatchState.OFF)
     state_reason = models.CharField(max_length=500, blank=True)
@@ -149,6 +152,7 @@ class WatchRaise(models.Model):
     second_snapshot = models.ForeignKey(
         Snapshot, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    first_claim = models.CharField(max_length=64, blank=True)
     second_claim = models.CharField(max_length=64, blank=True)
     verdict = models.JSONField(null=True, blank=True)
     verdict_at = models.DateTimeField(null=True, blank=True)

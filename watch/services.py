@@ -164,28 +164,32 @@ def heartbeat_record(
 
 
 def watch_claim_due(*, now: datetime | None = None, limit: int = 500) -> list[tuple[int, str]]:
-    """Claim every enabled watch that is not in flight and is due; (watch id, claim) for each
-    one this caller won. A duplicate beat tick or a second dispatcher wins none of them."""
+    """Claim every enabled watch that is not in flight and was not dispatched within half a
+    period; (watch id, claim) for each one this caller won. A duplicate beat tick or a second
+    dispatcher wins none of them."""
     now = now or timezone.now()
     due_before = now - timedelta(seconds=settings.WATCH_PERIOD_S * 0.5)
+    free = Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
+    due = Q(dispatched_at__isnull=True) | Q(dispatched_at__lte=due_before)
     candidates = (
-        Watch.objects.filter(enabled=True)
-        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-        .filter(Q(checked_at__isnull=True) | Q(checked_at__lte=due_before))
-        .order_by(F("checked_at").asc(nulls_first=True))
+        Watch.objects.filter(free, due, enabled=True)
+        .order_by(F("dispatched_at").asc(nulls_first=True))
         .values_list("pk", flat=True)[:limit]
     )
     won = []
     for pk in list(candidates):
         claim = uuid.uuid4().hex
-        claimed = (
-            Watch.objects.filter(pk=pk, enabled=True)
-            .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-            .update(claim=claim, claimed_until=now + CLAIM_LEASE)
+        claimed = Watch.objects.filter(free, due, pk=pk, enabled=True).update(
+            claim=claim, claimed_until=now + CLAIM_LEASE, dispatched_at=now
         )
         if claimed:
             won.append((pk, claim))
     return won
+
+
+def watch_release(*, watch_id: int, claim: str) -> bool:
+    """The period is over (its raise and first snapshot included): the next one may start."""
+    return bool(Watch.objects.filter(pk=watch_id, claim=claim).update(claim="", claimed_until=None))
 
 
 @dataclass(frozen=True)
@@ -199,22 +203,23 @@ class TickOutcome:
 
 def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
     """One period of one watched cluster, under its claim: read the nodes, judge, store, and
-    raise when the job hangs. Releases the claim."""
+    raise when the job hangs. The claim is kept: the task releases it once the raise's first
+    snapshot is started (watch_release), so the next period cannot start it twice."""
     watch = Watch.objects.select_related("cluster").filter(pk=watch_id, claim=claim).first()
     if watch is None or not watch.enabled:
         return TickOutcome(ran=False)
     nodes = list(watch.cluster.nodes.order_by("name"))
+    searching = _searching(watch, nodes)
     readings = read_nodes(watch, nodes)
     now = timezone.now()
     judgement = progress.judge(readings, _before(watch), _settings(watch), now, _heartbeats(watch))
     with transaction.atomic():
-        stored = _store(watch, claim, readings, judgement, now)
+        stored = _store(watch, claim, readings, judgement, now, searching)
         if not stored:
             return TickOutcome(ran=False)
         open_raise = WatchRaise.objects.filter(watch=watch, closed_at__isnull=True).first()
         if open_raise and judgement.progressed and _moved_past(judgement, open_raise):
             _close_open_raise(watch, why=f"the job progresses again (step {judgement.last_step})")
-            open_raise = None
         if judgement.raise_reason is None:
             return TickOutcome(ran=True, state=judgement.state)
     found, created = raise_open(watch=watch, judgement=judgement, now=now)
@@ -233,14 +238,34 @@ def _moved_past(judgement: progress.Judgement, open_raise: WatchRaise) -> bool:
     return open_raise.step is None or judgement.last_step > open_raise.step
 
 
-def log_nodes(watch: Watch, nodes: list[Node]) -> set[str]:
-    """The nodes whose logs are read this period: the configured ones; else the nodes whose
-    tails carried step lines last time (often one); else every node, to find them."""
+SEARCH_EVERY_PERIODS = 10
+
+
+def log_nodes(watch: Watch, nodes: list[Node], now: datetime | None = None) -> set[str]:
+    """The nodes whose logs are read this period: the configured ones; else the node whose
+    tail carried step lines last time (often one is enough: the ranks step together); else
+    every node, to find it, but only every SEARCH_EVERY_PERIODS periods when the last search
+    found none (a job that only pushes heartbeats)."""
     names = [n.name for n in nodes]
     if watch.step_nodes:
         return set(watch.step_nodes) & set(names)
     known = [name for name in names if (watch.nodes.get(name) or {}).get("steps")]
-    return set(known[:1]) if known else set(names)
+    if known:
+        return {known[0]}
+    now = now or timezone.now()
+    every = timedelta(seconds=settings.WATCH_PERIOD_S * SEARCH_EVERY_PERIODS)
+    if watch.log_search_at is None or now - watch.log_search_at >= every:
+        return set(names)
+    return set()
+
+
+def _searching(watch: Watch, nodes: list[Node]) -> bool:
+    """This period reads every node's logs to find the step node."""
+    if watch.step_nodes or not nodes:
+        return False
+    if any((watch.nodes.get(n.name) or {}).get("steps") for n in nodes):
+        return False
+    return log_nodes(watch, nodes) == {n.name for n in nodes}
 
 
 def read_nodes(watch: Watch, nodes: list[Node]) -> list[reading.NodeReading]:
@@ -329,6 +354,7 @@ def _store(
     readings: list[reading.NodeReading],
     judgement: progress.Judgement,
     now: datetime,
+    searching: bool,
 ) -> bool:
     nodes = dict(watch.nodes)
     for r in readings:
@@ -344,9 +370,9 @@ def _store(
             if r.logs or judgement.step_nodes:
                 entry["steps"] = r.node in judgement.step_nodes
         nodes[r.node] = entry
+    searched = {"log_search_at": now} if searching else {}
     updated = Watch.objects.filter(pk=watch.pk, claim=claim).update(
-        claim="",
-        claimed_until=None,
+        **searched,
         checked_at=now,
         state=judgement.state,
         state_reason=judgement.reason[:500],
@@ -482,6 +508,15 @@ def raise_record_snapshot(*, raise_id: int, snapshot: Snapshot, which: str) -> b
             },
         )
     return bool(updated)
+
+
+def raise_claim_first(*, raise_id: int, task_id: str) -> bool:
+    """Only one task (or its redelivered copy) starts the first snapshot."""
+    return bool(
+        WatchRaise.objects.filter(pk=raise_id, first_snapshot__isnull=True)
+        .filter(Q(first_claim="") | Q(first_claim=task_id))
+        .update(first_claim=task_id)
+    )
 
 
 def raise_claim_second(*, raise_id: int, task_id: str) -> bool:

@@ -40,16 +40,22 @@ def watch_dispatch() -> int:
     return len(claimed)
 
 
-@shared_task(soft_time_limit=services.TICK_SOFT_S, time_limit=services.TICK_HARD_S)
-def watch_cluster(watch_id: int, claim: str) -> str:
-    outcome = services.watch_tick(watch_id=watch_id, claim=claim)
-    if outcome.raise_id is not None and outcome.needs_first_snapshot:
-        start_raise_snapshots(outcome.raise_id)
+@shared_task(bind=True, soft_time_limit=services.TICK_SOFT_S, time_limit=services.TICK_HARD_S)
+def watch_cluster(self, watch_id: int, claim: str) -> str:
+    try:
+        outcome = services.watch_tick(watch_id=watch_id, claim=claim)
+        if outcome.raise_id is not None and outcome.needs_first_snapshot:
+            start_raise_snapshots(outcome.raise_id, task_id=self.request.id or claim)
+    finally:
+        # A worker killed before this line leaves the claim to expire (services.CLAIM_LEASE).
+        services.watch_release(watch_id=watch_id, claim=claim)
     return outcome.state or "not claimed"
 
 
-def start_raise_snapshots(raise_id: int) -> None:
+def start_raise_snapshots(raise_id: int, *, task_id: str) -> None:
     """The first snapshot at once; the second one a short interval later."""
+    if not services.raise_claim_first(raise_id=raise_id, task_id=task_id):
+        return
     raised = services.raise_get(raise_id)
     with transaction.atomic():
         snapshot, _ = snapshot_start(incident=raised.incident, source=services.SOURCE)

@@ -59,15 +59,28 @@ def nodes(monkeypatch):
 
 
 def tick(watch: Watch) -> services.TickOutcome:
-    claimed = dict(services.watch_claim_due(now=timezone.now() + timedelta(hours=1)))
+    """One period, as the task runs it (claim, period, release), a whole period later."""
+    Watch.objects.filter(pk=watch.pk).update(dispatched_at=None)
+    claimed = dict(services.watch_claim_due())
     assert watch.pk in claimed, "the watch must be claimable"
-    return services.watch_tick(watch_id=watch.pk, claim=claimed[watch.pk])
+    try:
+        return services.watch_tick(watch_id=watch.pk, claim=claimed[watch.pk])
+    finally:
+        services.watch_release(watch_id=watch.pk, claim=claimed[watch.pk])
 
 
 def test_a_duplicate_tick_claims_nothing(watched):
     first = services.watch_claim_due()
     second = services.watch_claim_due()
     assert [pk for pk, _ in first] == [watched.pk] and second == []
+
+
+def test_a_period_just_dispatched_is_not_due_again(watched):
+    [(pk, claim)] = services.watch_claim_due()
+    assert services.watch_release(watch_id=pk, claim=claim)
+    assert services.watch_claim_due() == []  # a duplicate beat tick right after
+    later = timezone.now() + timedelta(seconds=services.settings.WATCH_PERIOD_S)
+    assert [pk for pk, _ in services.watch_claim_due(now=later)] == [watched.pk]
 
 
 def test_a_claim_whose_task_died_expires(watched):
@@ -171,6 +184,23 @@ def test_logs_are_read_on_the_step_node_only_once_it_is_known(watched, cluster):
     assert services.log_nodes(watched, nodes) == {"gpu-0"}
     watched.step_nodes = ["gpu-1"]
     assert services.log_nodes(watched, nodes) == {"gpu-1"}
+
+
+def test_without_a_step_node_the_logs_are_searched_every_few_periods(watched, cluster):
+    nodes = list(cluster.nodes.order_by("name"))
+    now = timezone.now()
+    watched.log_search_at = now
+    assert services.log_nodes(watched, nodes, now=now) == set()  # presence checks only
+    later = now + timedelta(seconds=services.settings.WATCH_PERIOD_S * 10)
+    assert services.log_nodes(watched, nodes, now=later) == {"gpu-0", "gpu-1"}
+
+
+def test_the_first_snapshot_is_started_by_one_task(watched, nodes):
+    nodes.log = stepping(timezone.now() - timedelta(seconds=60), 40)
+    raise_id = tick(watched).raise_id
+    assert services.raise_claim_first(raise_id=raise_id, task_id="t1")
+    assert services.raise_claim_first(raise_id=raise_id, task_id="t1")  # its redelivery
+    assert not services.raise_claim_first(raise_id=raise_id, task_id="t2")
 
 
 def test_unknown_step_nodes_are_refused(cluster, bob):
