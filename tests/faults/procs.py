@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from django.conf import settings
 from django.db import connection
 
 from tests.conftest import _database_url_of
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 
 
 def celery_env(settings_module: str = "console.settings.test", **extra: str) -> dict:
@@ -83,3 +84,49 @@ def cpu_hog(processes: int = 2):
         for hog in hogs:
             hog.kill()
             hog.wait()
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, on a free loopback port (never the shared one)."""
+
+    def __init__(self, folder) -> None:
+        self.folder, self.port = folder, free_port()
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        args = [
+            shutil.which("redis-server") or "redis-server", "--port", str(self.port),
+            "--bind", "127.0.0.1", "--dir", str(self.folder), "--appendonly", "yes",
+            "--appendfsync", "always", "--save", "",
+        ]  # fmt: skip
+        self.process = start(args, self.folder / "redis.log", {})
+        wait_for(lambda: "Ready to accept" in self.process.log_path.read_text(), timeout=30,
+                 what="the private redis")  # fmt: skip
+
+    def restart(self) -> None:
+        stop(self.process)
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+@contextlib.contextmanager
+def app_broker(url: str):
+    """This process's Celery app sends to `url` for the block."""
+    from core.celery import app
+
+    def switch(to: str) -> None:
+        # Celery caches the connection pool and the producer pool built on it.
+        app.pool.force_close_all()
+        app._pool = None
+        app.amqp._producer_pool = None
+        app.conf.broker_url = to
+
+    original = app.conf.broker_url
+    switch(url)
+    try:
+        yield
+    finally:
+        switch(original)

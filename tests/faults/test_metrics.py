@@ -4,6 +4,7 @@ scrapers only."""
 from __future__ import annotations
 
 import re
+import shutil
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,8 @@ from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStat
 from console import metrics
 from core.services import worker_heartbeat_record
 from incidents.services import incident_open
+
+from . import procs
 
 pytestmark = pytest.mark.django_db
 
@@ -86,22 +89,28 @@ def test_it_counts_snapshots_durations_failures_queues_and_heartbeats(client, cl
     assert 10 <= values["hangdesk_beat_heartbeat_age_seconds"] < 90
 
 
-def test_queue_depth_is_what_waits_in_the_broker(client):
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_queue_depth_is_what_waits_in_the_broker(client, tmp_path):
     from core.celery import app
 
-    queue = "default"
-    before = _scrape(client)[f'hangdesk_queue_depth{{queue="{queue}"}}']
-    with app.connection_for_write() as conn:
-        producer = conn.Producer()
-        for _ in range(3):
-            producer.publish({"probe": 1}, routing_key=queue, declare=[], serializer="json")
+    redis = procs.PrivateRedis(tmp_path)  # no worker of the suite consumes from it
+    redis.start()
     try:
-        after = _scrape(client)[f'hangdesk_queue_depth{{queue="{queue}"}}']
-        assert after == before + 3
+        with procs.app_broker(redis.url):
+            before = _scrape(client)
+            with app.connection_for_write() as conn:
+                producer = conn.Producer()
+                for queue, count in (("ssh", 3), ("analysis", 1)):
+                    for _ in range(count):
+                        producer.publish({"probe": 1}, routing_key=queue, serializer="json")
+            after = _scrape(client)
     finally:
-        with app.connection_for_write() as conn:
-            for _ in range(3):
-                conn.default_channel.basic_get(queue, no_ack=True)
+        procs.stop(redis.process)
+    for queue in ("ssh", "analysis", "default"):
+        assert before[f'hangdesk_queue_depth{{queue="{queue}"}}'] == 0
+    assert after['hangdesk_queue_depth{queue="ssh"}'] == 3
+    assert after['hangdesk_queue_depth{queue="analysis"}'] == 1
+    assert after['hangdesk_queue_depth{queue="default"}'] == 0
 
 
 def test_a_broker_that_does_not_answer_is_a_zero_not_an_error(client, settings):

@@ -10,18 +10,15 @@ incident throughout.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import subprocess
 
 import pytest
 from django.urls import reverse
 
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.tasks import snapshot_start
-from core.celery import app
 from incidents.services import incident_open
-from tests.helpers import free_port, wait_for
+from tests.helpers import wait_for
 
 from . import procs
 from .test_web_faults import _slow_cluster
@@ -29,48 +26,9 @@ from .test_web_faults import _slow_cluster
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-class PrivateRedis:
-    def __init__(self, folder) -> None:
-        self.folder, self.port = folder, free_port()
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        args = [
-            shutil.which("redis-server") or "redis-server", "--port", str(self.port),
-            "--bind", "127.0.0.1", "--dir", str(self.folder), "--appendonly", "yes",
-            "--appendfsync", "always", "--save", "",
-        ]  # fmt: skip
-        self.process = procs.start(args, self.folder / "redis.log", {})
-        wait_for(lambda: "Ready to accept" in self.process.log_path.read_text(), timeout=30,
-                 what="the private redis")  # fmt: skip
-
-    def restart(self) -> None:
-        procs.stop(self.process)
-        self.start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-
-@contextlib.contextmanager
-def _app_broker(url: str):
-    """This process's Celery app sends to `url` for the block."""
-    original = app.conf.broker_url
-    app.pool.force_close_all()
-    app._pool = None
-    app.conf.broker_url = url
-    try:
-        yield
-    finally:
-        app.pool.force_close_all()
-        app._pool = None
-        app.conf.broker_url = original
-
-
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
 def test_redis_restarted_mid_snapshot(tmp_path, bob, client, sshd, ranks):
-    redis = PrivateRedis(tmp_path)
+    redis = procs.PrivateRedis(tmp_path)
     redis.start()
     env = procs.celery_env(REDIS_URL=redis.url)
     workers = []
@@ -79,7 +37,7 @@ def test_redis_restarted_mid_snapshot(tmp_path, bob, client, sshd, ranks):
         workers.append(procs.start_worker(tmp_path, "analysis", ["analysis"], env, 1))
         cluster = _slow_cluster(sshd, ranks, tmp_path, "redis-drill")
         incident = incident_open(opened_by=bob, title="t", cluster=cluster)
-        with _app_broker(redis.url):
+        with procs.app_broker(redis.url):
             snapshot, _ = snapshot_start(incident=incident, by=bob)
         wait_for(
             lambda: NodeCollection.objects.filter(snapshot=snapshot, status="running").exists(),

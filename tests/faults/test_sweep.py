@@ -17,6 +17,7 @@ once; nothing is collected twice; the console still serves the incident.
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 
 import pytest
@@ -33,7 +34,11 @@ from tests.helpers import wait_for
 
 from . import procs
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    pytest.mark.worker,
+    pytest.mark.django_db(transaction=True),
+]
 
 SWEEP_SETTINGS = "tests.faults.sweep_settings"
 
@@ -62,13 +67,17 @@ def _unreachable_cluster():
 
 
 def test_the_whole_ssh_worker_gone_the_sweep_fails_its_nodes(tmp_path, bob, client):
-    env = procs.celery_env(SWEEP_SETTINGS)
+    # A broker of its own: no other test's worker may take the ssh messages.
+    redis = procs.PrivateRedis(tmp_path)
+    redis.start()
+    env = procs.celery_env(SWEEP_SETTINGS, REDIS_URL=redis.url)
     # Beat and one worker for the sweep ("default") and the analysis; none for "ssh".
     worker = procs.start_worker(tmp_path, "housekeeping", ["default", "analysis"], env)
     beat = procs.start_beat(tmp_path, env)
     try:
         incident = incident_open(opened_by=bob, title="t", cluster=_unreachable_cluster())
-        snapshot, created = snapshot_start(incident=incident, by=bob)
+        with procs.app_broker(redis.url):
+            snapshot, created = snapshot_start(incident=incident, by=bob)
         assert created
         wait_for(
             lambda: (
@@ -95,5 +104,4 @@ def test_the_whole_ssh_worker_gone_the_sweep_fails_its_nodes(tmp_path, bob, clie
     finally:
         procs.stop(beat)
         procs.stop(worker)
-        with app.connection_for_write() as conn:  # the ssh messages nobody took
-            conn.default_channel.queue_purge("ssh")
+        procs.stop(redis.process)  # with the ssh messages nobody took
