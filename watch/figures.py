@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 WINDOW = timedelta(hours=1)
 MAX_POINTS = 720  # one hour at a 5 s period; longer series are thinned evenly
+
+
+def _plotly_time(at: datetime) -> str:
+    """UTC as plotly's date axis reads it: no offset (plotly.js does not parse "+00:00")."""
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC).replace(tzinfo=None)
+    return at.isoformat(sep=" ", timespec="milliseconds")
 
 
 def step_progress_figure(
@@ -26,7 +33,7 @@ def step_progress_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "global step",
-            "x": [at.isoformat() for at, _ in points],
+            "x": [_plotly_time(at) for at, _ in points],
             "y": [step for _, step in points],
             "line": {"shape": "hv"},
             "marker": {"size": 4},
@@ -41,7 +48,7 @@ def step_progress_figure(
                 "type": "scatter",
                 "mode": "markers",
                 "name": "raise",
-                "x": [at.isoformat() for at in shown],
+                "x": [_plotly_time(at) for at in shown],
                 "y": [top for _ in shown],
                 "marker": {"symbol": "x", "size": 10, "color": "#f85149"},
                 "hovertemplate": "raised %{x}<extra></extra>",
@@ -52,7 +59,11 @@ def step_progress_figure(
         "layout": {
             "height": 220,
             "margin": {"l": 50, "r": 10, "t": 10, "b": 30},
-            "xaxis": {"range": [start.isoformat(), now.isoformat()], "type": "date"},
+            "xaxis": {
+                "range": [_plotly_time(start), _plotly_time(now)],
+                "type": "date",
+                "title": {"text": "UTC"},
+            },
             "yaxis": {"title": {"text": "step"}, "rangemode": "tozero"},
             "showlegend": False,
         },

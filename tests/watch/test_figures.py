@@ -16,11 +16,17 @@ def test_it_plots_the_last_hour_of_steps_and_marks_raises():
     steps = figure["data"][0]
     assert steps["y"][0] == 940 and steps["y"][-1] == 1000  # 60 minutes back, then now
     assert len(steps["x"]) == 61 and steps["x"] == sorted(steps["x"])
-    assert figure["data"][1]["x"] == [raised.isoformat()]  # the old raise is out of the window
-    assert figure["layout"]["xaxis"]["range"] == [
-        (NOW - timedelta(hours=1)).isoformat(),
-        NOW.isoformat(),
-    ]
+    assert figure["data"][1]["x"] == ["2026-11-30 09:55:00.000"]  # the old raise is not shown
+    window = figure["layout"]["xaxis"]["range"]
+    assert window == ["2026-11-30 09:00:00.000", "2026-11-30 10:00:00.000"]
+
+
+def test_times_are_utc_without_an_offset_for_plotly():
+    from zoneinfo import ZoneInfo
+
+    paris = datetime(2026, 11, 30, 11, 0, tzinfo=ZoneInfo("Europe/Paris"))
+    figure = step_progress_figure([(paris, 5)], now=NOW)
+    assert figure["data"][0]["x"] == ["2026-11-30 10:00:00.000"]
 
 
 def test_no_samples_is_an_empty_series():

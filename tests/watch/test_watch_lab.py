@@ -151,6 +151,8 @@ def test_a_healthy_job_raises_nothing_and_passes_preflight(lab_factory, beat, bo
         assert watch.step_time_s and 0.2 < watch.step_time_s < 2.0
         assert watch.nodes["lab-node-0"]["steps"] and watch.nodes["lab-node-1"]["processes"] == 2
         assert not watch.nodes["lab-node-1"]["read_logs"]  # presence check only there
+        cost = {n: {k: v[k] for k in ("bytes", "seconds")} for n, v in watch.nodes.items()}
+        print("WATCH-COST " + json.dumps(cost))
         steps = list(StepSample.objects.filter(watch=watch).values_list("step", flat=True))
         assert len(steps) >= 5 and steps[-1] > steps[0] and steps == sorted(steps)
         assert not WatchRaise.objects.exists() and not Incident.objects.exists()
