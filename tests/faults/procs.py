@@ -117,16 +117,13 @@ def app_broker(url: str):
     """This process's Celery app sends to `url` for the block."""
     from core.celery import app
 
-    def switch(to: str) -> None:
-        # Celery caches the connection pool and the producer pool built on it.
-        app.pool.force_close_all()
-        app._pool = None
-        app.amqp._producer_pool = None
-        app.conf.broker_url = to
-
-    original = app.conf.broker_url
-    switch(url)
+    # Celery caches the connection pool and the producer pool built on it: the originals
+    # are put aside untouched (kombu's registry still holds them) and put back after.
+    saved = (app._pool, app.amqp._producer_pool, app.conf.broker_url)
+    app._pool, app.amqp._producer_pool, app.conf.broker_url = None, None, url
     try:
         yield
     finally:
-        switch(original)
+        if app._pool is not None:
+            app._pool.force_close_all()
+        app._pool, app.amqp._producer_pool, app.conf.broker_url = saved

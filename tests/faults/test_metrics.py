@@ -114,14 +114,8 @@ def test_queue_depth_is_what_waits_in_the_broker(client, tmp_path):
 
 
 def test_a_broker_that_does_not_answer_is_a_zero_not_an_error(client, settings):
-    from core.celery import app
-
-    original = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens on port 1
-    try:
+    with procs.app_broker("redis://127.0.0.1:1/0"):  # nothing listens on port 1
         values = _scrape(client)
-    finally:
-        app.conf.broker_url = original
     assert values["hangdesk_broker_up"] == 0
     assert not any(k.startswith("hangdesk_queue_depth") for k in values)
 
