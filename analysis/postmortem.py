@@ -49,7 +49,13 @@ def departure_cause(d: dict[str, Any]) -> dict[str, Any]:
         for e in d.get("evidence") or []
         if (e.get("rank") == rank and rank is not None) or (e.get("node") == node and node)
     ]
-    kinds = {e.get("kind") for e in lines}
+    # A line of the rank's own says why it left; of its node's, only a GPU fault or the node
+    # lost (an OOM kill in a node's dmesg may be any process's).
+    kinds = {
+        e.get("kind")
+        for e in lines
+        if e.get("rank") == rank or e.get("kind") in ("xid", "node_unreachable")
+    }
     key = _cause_key(kinds, row)
     return {
         "key": key,
@@ -120,6 +126,11 @@ def _a_story(d: dict) -> str:
     elif cause["exit_code"] is not None:
         what += f" (exit code {cause['exit_code']})"
     text = f"Rank {cause['rank']}{where} was {what}."
+    gone = next((e for e in cause["evidence"] if e.get("kind") == "missing"), None)
+    if cause["key"] == "unknown" and gone:
+        # "rank 3: its process is gone (no longer in ps)": what the collection did see.
+        seen = (gone.get("text") or "").split(": ", 1)[-1]
+        text = f"Rank {cause['rank']}{where} left the job: {seen}."
     waiting = _waiting_group(d)
     if waiting:
         text += (

@@ -142,10 +142,13 @@ class PostMortemSerializer(serializers.ModelSerializer):
         model = PostMortem
         fields = [
             "incident",
+            "status",
+            "version",
             "summary",
             "impact",
             "classification",
             "root_cause",
+            "contributing_factors",
             "detection",
             "resolution",
             "action_items",

@@ -126,9 +126,10 @@ def test_a_responder_creates_a_link_that_works_logged_out_and_reaches_nothing_el
         f"/snapshots/{Snapshot.objects.get().pk}/",
         "/admin/",
     ):
-        answer = visitor.get(other, HTTP_AUTHORIZATION=f"Bearer {token}")
-        assert answer.status_code in (302, 401, 403), other
-        assert b"extra broadcast" not in answer.content
+        for accept in ("application/json", "text/html"):  # the browsable API too
+            answer = visitor.get(other, HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_ACCEPT=accept)
+            assert answer.status_code in (302, 401, 403), (other, accept)
+            assert b"extra broadcast" not in answer.content
 
     view = ShareView.objects.get()
     assert (view.ip, view.user_agent) == ("203.0.113.9", "curl/8.5")
