@@ -212,9 +212,13 @@ def judge(
     limit = threshold(settings, normal, writing)
     pids = {r.node: tuple(r.live_pids) for r in readings if r.ok}
     gone = _gone(before.pids, pids)
+    # No step seen this period and a node did not answer: perhaps the step node. A blip must
+    # not page, a dead node must: the stall then needs twice the threshold.
+    blind = step is None and any(not r.ok for r in readings)
     state, reason, raise_reason = _state(
-        readings, heartbeats, gone, last_step, last_step_at, limit, normal, recent, now, pids
-    )
+        readings, heartbeats, gone, last_step, last_step_at, limit * (2 if blind else 1),
+        normal, recent, now, pids,
+    )  # fmt: skip
     merged = {**{n: p for n, p in before.pids.items() if n not in pids}, **pids}
     return Judgement(
         state=state,
@@ -307,6 +311,9 @@ def _state(
             f"step {last_step} is {age:.0f} s old (threshold {limit:.0f} s)",
             "stalled",
         )
+    if any(not r.ok for r in readings):
+        failed = ", ".join(r.node for r in readings if not r.ok)[:200]
+        return "unreachable", f"step {last_step}, {age:.0f} s ago; no answer from {failed}", None
     if normal and recent and recent > SLOW_FACTOR * normal:
         return (
             "slow",

@@ -163,6 +163,15 @@ def test_unreachable_nodes_are_not_a_hang():
     assert result.pids == {"n0": (5, 6)}  # what it knew is kept for the next period
 
 
+def test_a_step_node_that_does_not_answer_gets_twice_the_threshold():
+    before = Before(last_step=20, last_step_at=T0, step_times=(0.5,) * 10, pids={"n0": (5, 6)})
+    readings = [node("n0", ok=False), node("n1")]
+    blip = judge(readings, before, FAST, T0 + timedelta(seconds=6))
+    assert blip.state == "unreachable" and blip.raise_reason is None
+    dead = judge(readings, before, FAST, T0 + timedelta(seconds=9))
+    assert dead.state == "stalled" and dead.raise_reason == "stalled"
+
+
 def test_pushed_heartbeats_count_as_progress():
     beats = [
         HeartbeatView(0, 41, T0 + timedelta(seconds=20), step_time_s=0.5),
