@@ -72,8 +72,12 @@ def watch_second_snapshot(self, raise_id: int) -> str:
     if raised.second_snapshot_id is not None:
         return "taken"
     if services.snapshot_is_active(raised.first_snapshot_id):
-        # One snapshot runs per incident at a time: wait for the first to finish.
-        raise self.retry(countdown=SECOND_WAIT_EVERY_S)
+        # One snapshot runs per incident at a time: wait for the first to finish ...
+        if self.request.retries < self.max_retries:
+            raise self.retry(countdown=SECOND_WAIT_EVERY_S)
+        # ... but not forever: page with what there is.
+        watch_follow.delay(raise_id)
+        return "first snapshot still running: no second one"
     if not services.raise_claim_second(raise_id=raise_id, task_id=self.request.id):
         return "claimed elsewhere"
     with transaction.atomic():
