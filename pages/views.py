@@ -3,6 +3,7 @@ calls one service, and renders."""
 
 from __future__ import annotations
 
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -43,7 +44,8 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def incident_live(request: HttpRequest, pk: int) -> HttpResponse:
     """An open incident page asks "changed since version v?" every few seconds. Unchanged
     costs one primary-key read and an empty 204 (htmx swaps nothing); changed, the answer
-    carries only the regions whose state moved, as out-of-band swaps."""
+    carries the timeline and only the other regions whose key moved, as out-of-band swaps
+    (the verdict is rebuilt only when the snapshot, its verdict or its decision moved)."""
     version = Incident.objects.filter(pk=pk).values_list("version", flat=True).first()
     if version is None:
         raise Http404("No such incident.")
@@ -52,32 +54,38 @@ def incident_live(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(
         Incident.objects.select_related("cluster", "commander", "opened_by"), pk=pk
     )
-    context = _incident_context(incident)
-    keys = context["live"]
-    context["swap"] = {
-        "head": keys["a"] != request.GET.get("a"),
-        "evidence": keys["d"] != request.GET.get("d"),
+    light = _incident_context(incident, evidence=False)
+    swap = {
+        "head": light["live"]["a"] != request.GET.get("a"),
+        "evidence": light["live"]["d"] != request.GET.get("d"),
     }
+    context = _incident_context(incident) if swap["evidence"] else light
+    context["swap"] = swap
     context["seen_event"] = _int(request.GET.get("e"))
     context["news"] = [e for e in context["events"] if e.pk > context["seen_event"]]
     return render(request, "pages/_live.html", context)
 
 
-def _incident_context(incident: Incident) -> dict:
-    snapshot = snapshot_selectors.latest_snapshot(incident)
-    # While a new snapshot collects, the last verdict stays on the page (and says which).
+def _incident_context(incident: Incident, *, evidence: bool = True) -> dict:
+    """What the page shows; without `evidence`, the snapshot and verdict are read only as far
+    as the live keys need (no diagnosis JSON, no chart, no progress table)."""
+    snapshots = incident.snapshots.order_by("-started_at", "-pk")
+    if not evidence:
+        snapshots = snapshots.defer("diagnosis").annotate(has_diagnosis=Q(diagnosis__isnull=False))
+    snapshot = snapshots.first()
     diagnosed = snapshot
-    if snapshot is not None and not snapshot.diagnosis:
+    has_diagnosis = snapshot is not None and (
+        bool(snapshot.diagnosis) if evidence else snapshot.has_diagnosis
+    )
+    if snapshot is not None and not has_diagnosis:
+        # While a new snapshot collects, the last verdict stays on the page (and says which).
         diagnosed = snapshot_selectors.latest_diagnosed_snapshot(incident)
     events = list(incident_selectors.incident_timeline(incident))
     decision = _decision(events, diagnosed)
-    last_event = events[-1].pk if events else 0
-    return {
+    context = {
         "incident": incident,
         "snapshot": snapshot,
-        "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
         "diagnosed": diagnosed,
-        "view": snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
         "decision": decision,
         "events": events,
         "edit_form": IncidentEditForm(instance=incident),
@@ -91,9 +99,13 @@ def _incident_context(incident: Incident) -> dict:
             f":{diagnosed.pk if diagnosed else 0}"
             if snapshot
             else "-",
-            "e": last_event,
+            "e": events[-1].pk if events else 0,
         },
     }
+    if evidence:
+        context["progress"] = snapshot_selectors.progress(snapshot) if snapshot else None
+        context["view"] = snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None
+    return context
 
 
 def _decision(events: list[TimelineEvent], snapshot) -> TimelineEvent | None:
