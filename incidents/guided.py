@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 
 from .models import EventKind, Incident, TimelineEvent
-from .services import timeline_event_record
+from .services import incident_require_open, timeline_event_record
 
 NOTE_CHARS = 400
 
@@ -23,6 +23,7 @@ def guided_answer_record(
 ) -> TimelineEvent:
     """Record `answer` (one of `question`'s choices, already checked by the caller) to a
     question of `branch` asked about snapshot `snapshot_id`."""
+    incident_require_open(incident)
     labels = dict(question["choices"])
     suggested = question["suggested"]
     agreed = answer == suggested

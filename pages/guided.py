@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from analysis import branches, guide
 from analysis.secrets import mask_environment, mask_text
 from collectors.models import Artifact, Snapshot
+from core.errors import AppError
 from core.roles import Role, has_role, role_required
 from incidents.guided import guided_answer_record, guided_answers
 from incidents.models import EventKind, Incident, Status, TimelineEvent
@@ -78,7 +79,7 @@ def guided_context(
         "class_name": guide.class_name(classification),
         "questions": questions,
         "answered": sum(1 for q in questions if q["answer"]),
-        "can_respond": has_role(user, Role.RESPONDER),
+        "can_respond": has_role(user, Role.RESPONDER) and incident.status != Status.CLOSED,
         "can_resolve": Status.RESOLVED in dict(incident.next_statuses()),
     }
 
@@ -110,15 +111,18 @@ def guided_answer(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpRespon
     if answer not in dict(question["choices"]):
         messages.error(request, "Choose one of the answers offered.")
     else:
-        guided_answer_record(
-            incident=incident,
-            by=request.user,
-            snapshot_id=snapshot.pk,
-            branch=classification,
-            question=question,
-            answer=answer,
-            note=request.POST.get("note", ""),
-        )
+        try:
+            guided_answer_record(
+                incident=incident,
+                by=request.user,
+                snapshot_id=snapshot.pk,
+                branch=classification,
+                question=question,
+                answer=answer,
+                note=request.POST.get("note", ""),
+            )
+        except AppError as exc:  # a closed incident is read-only
+            messages.error(request, str(exc))
     return redirect(f"{incident.get_absolute_url()}#guided-{question['id']}")
 
 

@@ -22,7 +22,7 @@ from .forms import ShareLinkForm
 from .models import ShareLink, ShareView
 
 # Views listed per link on the links page (the newest); the count is always complete.
-VIEWS_LISTED = 50
+VIEWS_LISTED = 500
 
 
 def _incident(pk: int) -> Incident:

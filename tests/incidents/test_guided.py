@@ -190,3 +190,16 @@ def test_each_class_has_its_branch_on_the_page(
     incident, _ = _incident(bob, cluster, django_capture_on_commit_callbacks, sample)
     panel = _guided(as_user(bob).get(incident.get_absolute_url()).content.decode())
     assert first_question in panel
+
+
+def test_a_closed_incident_takes_no_answer(as_user, bob, stalled):
+    incident, snapshot = stalled
+    Incident.objects.filter(pk=incident.pk).update(status="closed")
+    client = as_user(bob)
+    client.post(
+        f"/incidents/{incident.pk}/snapshots/{snapshot.pk}/guided/",
+        {"q": "who", "action": "confirm"},
+    )
+    assert not incident.events.filter(kind=EventKind.ANSWER).exists()
+    panel = _guided(client.get(incident.get_absolute_url()).content.decode())
+    assert "<form" not in panel and "Which rank left or stalled first?" in panel
