@@ -70,30 +70,6 @@ NEXT_STEPS = {
 }
 
 
-# Prevention, by class (docs/domain.md): what makes the next one shorter or impossible.
-PREVENTION = {
-    "A": [
-        "Crash handler: print and fsync the traceback first, clean up second, then os._exit(1) — never a collective in the handler.",
-        "Watchdog timeout about 3-5x the step time plus a checkpoint margin (120 s steps: 10-15 min, not 1 h).",
-        "Alert on a rank's heartbeat or step line stopping, not only on the job's exit.",
-    ],
-    "B": [
-        "No collective under a rank-dependent branch; pad variable-length batches so every rank runs the same collectives.",
-        "Keep the flight recorder on (TORCH_FR_BUFFER_SIZE) so the first unmatched collective is named next time.",
-    ],
-    "C": [
-        "At start-up, dump `env | grep -E 'NCCL|TORCH|CUDA' | sort` on every rank and refuse to start if ranks differ.",
-        "Keep NCCL_ variables out of /etc/profile, /etc/bashrc and ~/.bashrc; set them in the job's launcher only.",
-    ],
-    "straggler": [
-        "Log per-rank step, data and communication times, and alert when one rank's step time leaves the pack.",
-    ],
-    "init": [
-        "Check MASTER_ADDR/MASTER_PORT and node_rank in the launcher before the job starts; time out the rendezvous.",
-    ],
-}
-
-
 def class_name(classification: str) -> str:
     return CLASS_NAMES.get(classification, classification)
 
