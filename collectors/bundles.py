@@ -28,12 +28,25 @@ from .artifacts import artifacts_from_evidence, evidence_from_artifacts, parse_w
 from .tarstream import TarLimits, TarRefused, read_tar
 
 BUNDLE_FORMAT = 1
-MAX_MEMBERS = 100_000
+# `diagnose --bundle` stays within 30 s of CPU and 1 GiB on any bundle (docs/reliability.md):
+# 65,536 files is a 16,384-rank job with a log, an environment, a stack and a dump per rank.
+MAX_MEMBERS = 65_536
 MAX_FILE_BYTES = 64 * 1024 * 1024
 # Everything is held in memory at once: a quarter of the 1 GiB `diagnose --bundle` stays within.
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_NAME_BYTES = 4096
+# What the analysis reads of one artifact: twice the collector's own cap (CollectionPlan's
+# artifact_cap_bytes, 2 MiB). A bigger one in a bundle is cut as the collector cuts: a log or
+# dmesg keeps its end, anything else its start, and the node lists it as truncated. Degenerate
+# text at this size (3-byte lines) still parses within a few hundred MB and a few seconds.
+MAX_ANALYSED_BYTES = 4 * 1024 * 1024
+# Lines (NUL-separated variables for environ) the analysis reads in all, bundle-wide. Past
+# the budget, a log keeps its last lines and anything else its first ones, marked truncated.
+# (A log line costs ~8 µs to offer to every reader: 1 M lines stay near 8 s.)
+MAX_ANALYSED_LINES = 1_000_000
+# Flight-recorder dumps parsed per bundle (the costliest evidence per file, ~0.2 ms each).
+MAX_FR_DUMPS = 16_384
 
 
 class BundleRefused(Invalid):
@@ -200,16 +213,23 @@ def _check_directory_name(relative: str, limits: BundleLimits) -> None:
 def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
     manifest = _manifest(files.pop("manifest.json", None))
     per_node: dict[str, list[tuple[str, bytes, bool]]] = defaultdict(list)
+    lines_left = [MAX_ANALYSED_LINES, MAX_FR_DUMPS]
     for name, content in files.items():
         node, _, rest = name.partition("/")
         if not rest:
             continue  # a stray top-level file: not evidence of any node
-        per_node[node].append((kinds.artifact_name_of_bundle_path(rest), content, False))
+        artifact = kinds.artifact_name_of_bundle_path(rest)
+        per_node[node].append((artifact, *_analysed(artifact, content, lines_left)))
+    files.clear()  # the bytes now live in per_node only
     statuses = manifest.get("nodes") if isinstance(manifest.get("nodes"), dict) else {}
-    nodes = [
-        evidence_from_artifacts(node, items, status=_node_status(statuses.get(node)))
-        for node, items in sorted(per_node.items())
-    ]
+    nodes = []
+    for node, items in sorted(per_node.items()):
+        evidence = evidence_from_artifacts(node, items, status=_node_status(statuses.get(node)))
+        for artifact, _content, cut in items:
+            piece = kinds.artifact_piece(artifact) if cut else None
+            if piece is not None:
+                evidence.truncated.append(kinds.piece_name(*piece))
+        nodes.append(evidence)
     world_size = manifest.get("world_size")
     cluster = manifest.get("cluster")
     return SnapshotEvidence(
@@ -222,6 +242,43 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
         collected_at=parse_when(manifest.get("collected_at")),
         cluster=cluster[:200] if isinstance(cluster, str) else "",
     )
+
+
+def _analysed(artifact: str, content: bytes, lines_left: list[int]) -> tuple[bytes, bool]:
+    """The part of an artifact the analysis reads (within MAX_ANALYSED_BYTES and what is left
+    of the bundle's budgets: [lines, dumps]), and whether it was cut to get it."""
+    if artifact.startswith("flight_recorder/"):
+        lines_left[1] -= 1  # a dump is all or nothing: its parser has its own caps
+        return (content, False) if lines_left[1] >= 0 else (b"", True)
+    from_end = artifact.startswith(("logs/", "dmesg.txt"))
+    cut = len(content) > MAX_ANALYSED_BYTES
+    if cut:
+        content = content[-MAX_ANALYSED_BYTES:] if from_end else content[:MAX_ANALYSED_BYTES]
+    separator = b"\0" if artifact.startswith("environ/") else b"\n"
+    lines = content.count(separator)
+    if lines > lines_left[0]:
+        content, cut = _first_or_last_lines(content, separator, lines_left[0], from_end), True
+        lines = lines_left[0]
+    lines_left[0] -= lines
+    return content, cut
+
+
+def _first_or_last_lines(content: bytes, separator: bytes, count: int, from_end: bool) -> bytes:
+    if count <= 0:
+        return b""
+    if from_end:
+        at = len(content)
+        for _ in range(count + 1):
+            at = content.rfind(separator, 0, at)
+            if at < 0:
+                return content
+        return content[at + 1 :]
+    at = -1
+    for _ in range(count):
+        at = content.find(separator, at + 1)
+        if at < 0:
+            return content
+    return content[: at + 1]
 
 
 def _node_status(entry: object) -> str:

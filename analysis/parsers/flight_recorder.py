@@ -320,11 +320,33 @@ def _sizes(value: Any) -> str:
     """Pickle and JSON dumps both give nested lists of ints; one compact spelling for both
     ([[8,16],[8]]), rendered within MAX_TEXT_CHARS and MAX_RENDER_DEPTH so a structure of shared
     references renders its first few hundred characters, not its expansion."""
+    if _plain_sizes(value):  # what torch writes: repr() is bounded and much faster
+        text = repr(value).replace(" ", "")
+        return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
     out: list[str] = []
     budget = [MAX_TEXT_CHARS]
     _render(value, out, budget, MAX_RENDER_DEPTH)
     text = "".join(out)
     return text if budget[0] > 0 else text[: MAX_TEXT_CHARS - 1] + "…"
+
+
+_SMALL_INT = 1 << 62
+
+
+def _plain_sizes(value: Any) -> bool:
+    """None, or a list of at most 32 lists of at most 32 64-bit ints: repr() of it is at most
+    ~43 KB, so it is safe to call before cutting."""
+    if value is None:
+        return True
+    if type(value) is not list or len(value) > 32:
+        return False
+    for item in value:
+        if type(item) is not list or len(item) > 32:
+            return False
+        for number in item:
+            if type(number) is not int or not -_SMALL_INT < number < _SMALL_INT:
+                return False
+    return True
 
 
 def _render(value: Any, out: list[str], budget: list[int], depth: int) -> None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_LINE = re.compile(r"^(?P<path>[^:\s]+):(?:(?P<number>\d+):)?(?P<text>.*)$")
+_LINE = re.compile(r"^(?P<path>[^:\s]+):(?:(?P<number>\d{1,9}):)?(?P<text>.*)$")
+# The probe greps NCCL_ lines out of a few start-up files: a handful. More is not evidence.
+MAX_SETTINGS = 1000
+MAX_PROBLEMS = 20
 _ASSIGN = re.compile(r"\b(NCCL_\w+)=(\"[^\"]*\"|'[^']*'|\S*)")
 
 
@@ -27,9 +30,13 @@ def parse_shell_init(text: str | None) -> tuple[list[ShellInitSetting], list[str
     for line in text.splitlines():
         if not line.strip():
             continue
+        if len(settings) >= MAX_SETTINGS:
+            problems.append(f"more than {MAX_SETTINGS} NCCL settings: the rest ignored")
+            break
         match = _LINE.match(line.strip())
         if not match:
-            problems.append(f"shell start-up line not understood: {line[:120]!r}")
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(f"shell start-up line not understood: {line[:120]!r}")
             continue
         body = match.group("text").strip()
         if body.startswith("#"):
