@@ -114,3 +114,36 @@ def fail_stale_collections() -> int:
     for snapshot_id in outcome.analysis_due:
         _analyse_once_committed(snapshot_id)
     return outcome.failed
+
+
+# --- node checks (a page waits for the answer) --------------------------------------------
+
+NODE_CHECK_WAIT_S = {"key": 5.0, "connection": 3 * SNAPSHOT_BUDGET.connect_s + 5.0}
+
+
+@shared_task(ignore_result=False, time_limit=120, soft_time_limit=110, acks_late=False)
+def node_check(spec: dict, what: str) -> dict:
+    """On a worker of the ssh queue, where the keys are: `what` is "key" (the key file) or
+    "connection" (the collector's SSH handshake and login)."""
+    from . import connection
+
+    result = connection.check_key(spec) if what == "key" else connection.check_connection(spec)
+    return result.to_json()
+
+
+def node_check_on_worker(spec: dict, what: str) -> dict:
+    """Ask a worker and wait a few seconds; without an answer, say that nothing is known."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    wait = NODE_CHECK_WAIT_S[what]
+    pending = node_check.apply_async((spec, what))
+    try:
+        return pending.get(timeout=wait, disable_sync_subtasks=False)
+    except CeleryTimeout:
+        pending.forget()
+        return {
+            "ok": None,
+            "text": f"no worker answered within {wait:g} s: not checked (is a worker running?)",
+            "seconds": wait,
+            "worker": "",
+        }

@@ -20,6 +20,9 @@ app.autodiscover_tasks()
 def make_file_broker_folders(sender, source, **kwargs) -> None:
     """The filesystem broker (no REDIS_URL) needs its folders before the first message is
     sent or read; they are made here, when a process first uses Celery, not by the settings."""
+    backend = str(source.result_backend or "")
+    if backend.startswith("file://"):
+        Path(backend.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     if not str(source.broker_url or "").startswith("filesystem://"):
         return
     options = source.broker_transport_options or {}

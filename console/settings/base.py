@@ -201,6 +201,13 @@ def broker_from_env() -> tuple[str, dict]:
 
 CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = broker_from_env()
 CELERY_TASK_IGNORE_RESULT = True
+# Results are kept only for the few tasks a page waits on (a node's key and connection check,
+# collectors.tasks.node_check); every other task ignores its result.
+if REDIS_URL.startswith("unix://"):
+    CELERY_RESULT_BACKEND = "redis+socket://" + REDIS_URL.removeprefix("unix://")
+else:
+    CELERY_RESULT_BACKEND = REDIS_URL or f"file://{BROKER_DIR / 'results'}"
+CELERY_RESULT_EXPIRES = 600
 CELERY_TASK_ACKS_LATE = True  # a killed worker's task is redelivered, tasks are idempotent
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -212,6 +219,7 @@ CELERY_TASK_SOFT_TIME_LIMIT = SNAPSHOT_BUDGET.housekeeping_task.soft_s
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "collectors.tasks.collect_node": {"queue": "ssh"},
+    "collectors.tasks.node_check": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
