@@ -9,6 +9,8 @@ one rank among 4,095 still shows), its ranks written on it and suspects named.""
 
 from __future__ import annotations
 
+import math
+
 from analysis.stacks import compact_ranks
 
 STATUS_STYLE = {
@@ -25,7 +27,7 @@ DOTS_UP_TO = 64
 # Bars in the grouped view; the rest are folded into one "other" bar.
 MAX_GROUPS = 24
 # Longest rank list written on a bar (the hover has it whole, up to the same cap x 8).
-RANKS_TEXT_CHARS = 48
+RANKS_TEXT_CHARS = 28
 
 
 def timeline_figure(diagnosis: dict) -> dict:
@@ -42,6 +44,7 @@ def _title(diagnosis: dict, count: int) -> dict:
         f"{last if last is not None else '-'}",
         "font": {"size": 14},
         "x": 0,
+        "xref": "paper",
         "xanchor": "left",
     }
 
@@ -214,7 +217,8 @@ def _grouped(diagnosis: dict, rows: list[dict]) -> dict:
                 "title": {"text": "ranks (log scale)"},
                 "type": "log",
                 # One rank must still be a visible bar; room on the right for the text.
-                "range": [-0.35, len(str(top)) + 1.2],
+                "range": [-0.35, math.log10(top) + 2.6],
+                "dtick": 1,
             },
             "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
             "height": max(260, min(720, 110 + 34 * len(groups))),
