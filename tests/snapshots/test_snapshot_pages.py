@@ -32,16 +32,20 @@ def test_a_viewer_cannot_take_a_snapshot(as_user, carol, incident):
     assert not Snapshot.objects.exists()
 
 
-def test_polling_stops_and_the_page_reloads_once_the_snapshot_is_done(as_user, bob, incident):
+def test_polling_stops_and_the_page_fetches_the_verdict_once_the_snapshot_is_done(
+    as_user, bob, incident
+):
     client = as_user(bob)
     client.post(reverse("snapshots:start", args=[incident.pk]))
     snapshot = Snapshot.objects.get()
     url = reverse("snapshots:progress", args=[snapshot.pk])
     running = client.get(url, headers={"HX-Request": "true"})
-    assert "HX-Refresh" not in running
+    assert "HX-Trigger" not in running
     Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.DONE)
     done = client.get(url, headers={"HX-Request": "true"})
-    assert done["HX-Refresh"] == "true"
+    # no reload: the page's live poll is told to fetch the verdict and the timeline now
+    assert "HX-Refresh" not in done
+    assert done["HX-Trigger"] == "incident-changed"
     assert "hx-trigger" not in done.content.decode()
 
 
