@@ -61,12 +61,12 @@ def safe_loads(data: bytes) -> Any:
 # length or a line are handled by `_scan` itself.
 _FIXED_RUN = re.compile(
     rb"(?:[()012NRabdelostuQ\]}\x81\x85-\x89\x92-\x94\x97\x98]"
-    rb"|[Khq\x80\x82].|[M\x83]..|[Jj\x84]....|[G\x95]........)*+",
+    rb"|[Khq\x80\x82].|[M\x83]..|[Jj\x84]....|G........)*+",
     re.DOTALL,
 )
 # Opcode -> what `_scan` does with it: N > 0, skip a payload whose little-endian length takes
 # N bytes; _LINE/_LINES2, skip one/two lines; _PUT, check a memo index; _STOP; _REFUSE.
-_STOP, _PUT, _LINE, _LINES2, _REFUSE = -1, -2, -3, -4, 0
+_STOP, _PUT, _LINE, _LINES2, _FRAME, _REFUSE = -1, -2, -3, -4, -5, 0
 _ACTIONS = [_REFUSE] * 256
 for _op, _action in {
     **dict.fromkeys(b"\x8cUC\x8a", 1),
@@ -76,6 +76,7 @@ for _op, _action in {
     **dict.fromkeys(b"ci", _LINES2),
     **dict.fromkeys(b"rp", _PUT),
     ord("."): _STOP,
+    0x95: _FRAME,
 }.items():
     _ACTIONS[_op] = _action
 # Opcode bytes that build a container from one or two bytes of dump. Counted over the whole
@@ -99,11 +100,15 @@ def _scan(data: bytes) -> None:
         action = _ACTIONS[op]
         if action > 0:
             size = int.from_bytes(data[at + 1 : at + 1 + action], "little")
+            _check_length(size, end - at - 1 - action, at)
             at += 1 + action + size
             payloads += 1
             payload_bytes += size
         elif action == _STOP:
             break
+        elif action == _FRAME:  # a frame's opcodes follow: only its length is checked
+            _check_length(int.from_bytes(data[at + 1 : at + 9], "little"), end - at - 9, at)
+            at += 9
         elif action in (_PUT, _LINE, _LINES2):
             at = _skip_argument(data, at, op, action)
         else:
@@ -134,6 +139,15 @@ def _skip_argument(data: bytes, at: int, op: int, action: int) -> int:
             raise UnsafePickleError(f"PUT index {text[:12]!r} is not a memo index")
         _check_memo_index(int(text))
     return at
+
+
+def _check_length(size: int, left: int, at: int) -> None:
+    """The unpickler allocates what a length announces before it reads (BYTEARRAY8 of 2**63:
+    a MemoryError, and CPython's own "deallocated bytearray" error; of 1 GiB: 1 GiB)."""
+    if size > left:
+        raise UnsafePickleError(
+            f"opcode at byte {at} announces {size} bytes; {max(left, 0)} are left in the dump"
+        )
 
 
 def _check_memo_index(index: int) -> None:

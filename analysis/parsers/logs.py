@@ -14,6 +14,7 @@ lab step line that makes up most of a healthy log; every list kept is bounded.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -197,9 +198,19 @@ def _lab_step(match: re.Match, line: str) -> StepRecord:
         at = datetime.fromisoformat(f"{stamp}.{millis}+00:00")
     except ValueError:
         at = None
-    return StepRecord(
-        int(rank), None, int(step), at, float(step_time) if step_time else None, host, line
-    )
+    return StepRecord(int(rank), None, int(step), at, seconds(step_time), host, line)
+
+
+def seconds(text: str | None, scale: float = 1.0) -> float | None:
+    """A duration printed by the job (`0.207`): None when it is not one number ("0.2.07"
+    matches [\\d.]+) or not finite (a stored diagnosis is JSON, which has no inf)."""
+    if not text or len(text) > 40:
+        return None
+    try:
+        value = float(text) * scale
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 _MAX_KEPT = 20  # error / warn lines kept per file: enough to quote, bounded for 4,096 ranks
@@ -336,7 +347,7 @@ class _LogReader:
                 local,
                 int(step.group(1)),
                 parse_timestamp(line),
-                float(step_time.group(1)) if step_time else None,
+                seconds(step_time.group(1)) if step_time else None,
                 host.group(1) if host else None,
                 line,
             )
@@ -354,7 +365,7 @@ class _LogReader:
                 local,
                 int(iteration.group(1)),
                 parse_timestamp(line),
-                float(ms.group(1)) / 1000 if ms else None,
+                seconds(ms.group(1), 1 / 1000) if ms else None,
                 None,
                 line,
             )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 _LINE = re.compile(r"^(?P<path>[^:\s]+):(?:(?P<number>\d{1,9}):)?(?P<text>.*)$")
 # The probe greps NCCL_ lines out of a few start-up files: a handful. More is not evidence.
+_NAME = re.compile(r"NCCL_\w+")
 MAX_SETTINGS = 1000
 MAX_PROBLEMS = 20
 _ASSIGN = re.compile(r"\b(NCCL_\w+)=(\"[^\"]*\"|'[^']*'|\S*)")
@@ -42,8 +43,9 @@ def parse_shell_init(text: str | None) -> tuple[list[ShellInitSetting], list[str
         if body.startswith("#"):
             continue  # commented out: harmless
         assignments = _ASSIGN.findall(body)
-        if not assignments and "NCCL_" in body:
-            assignments = [(re.search(r"NCCL_\w+", body).group(0), "")]  # type: ignore[union-attr]
+        named = _NAME.search(body) if not assignments else None
+        if named:
+            assignments = [(named.group(0), "")]
         for name, value in assignments:
             settings.append(
                 ShellInitSetting(

@@ -133,3 +133,19 @@ def test_every_captured_pickle_passes_the_scan_unchanged():
     for path in dumps:
         data = path.read_bytes()
         assert safe_loads(data) == pickle.loads(data)  # noqa: S301 - our own captured samples
+
+
+@pytest.mark.parametrize("opcode", [b"\x96", b"\x8e", b"\x8d"], ids=["bytearray8", "bytes8", "str"])
+def test_a_length_past_the_end_of_the_dump_is_refused_before_allocating(opcode):
+    # The unpickler allocated what the length said before reading: 1 GiB here, and 2**63 gave
+    # a MemoryError plus CPython's "deallocated bytearray object has exported buffers".
+    for size in (1 << 30, 8363318616188351661):
+        blob = b"\x80\x04" + opcode + size.to_bytes(8, "little") + b"abc."
+        (problem,) = parse_flight_recorder("trace_rank_0", blob).problems
+        assert f"announces {size} bytes; 4 are left" in problem
+
+
+def test_a_frame_longer_than_the_dump_is_refused():
+    blob = b"\x80\x04\x95" + (1 << 40).to_bytes(8, "little") + b"N."
+    (problem,) = parse_flight_recorder("trace_rank_0", blob).problems
+    assert f"announces {1 << 40} bytes" in problem
