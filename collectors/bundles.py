@@ -234,9 +234,13 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
     cluster = manifest.get("cluster")
     return SnapshotEvidence(
         nodes=nodes,
+        # A claim the analysis weighs (and disbelieves past MAX_WORLD); past 2**31 it would not
+        # even fit the snapshot's integer column (10**12 was a DataError: a 500 on import).
         expected_world_size=(
             world_size
-            if isinstance(world_size, int) and not isinstance(world_size, bool) and world_size > 0
+            if isinstance(world_size, int)
+            and not isinstance(world_size, bool)
+            and 0 < world_size < 2**31
             else None
         ),
         collected_at=parse_when(manifest.get("collected_at")),

@@ -91,9 +91,9 @@ def as_text(data: bytes) -> str:
 
 
 def is_pid(text: str) -> bool:
-    """ASCII digits, at most ten: "²".isdigit() is true and int("²") raises, and int() of
-    5,000 digits raises too."""
-    return 0 < len(text) <= 10 and text.isascii() and text.isdigit()
+    """ASCII digits, at most nine (Linux pids stop at 2**22; nine digits fit every integer
+    column): "²".isdigit() is true and int("²") raises, and int() of 5,000 digits raises too."""
+    return 0 < len(text) <= 9 and text.isascii() and text.isdigit()
 
 
 def piece_name(kind: EvidenceKind, key: Key = "") -> str:
