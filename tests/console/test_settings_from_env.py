@@ -59,7 +59,9 @@ def test_the_celery_app_makes_the_file_brokers_folders_when_configured(tmp_path)
     folder = tmp_path / "broker"
     options = {"data_folder_in": str(folder), "data_folder_out": str(folder)}
     options["control_folder"] = str(folder / "control")
-    source = SimpleNamespace(broker_url="filesystem://", broker_transport_options=options)
+    source = SimpleNamespace(
+        broker_url="filesystem://", broker_transport_options=options, result_backend=None
+    )
     make_file_broker_folders(sender=None, source=source)
     assert (folder / "control").is_dir()
 
@@ -67,7 +69,7 @@ def test_the_celery_app_makes_the_file_brokers_folders_when_configured(tmp_path)
 def test_the_celery_app_makes_no_folder_for_redis(tmp_path):
     options = {"data_folder_in": str(tmp_path / "broker")}
     source = SimpleNamespace(
-        broker_url="redis://127.0.0.1:6379/0", broker_transport_options=options
+        broker_url="redis://127.0.0.1:6379/0", broker_transport_options=options, result_backend=None
     )
     make_file_broker_folders(sender=None, source=source)
     assert not (tmp_path / "broker").exists()
