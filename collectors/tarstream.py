@@ -33,7 +33,7 @@ class TarRefused(ValueError):
 
 @dataclass(frozen=True)
 class TarLimits:
-    max_members: int = 100_000
+    max_members: int = 65_536
     max_file_bytes: int = 64 * 1024 * 1024
     max_total_bytes: int = 256 * 1024 * 1024
     # A member's path (a GNU long name or a PAX `path` included); PATH_MAX on Linux.
