@@ -59,9 +59,14 @@ def _step_text(facts: Facts, ranks) -> str:
 
 
 def no_evidence(facts: Facts) -> Verdict | None:
-    if facts.ranks or facts.snap.logs or facts.missing:
+    if facts.ranks or facts.snap.logs or facts.missing or facts.snap.dumps:
         return None
-    return Verdict("unknown", 0.0, "No rank, stack or log was found in this snapshot.", rule="none")
+    return Verdict(
+        "unknown",
+        0.0,
+        "No rank, stack, log or flight-recorder dump was found in this snapshot.",
+        rule="none",
+    )
 
 
 def moving(facts: Facts) -> Verdict | None:
@@ -344,30 +349,64 @@ def unreachable(facts: Facts) -> Verdict | None:
 
 
 def fr_different_collective(facts: Facts) -> Verdict | None:
-    """The flight recorder shows one group's ranks running different collectives: B."""
-    stops = [s for s in facts.group_stops if s.kind == "different_collective"]
-    if not stops:
+    """The flight recorder shows one group's ranks running different collectives (another op,
+    sizes or dtypes their op's law does not allow, or the groups' collectives in different
+    orders): B. The stops come cause first; the first of these kinds is the answer."""
+    stop = next((s for s in facts.group_stops if s.kind in FR_DISAGREEING), None)
+    if stop is None:
         return None
-    first = min(stops, key=lambda s: (s.seq, s.pg)).mismatch
-    collectives = first["collectives"]
-    majority, minority = collectives[0], [r for c in collectives[1:] for r in c["rank_list"]]
-    parts = "; ".join(
-        f"{ranks_text(c['rank_list'])} {'runs' if len(c['rank_list']) == 1 else 'run'} "
-        f"{c['signature']}"
-        for c in collectives[:3]
+    culprits = list(stop.culprits)
+    where = quotes.frame_of(facts, culprits, fallback=_culprits_frame(stop))
+    who = (
+        f"{capitalised(ranks_text(culprits))} left the others' order; look for a rank-dependent "
+        f"branch near {where}."
+        if culprits
+        else "Nothing tells which side is right: compare their code paths."
     )
-    where = quotes.frame_of(facts, minority, fallback=collectives[1]["frame"])
     return _verdict(
         facts,
         "B",
-        0.9,
-        f"Ranks run different collectives at #{first['seq']} of group {first['pg']}: "
-        f"{parts}. {capitalised(ranks_text(minority))} left the others' order "
-        f"(majority: {majority['op']}); look for a rank-dependent branch near {where}.",
-        suspects=tuple(minority),
-        evidence=(quotes.flight_recorder(first), *quotes.stacks(facts, minority, limit=3)),
+        0.9 if culprits else 0.75,
+        f"Ranks run different collectives (flight recorder): {stop.detail}. {who}",
+        suspects=tuple(culprits),
+        evidence=(*_fr_evidence(facts, stop), *quotes.stacks(facts, culprits, limit=3)),
         rule="fr_different_collective",
     )
+
+
+FR_DISAGREEING = frozenset(
+    {
+        "different_collective",
+        "different_sizes",
+        "different_dtypes",
+        "invalid_sizes",
+        "invalid_dtypes",
+        "different_order",
+    }
+)
+FR_ABSENT = frozenset({"missing_ranks", "unmatched_p2p"})
+
+
+def _verb(ranks, one: str, many: str) -> str:
+    return one if len(ranks) == 1 else many
+
+
+def _culprits_frame(stop) -> str:
+    sides = [side for side in stop.sides if set(side.ranks) & set(stop.culprits)]
+    return (sides or stop.sides[-1:] or [None])[0].frame if stop.sides else ""
+
+
+def _fr_evidence(facts: Facts, stop) -> list[Evidence]:
+    """The stop and the lines behind it, each tied to the rank it is about."""
+    node = facts.rank_node.get
+    evidence = [Evidence("flight_recorder", None, None, stop.detail)]
+    for line in stop.lines:
+        head = line.split(":", 1)[0]
+        rank = int(head[5:]) if head.startswith("rank ") and head[5:].isdigit() else None
+        evidence.append(
+            Evidence("flight_recorder", node(rank) if rank is not None else None, rank, line)
+        )
+    return evidence
 
 
 def detail_mismatch(facts: Facts) -> Verdict | None:
@@ -492,30 +531,73 @@ def different_call_sites(facts: Facts) -> Verdict | None:
 
 
 def fr_never_reached(facts: Facts) -> Verdict | None:
-    """The flight recorder: a group's collective some members never entered. Members that
-    wait in another group's collective are victims; the others are where the group stops."""
-    stops = [s for s in facts.group_stops if s.kind == "missing_ranks"]
+    """The flight recorder: a group's collective some members never issued (or left no dump
+    for), or a send/recv whose peer never posted the other half. Members that wait in another
+    group's op are victims; the others are where the group stops."""
+    stops = [s for s in facts.group_stops if s.kind in FR_ABSENT]
     culprits = sorted({r for s in stops for r in s.culprits})
     if not culprits:
         return None
-    first = min((s for s in stops if s.culprits), key=lambda s: (s.seq, s.pg))
-    victims = sorted({r for s in stops for r in s.waiting_elsewhere} - set(culprits))
-    victim_text = (
-        f"; {ranks_text(victims)} wait in another group's collective for them (victims)"
-        if victims
-        else ""
-    )
-    op = first.mismatch["collectives"][0]["op"] if first.mismatch["collectives"] else "?"
-    evidence = [quotes.flight_recorder(s.mismatch) for s in stops[:4]]
+    first = next(s for s in stops if s.culprits)
+    near = sorted(set(first.victims) - set(culprits))
+    far = sorted({r for s in stops for r in s.victims} - set(culprits) - set(near))
+    victim_text = f"; {ranks_text(near)} {_verb(near, 'waits', 'wait')} in it" if near else ""
+    if far:
+        victim_text += f", {ranks_text(far)} in other groups' ops for them (victims)"
+    elif near:
+        victim_text += " (victims)"
+    no_dump = sorted({r for s in stops for r in s.without_dump} & set(culprits))
+    no_dump_text = f" ({ranks_text(no_dump)} left no dump)" if no_dump else ""
+    evidence = [e for s in stops[:3] for e in _fr_evidence(facts, s)]
+    settled = not any(s.pending for s in stops if s.culprits)
     return _verdict(
         facts,
         "A",
-        0.7,
-        f"{capitalised(ranks_text(culprits))} never reached collective #{first.seq} ({op}) "
-        f"of group {first.pg} that the others entered (flight recorder){victim_text}.",
+        0.5 if settled else 0.7,
+        f"{capitalised(ranks_text(culprits))} never reached what the others wait in (flight "
+        f"recorder{no_dump_text}): {first.detail}{victim_text}.",
         suspects=tuple(culprits),
         evidence=tuple(evidence + quotes.stacks(facts, culprits, limit=3)),
         rule="fr_never_reached",
+    )
+
+
+def fr_behind(facts: Facts) -> Verdict | None:
+    """Every member issued the collective, but some have not completed (or started) what the
+    others did: their device or their watchdog is behind. Weak: a dump taken a moment
+    earlier looks the same."""
+    stop = next((s for s in facts.group_stops if s.kind in ("not_completed", "not_started")), None)
+    if stop is None or not stop.culprits:
+        return None
+    return _verdict(
+        facts,
+        "A",
+        0.5,
+        f"{capitalised(ranks_text(stop.culprits))} fell behind in the flight recorder: "
+        f"{stop.detail}. Look at their devices (dmesg, Xid) and stacks.",
+        suspects=stop.culprits,
+        evidence=tuple(_fr_evidence(facts, stop) + quotes.stacks(facts, stop.culprits, limit=3)),
+        rule="fr_behind",
+    )
+
+
+def fr_all_waiting(facts: Facts) -> Verdict | None:
+    """No stack to say so, but the flight recorder does: every member of a group issued the
+    same collective and none completes it, nobody is missing: the meeting itself fails (C)."""
+    if facts.in_collective or facts.outside:
+        return None
+    stop = next((s for s in facts.group_stops if s.kind == "all_waiting"), None)
+    if stop is None:
+        return None
+    return _verdict(
+        facts,
+        "C",
+        0.5,
+        f"All ranks are present and wait in the same collective (flight recorder): "
+        f"{stop.detail}. Look at the network and configuration: NCCL_SOCKET_IFNAME, IB links, "
+        "NCCL WARN lines, and collect stacks to confirm.",
+        evidence=tuple(_fr_evidence(facts, stop)),
+        rule="fr_all_waiting",
     )
 
 
@@ -748,9 +830,11 @@ RULES: tuple[Rule, ...] = (
     different_call_sites,
     fr_never_reached,
     peer_named,
+    fr_behind,
     lagging,
     nccl_config_differs,
     same_collective,
+    fr_all_waiting,
     cpu_side,
     watchdog_only,
 )

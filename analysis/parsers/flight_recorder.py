@@ -35,15 +35,24 @@ MAX_RENDER_DEPTH = 32
 # unsafe_hash keeps entries hashable as they were.
 @dataclass(slots=True, unsafe_hash=True)
 class FrEntry:
-    pg: str
-    seq: int
-    op: str
-    input_sizes: str
+    pg: str  # the group's name (process_group[0]): the same on every member
+    seq: int  # collective_seq_id; p2p_seq_id for a point-to-point op
+    op: str  # profiling_name, e.g. "nccl:all_reduce", "nccl:send 0->1"
+    input_sizes: str  # as text, for people: [[8,16],[8]]
     output_sizes: str
-    state: str
-    completed: bool
+    state: str  # scheduled | started | completed (gloo entries stay "scheduled")
+    completed: bool  # state completed, or retired (gloo retires what it finished)
     is_p2p: bool
     time_created_ns: int | None
+    started: bool = False  # the device started it (state started or completed)
+    pg_desc: str = ""
+    pg_id: int | None = None  # the rank's own count of its groups (pg_status's key)
+    record_id: int | None = None  # the rank's own count of its entries
+    # Shapes as numbers, when they are the small plain lists torch writes (None otherwise).
+    in_shapes: tuple | None = field(default=None, compare=False, repr=False)
+    out_shapes: tuple | None = field(default=None, compare=False, repr=False)
+    in_dtypes: tuple[str, ...] = ()
+    out_dtypes: tuple[str, ...] = ()
     # The frames torch recorded with the entry; read only for the entry that gets reported.
     raw_frames: list = field(default_factory=list, compare=False, repr=False)
 
@@ -53,9 +62,29 @@ class FrEntry:
         return _call_site(self.raw_frames)
 
     @property
+    def kind(self) -> str:
+        """The op without its backend and peers: "nccl:send 0->1" -> "send"."""
+        name = self.op.split(":", 1)[-1]
+        return name.split(" ", 1)[0]
+
+    @property
+    def peers(self) -> tuple[int, int] | None:
+        """(source, destination) as ranks of the group, for a send or recv."""
+        name = self.op.split(":", 1)[-1]
+        _, _, meta = name.partition(" ")
+        for arrow, flip in (("->", False), ("<-", True)):
+            left, found, right = meta.partition(arrow)
+            if found and left.isdigit() and right.isdigit() and len(left + right) <= 18:
+                a, b = int(left), int(right)
+                return (b, a) if flip else (a, b)
+        return None
+
+    @property
     def signature(self) -> str:
-        """What all ranks must agree on for this collective: op and sizes."""
-        return f"{self.op} in={self.input_sizes} out={self.output_sizes}"
+        """What all ranks must agree on for this collective: op, sizes, dtypes."""
+        text = f"{self.op} in={self.input_sizes} out={self.output_sizes}"
+        dtypes = sorted(set(self.in_dtypes) | set(self.out_dtypes))
+        return f"{text} dtype={'/'.join(dtypes)}" if dtypes else text
 
 
 @dataclass
@@ -64,9 +93,19 @@ class FrDump:
     rank: int | None
     version: str = ""
     entries: list[FrEntry] = field(default_factory=list)
-    pg_ranks: dict[str, list[int]] = field(default_factory=dict)
+    # group name -> its members, sorted, as this rank's pg_config lists them (gloo leaves them
+    # empty). Tuples: every dump of a job shares the same ones (see _rank_list).
+    pg_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    pg_desc: dict[str, str] = field(default_factory=dict)
+    # pg_status: the rank's own group id -> last completed sequence id.
     last_completed: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def wrapped(self) -> bool:
+        """The ring buffer dropped older entries: the oldest kept is not the rank's first."""
+        first = self.entries[0].record_id if self.entries else None
+        return first is not None and first > 0
 
 
 _ASCII_DIGITS = "0123456789"
@@ -88,8 +127,13 @@ def rank_from_dump_path(path: str) -> int | None:
 
 
 def _int(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and -_INT_LIMIT < value < _INT_LIMIT:
-        return value
+    """A 64-bit int, or its decimal spelling (torch's JSON dumps write pg_status as strings)."""
+    if type(value) is int:
+        return value if -_INT_LIMIT < value < _INT_LIMIT else None
+    if isinstance(value, str) and len(value) <= 19:
+        digits = value[1:] if value[:1] == "-" else value
+        if digits.isascii() and digits.isdigit():
+            return int(value)
     return None
 
 
@@ -120,7 +164,7 @@ def parse_flight_recorder(path: str, data: bytes | None) -> FrDump:
         _read_dump(dump, raw)
     # A hostile shape, not torch's (ValueError/OverflowError: numbers no dump holds).
     except (AttributeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-        dump.entries, dump.pg_ranks, dump.last_completed = [], {}, {}
+        dump.entries, dump.pg_ranks, dump.pg_desc, dump.last_completed = [], {}, {}, {}
         dump.problems.append(f"{path}: dump not understood ({type(exc).__name__}: {exc})")
     return dump
 
@@ -131,10 +175,12 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
     if rank is not None and 0 <= rank < 1 << 31:
         dump.rank = rank
     for pg_name, config in (raw.get("pg_config") or {}).items():
-        ranks = config.get("ranks") if isinstance(config, dict) else None
-        parsed = _rank_list(ranks)
+        if not isinstance(config, dict):
+            continue
+        parsed = _rank_list(config.get("ranks"))
         if parsed is not None:
             dump.pg_ranks[_text(pg_name)] = parsed
+            dump.pg_desc[_text(pg_name)] = _text(config.get("desc", ""))
     for pg_id, status in (raw.get("pg_status") or {}).items():
         last = _int(status.get("last_completed_collective")) if isinstance(status, dict) else None
         if last is not None:
@@ -146,34 +192,46 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
         dump.problems.append(f"{dump.path}: {skipped} entries not understood")
 
 
-# Every dump of a job repeats the same pg_config: remember recent `ranks` strings read.
-_RANKS_CACHE: dict[str, list[int] | None] = {}
-_RANKS_CACHE_ENTRIES = 256  # worst case, hostile strings at the cap: ~13 MB
-_RANKS_CACHE_KEY_CHARS = 4096
+# Every dump of a job repeats the same pg_config, whose default group lists the whole world (a
+# 4,096-rank job: 24 KB of "[0, 1, ...]" in every dump): remember the strings read, within a
+# budget of characters so hostile ones cannot grow it, and hand out one shared tuple.
+_RANKS_CACHE: dict[str, tuple[int, ...] | None] = {}
+_RANKS_CACHE_ENTRIES = 256
+_RANKS_CACHE_CHARS = 8 * 1024 * 1024
+_ranks_cached_chars = [0]
+_RANK_LIMIT = 1 << 31
 
 
-def _rank_list(value: Any) -> list[int] | None:
+def _rank_list(value: Any) -> tuple[int, ...] | None:
     if isinstance(value, list):
-        return [v for v in value if _int(v) is not None]
+        return _members(value)
     if not isinstance(value, str):
         return None
     if value in _RANKS_CACHE:
-        cached = _RANKS_CACHE[value]
-        return None if cached is None else list(cached)
+        return _RANKS_CACHE[value]
     parsed = _rank_list_from_json(value)
-    if len(value) <= _RANKS_CACHE_KEY_CHARS:
-        if len(_RANKS_CACHE) >= _RANKS_CACHE_ENTRIES:
+    if len(value) <= _RANKS_CACHE_CHARS:
+        full = len(_RANKS_CACHE) >= _RANKS_CACHE_ENTRIES
+        if full or _ranks_cached_chars[0] + len(value) > _RANKS_CACHE_CHARS:
             _RANKS_CACHE.clear()
-        _RANKS_CACHE[value] = None if parsed is None else list(parsed)
+            _ranks_cached_chars[0] = 0
+        _RANKS_CACHE[value] = parsed
+        _ranks_cached_chars[0] += len(value)
     return parsed
 
 
-def _rank_list_from_json(value: str) -> list[int] | None:
+def _rank_list_from_json(value: str) -> tuple[int, ...] | None:
     try:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
         return None
-    return [v for v in parsed if _int(v) is not None] if isinstance(parsed, list) else None
+    return _members(parsed) if isinstance(parsed, list) else None
+
+
+def _members(values: list) -> tuple[int, ...]:
+    """Ranks, sorted, each once; anything that is not a rank number is dropped."""
+    ranks = {n for n in map(_int, values) if n is not None and 0 <= n < _RANK_LIMIT}
+    return tuple(sorted(ranks))
 
 
 def _call_site(frames: list) -> str:
@@ -288,26 +346,59 @@ def _entry(item: Any) -> FrEntry | None:
     if is_p2p:
         p2p_seq = _int(get("p2p_seq_id"))
         seq = seq if p2p_seq is None else p2p_seq
-    # Pickle gives process_group as a tuple (id, name), JSON a list; keep the id, which
-    # pg_status uses too.
+    # Pickle gives process_group as a tuple (name, desc), JSON a list: the name is the same on
+    # every member; pg_id is each rank's own count of its groups.
     group = get("process_group")
+    desc = ""
     if isinstance(group, (tuple, list)) and group:
         pg = _text(group[0])
+        desc = _text(group[1]) if len(group) > 1 else ""
     else:
         pg = _text(group if group is not None else get("pg_id"))
     state = _text(get("state", ""))
-    created = get("time_created_ns")
     frames = get("frames")
+    in_text, in_shapes = _sizes_and_shapes(get("input_sizes"))
+    out_text, out_shapes = _sizes_and_shapes(get("output_sizes"))
     return FrEntry(
         pg,
         seq,
         _text(get("profiling_name", "?")),
-        _sizes(get("input_sizes")),
-        _sizes(get("output_sizes")),
+        in_text,
+        out_text,
         state,
         # NCCL marks state=completed; gloo entries stay "scheduled" and are retired once done.
         state == "completed" or bool(get("retired")),
         is_p2p,
-        _int(created),
+        _int(get("time_created_ns")),
+        state in ("started", "completed"),
+        desc,
+        _int(get("pg_id")),
+        _int(get("record_id")),
+        in_shapes,
+        out_shapes,
+        _dtypes(get("input_dtypes")),
+        _dtypes(get("output_dtypes")),
         frames if isinstance(frames, list) else [],
     )
+
+
+def _sizes_and_shapes(value: Any) -> tuple[str, tuple | None]:
+    """The sizes as text, and as numbers when they are the plain lists torch writes."""
+    if value is not None and _plain_sizes(value):
+        return _sizes(value), tuple(map(tuple, value))
+    return _sizes(value), None
+
+
+_MAX_DTYPES = 32
+_MAX_DTYPE_CHARS = 32
+
+
+def _dtypes(value: Any) -> tuple[str, ...]:
+    """torch writes a list of names (['Float']); anything else, or too much of it, is none."""
+    if isinstance(value, str):  # one name, as some hand-written dumps give it
+        value = [value] if value else []
+    if type(value) is not list or len(value) > _MAX_DTYPES:
+        return ()
+    if not all(type(v) is str and len(v) <= _MAX_DTYPE_CHARS for v in value):
+        return ()
+    return tuple(value)
