@@ -91,7 +91,7 @@ def compare(calls: dict[int, list[FrEntry]], group_size: int | None) -> Disagree
 
 def _compare_one(at: dict[int, FrEntry], index: int, size: int | None) -> Disagreement | None:
     first = next(iter(at.values()))
-    if all(_alike(entry, first) for entry in at.values()):
+    if _all_alike(at, first):
         # The common case (every rank ran the very same thing): one rank's law for all.
         if _is_marker(at):
             return None
@@ -114,14 +114,25 @@ def _compare_one(at: dict[int, FrEntry], index: int, size: int | None) -> Disagr
     )
 
 
-def _alike(entry: FrEntry, other: FrEntry) -> bool:
-    return (
-        entry.op == other.op
-        and entry.input_sizes == other.input_sizes
-        and entry.output_sizes == other.output_sizes
-        and entry.in_dtypes == other.in_dtypes
-        and entry.out_dtypes == other.out_dtypes
+def _all_alike(at: dict[int, FrEntry], first: FrEntry) -> bool:
+    """Every rank ran the very same thing (one loop: this runs once per rank and collective)."""
+    op, ins, outs, in_types, out_types = (
+        first.op,
+        first.input_sizes,
+        first.output_sizes,
+        first.in_dtypes,
+        first.out_dtypes,
     )
+    for e in at.values():
+        if (
+            e.op != op
+            or e.input_sizes != ins
+            or e.output_sizes != outs
+            or e.in_dtypes != in_types
+            or e.out_dtypes != out_types
+        ):
+            return False
+    return True
 
 
 def _is_marker(at: dict[int, FrEntry]) -> bool:

@@ -80,7 +80,7 @@ def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderR
             stops.append(stop)
         stops += p2p_stops(group, entries[key], per_rank, waiting)
     stops = break_ties(stops, groups, entries)
-    stops = order_cycles(stops, waiting)
+    stops = order_cycles(stops)
     stops.sort(key=cause_first)
     expected = set(range(world)) if world else {m for g in groups.values() for m in g.members}
     last = {
@@ -121,8 +121,9 @@ def _groups(per_rank: dict[int, FrDump], world: int | None) -> tuple[dict[str, F
     # name -> the distinct member lists the dumps give it. Every dump of a job repeats the
     # same tuples (the parser shares them), so `is` settles almost every comparison.
     configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
-    for dump in per_rank.values():
-        for name, members in _configured(dump).items():
+    configured = {rank: _configured(dump) for rank, dump in per_rank.items()}
+    for own in configured.values():
+        for name, members in own.items():
             known = configs[name]
             if not any(m is members or m == members for m in known):
                 known.append(members)
@@ -130,7 +131,7 @@ def _groups(per_rank: dict[int, FrDump], world: int | None) -> tuple[dict[str, F
     entries: Entries = defaultdict(lambda: defaultdict(list))
     inferred: dict[str, set[int]] = defaultdict(set)
     for rank, dump in per_rank.items():
-        own = _configured(dump)
+        own = configured[rank]
         keys: dict[str, str] = {}
         for entry in dump.entries:
             key = keys.get(entry.pg)
@@ -142,7 +143,32 @@ def _groups(per_rank: dict[int, FrDump], world: int | None) -> tuple[dict[str, F
         if not group.members:
             members = tuple(sorted(inferred[key]))
             groups[key] = FrGroup(key, group.name, group.desc, members, "entries")
+    if world:
+        _place_ranks_without_dumps(groups, set(range(world)) - set(per_rank))
     return groups, entries
+
+
+def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> None:
+    """Groups known only by their entries cannot show a member that left no dump. Groups of
+    one description (the tensor-parallel groups, the data-parallel ones) partition the world
+    into equal parts: when exactly one of them is short, the ranks without a dump that are in
+    none of them are its missing members."""
+    by_desc: dict[str, list[FrGroup]] = defaultdict(list)
+    for group in groups.values():
+        if group.desc not in ("", "undefined") and not _is_default(group.name, group.desc):
+            by_desc[group.desc].append(group)
+    for siblings in by_desc.values():
+        if len(siblings) < 2 or any(g.members_from != "entries" for g in siblings):
+            continue
+        size = max(len(g.members) for g in siblings)
+        short = [g for g in siblings if len(g.members) < size]
+        placed = {m for g in siblings for m in g.members}
+        left = sorted(silent - placed)
+        if len(short) != 1 or not left or len(left) != size - len(short[0].members):
+            continue
+        group = short[0]
+        members = tuple(sorted({*group.members, *left}))
+        groups[group.key] = FrGroup(group.key, group.name, group.desc, members, "siblings")
 
 
 def _configured(dump: FrDump) -> dict[str, tuple[int, ...]]:
@@ -218,15 +244,19 @@ def _collective_stop(group: FrGroup, entries, per_rank, waiting) -> GroupStop | 
     # A member with a dump and none of this group's entries never issued one, unless its ring
     # buffer wrapped (then it may have forgotten them: not compared).
     comparable = [r for r in holders if r in calls or not per_rank[r].wrapped]
+    recorded = [r for r in comparable if r in calls]
+    if not recorded:
+        return None
     top = {r: max(calls[r]) if r in calls else 0 for r in comparable}
-    start = max(min(calls[r]) for r in calls)
-    seqs = sorted({s for r in calls for s in calls[r] if s >= start})
+    start = max(min(calls[r]) for r in recorded)
+    seqs = sorted({s for r in recorded for s in calls[r] if s >= start})
     size = len(group.members) or None
+    lowest_top = min(top.values(), default=0)
     for seq in seqs:
-        present = {r: calls[r][seq] for r in comparable if r in calls and seq in calls[r]}
+        present = {r: calls[r][seq] for r in recorded if seq in calls[r]}
         if not present:
             continue
-        absent = tuple(r for r in comparable if top[r] < seq)
+        absent = () if seq <= lowest_top else tuple(r for r in comparable if top[r] < seq)
         stop = _meeting(group, seq, present, absent, without, size, waiting)
         if stop is not None:
             return stop
@@ -251,7 +281,7 @@ def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop |
     if without:
         return _missing(group, seq, present, (), without, waiting, pending)
     started = [r for r, ops in present.items() if all(e.started for e in ops)]
-    if started:
+    if started and len(started) < len(present):
         late = tuple(sorted(set(present) - set(started)))
         text = f"{ranks_text(started)} started it; on {ranks_text(late)} it never started"
         return make_stop(group, seq, "not_started", present, late, text)
@@ -264,9 +294,12 @@ def _missing(group, seq, present, absent, without, waiting, pending) -> GroupSto
     elsewhere = tuple(r for r in absent if _elsewhere(r, key, waiting))
     culprits = tuple(sorted({*(r for r in absent if r not in elsewhere), *without}))
     never = [*absent, *without]
+    wait = "waits" if len(present) == 1 else "wait"
     text = f"{ranks_text(never)} never issued it while {ranks_text(present)} did"
+    if pending:
+        text = f"{ranks_text(never)} never issued it; {ranks_text(present)} {wait} in it"
     if without and not absent:
-        text = f"{ranks_text(without)} left no dump while {ranks_text(present)} wait in it"
+        text = f"{ranks_text(without)} left no dump; {ranks_text(present)} {wait} in it"
     lines = [_absent_line(r, group, waiting) for r in absent[:3]]
     lines += [no_dump_line(without, group, present)] if without else []
     return make_stop(

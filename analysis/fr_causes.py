@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from analysis.fr_model import LINES_PER_STOP, MISMATCH_KINDS, TIER, GroupStop, Wait, replace_stop
+from analysis.fr_model import LINES_PER_STOP, MISMATCH_KINDS, TIER, GroupStop, replace_stop
 from analysis.parsers.flight_recorder import FrEntry
 from analysis.verdict import ranks_text
 
@@ -48,32 +48,40 @@ def break_ties(stops: list[GroupStop], groups, entries: Entries) -> list[GroupSt
     return out
 
 
-def order_cycles(stops: list[GroupStop], waiting: dict[int, Wait]) -> list[GroupStop]:
+def order_cycles(stops: list[GroupStop]) -> list[GroupStop]:
     """Stops that blame no one because every absent member waits elsewhere: when following
-    those waits comes back to the first stop, the ranks issued the groups' collectives in
-    different orders."""
-    by_group = {s.group.key: s for s in stops if s.kind in ("missing_ranks", "unmatched_p2p")}
-    stuck = [s for s in by_group.values() if not s.culprits and s.waiting_elsewhere]
-    done: set[str] = set()
+    those waits (to the stop each of them waits in) comes back to a stop already seen, the
+    ranks issued the groups' collectives in different orders."""
+    absent_kinds = ("missing_ranks", "unmatched_p2p")
+    waits_in = {
+        rank: stop
+        for stop in stops
+        if stop.kind in absent_kinds
+        for rank in stop.victims
+        if rank not in stop.waiting_elsewhere
+    }
+    seen: list[GroupStop] = []
     out = list(stops)
-    for start in stuck:
-        cycle = _cycle(start, by_group, waiting)
-        if not cycle or cycle[0].group.key in done:
+    for start in stops:
+        if start.kind not in absent_kinds or start in seen:
             continue
-        done.update(s.group.key for s in cycle)
+        cycle = _cycle(start, waits_in)
+        if len(cycle) < 2 or any(stop in seen for stop in cycle):
+            continue
+        seen += cycle
         out = [s for s in out if s not in cycle]
         out.append(_order_stop(cycle))
     return out
 
 
-def _cycle(start: GroupStop, by_group, waiting) -> list[GroupStop]:
-    path, stop = [], start
+def _cycle(start: GroupStop, waits_in: dict[int, GroupStop]) -> list[GroupStop]:
+    path: list[GroupStop] = []
+    stop: GroupStop | None = start
     while stop is not None and stop not in path:
-        path.append(stop)
         if stop.culprits or not stop.waiting_elsewhere:
             return []
-        wait = waiting.get(stop.waiting_elsewhere[0])
-        stop = by_group.get(wait.group) if wait else None
+        path.append(stop)
+        stop = waits_in.get(stop.waiting_elsewhere[0])
     return path[path.index(stop) :] if stop is not None else []
 
 

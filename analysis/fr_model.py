@@ -52,7 +52,9 @@ class FrGroup:
     name: str
     desc: str
     members: tuple[int, ...]
-    members_from: str  # "pg_config" | "world" | "entries"
+    # "pg_config" | "world" | "entries" (the ranks that recorded its ops) | "siblings" (those,
+    # plus ranks without a dump that belong to no other group of its description)
+    members_from: str
 
     def to_json(self) -> dict[str, Any]:
         return {

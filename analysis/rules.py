@@ -539,25 +539,25 @@ def fr_never_reached(facts: Facts) -> Verdict | None:
     if not culprits:
         return None
     first = next(s for s in stops if s.culprits)
-    near = sorted(set(first.victims) - set(culprits))
-    far = sorted({r for s in stops for r in s.victims} - set(culprits) - set(near))
-    victim_text = f"; {ranks_text(near)} {_verb(near, 'waits', 'wait')} in it" if near else ""
-    if far:
-        victim_text += f", {ranks_text(far)} in other groups' ops for them (victims)"
-    elif near:
-        victim_text += " (victims)"
+    near = set(first.victims) | set(culprits)
+    far = sorted({r for s in stops for r in s.victims} - near)
+    victims = f"; {ranks_text(far)} wait in other groups' ops for them (victims)" if far else ""
     no_dump = sorted({r for s in stops for r in s.without_dump} & set(culprits))
-    no_dump_text = f" ({ranks_text(no_dump)} left no dump)" if no_dump else ""
     evidence = [e for s in stops[:3] for e in _fr_evidence(facts, s)]
     settled = not any(s.pending for s in stops if s.culprits)
+    who = ranks_text(culprits)
+    look = f"Read {who}'s log tail, exit code and node's dmesg" + (
+        f" ({ranks_text(no_dump)} left no dump: did it die?)" if no_dump else ""
+    )
     return _verdict(
         facts,
         "A",
         0.5 if settled else 0.7,
-        f"{capitalised(ranks_text(culprits))} never reached what the others wait in (flight "
-        f"recorder{no_dump_text}): {first.detail}{victim_text}.",
+        f"{capitalised(who)} {_verb(culprits, 'is', 'are')} where the job stops (flight "
+        f"recorder): {first.detail}{victims}.",
         suspects=tuple(culprits),
         evidence=tuple(evidence + quotes.stacks(facts, culprits, limit=3)),
+        next_steps=(look + ".",),
         rule="fr_never_reached",
     )
 

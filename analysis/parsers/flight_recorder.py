@@ -351,18 +351,18 @@ def _entry(item: Any) -> FrEntry | None:
     group = get("process_group")
     desc = ""
     if isinstance(group, (tuple, list)) and group:
-        pg = _text(group[0])
-        desc = _text(group[1]) if len(group) > 1 else ""
+        pg = _short(group[0])
+        desc = _short(group[1]) if len(group) > 1 else ""
     else:
         pg = _text(group if group is not None else get("pg_id"))
-    state = _text(get("state", ""))
+    state = _short(get("state", ""))
     frames = get("frames")
     in_text, in_shapes = _sizes_and_shapes(get("input_sizes"))
     out_text, out_shapes = _sizes_and_shapes(get("output_sizes"))
     return FrEntry(
         pg,
         seq,
-        _text(get("profiling_name", "?")),
+        _short(get("profiling_name", "?")),
         in_text,
         out_text,
         state,
@@ -370,7 +370,7 @@ def _entry(item: Any) -> FrEntry | None:
         state == "completed" or bool(get("retired")),
         is_p2p,
         _int(get("time_created_ns")),
-        state in ("started", "completed"),
+        state == "started" or state == "completed",
         desc,
         _int(get("pg_id")),
         _int(get("record_id")),
@@ -382,10 +382,37 @@ def _entry(item: Any) -> FrEntry | None:
     )
 
 
+def _short(value: Any) -> str:
+    """_text, with the common case (a short string) first."""
+    if type(value) is str and len(value) <= MAX_TEXT_CHARS:
+        return value
+    return _text(value)
+
+
+# Shapes seen -> their text: a job's entries repeat a few shapes thousands of times. A shape
+# is looked up by value, so (True,) or (1.0,) finds (1,)'s text: the same numbers.
+_SHAPES_TEXT: dict[tuple, str] = {}
+_SHAPES_CACHED = 4096
+
+
 def _sizes_and_shapes(value: Any) -> tuple[str, tuple | None]:
     """The sizes as text, and as numbers when they are the plain lists torch writes."""
-    if value is not None and _plain_sizes(value):
-        return _sizes(value), tuple(map(tuple, value))
+    if type(value) is list and len(value) <= 32:
+        try:
+            shapes = tuple(map(tuple, value))
+            text = _SHAPES_TEXT.get(shapes)
+        except TypeError:  # not a list of lists of numbers
+            return _sizes(value), None
+        if text is not None:
+            return text, shapes
+        if _plain_sizes(value):
+            text = repr(value).replace(" ", "")
+            if len(text) > MAX_TEXT_CHARS:
+                text = text[: MAX_TEXT_CHARS - 1] + "…"
+            if len(_SHAPES_TEXT) >= _SHAPES_CACHED:
+                _SHAPES_TEXT.clear()
+            _SHAPES_TEXT[shapes] = text
+            return text, shapes
     return _sizes(value), None
 
 
@@ -395,10 +422,14 @@ _MAX_DTYPE_CHARS = 32
 
 def _dtypes(value: Any) -> tuple[str, ...]:
     """torch writes a list of names (['Float']); anything else, or too much of it, is none."""
-    if isinstance(value, str):  # one name, as some hand-written dumps give it
-        value = [value] if value else []
-    if type(value) is not list or len(value) > _MAX_DTYPES:
+    if type(value) is not list:
+        if isinstance(value, str) and value:  # one name, as some hand-written dumps give it
+            value = [value]
+        else:
+            return ()
+    if len(value) > _MAX_DTYPES:
         return ()
-    if not all(type(v) is str and len(v) <= _MAX_DTYPE_CHARS for v in value):
-        return ()
+    for name in value:
+        if type(name) is not str or len(name) > _MAX_DTYPE_CHARS:
+            return ()
     return tuple(value)
