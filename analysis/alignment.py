@@ -71,8 +71,8 @@ def dumps_by_rank(dumps: list[FrDump]) -> dict[int, FrDump]:
 def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderReading:
     per_rank = dumps_by_rank(dumps)
     world = _world(per_rank, world)
-    groups, entries = _groups(per_rank, world)
-    waiting = _waiting(per_rank, groups)
+    groups, entries, pending, last = _groups(per_rank, world)
+    waiting = {rank: Wait(_key_of(entry, rank, groups), entry) for rank, entry in pending.items()}
     stops: list[GroupStop] = []
     for key, group in groups.items():
         stop = _collective_stop(group, entries[key], per_rank, waiting)
@@ -83,10 +83,6 @@ def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderR
     stops = order_cycles(stops)
     stops.sort(key=cause_first)
     expected = set(range(world)) if world else {m for g in groups.values() for m in g.members}
-    last = {
-        rank: max((e.seq for e in dump.entries if e.completed and not e.is_p2p), default=None)
-        for rank, dump in per_rank.items()
-    }
     return FlightRecorderReading(
         dump_ranks=tuple(sorted(per_rank)),
         world=world,
@@ -117,7 +113,9 @@ def _world(per_rank: dict[int, FrDump], world: int | None) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _groups(per_rank: dict[int, FrDump], world: int | None) -> tuple[dict[str, FrGroup], Entries]:
+def _groups(per_rank: dict[int, FrDump], world: int | None):
+    """The groups, each rank's entries of each (in record order), each rank's first pending
+    entry (where it is blocked) and its last completed collective, in one pass."""
     # name -> the distinct member lists the dumps give it. Every dump of a job repeats the
     # same tuples (the parser shares them), so `is` settles almost every comparison.
     configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
@@ -128,24 +126,31 @@ def _groups(per_rank: dict[int, FrDump], world: int | None) -> tuple[dict[str, F
             if not any(m is members or m == members for m in known):
                 known.append(members)
     groups: dict[str, FrGroup] = {}
-    entries: Entries = defaultdict(lambda: defaultdict(list))
-    inferred: dict[str, set[int]] = defaultdict(set)
+    entries: Entries = defaultdict(dict)
+    pending: dict[int, FrEntry] = {}
+    last: dict[int, int | None] = {}
     for rank, dump in per_rank.items():
-        own = configured[rank]
-        keys: dict[str, str] = {}
+        by_name: dict[str, list[FrEntry]] = {}
+        done = None
         for entry in dump.entries:
-            key = keys.get(entry.pg)
-            if key is None:
-                key = keys[entry.pg] = _group_key(entry, own, configs, world, groups)
-            entries[key][rank].append(entry)
-            inferred[key].add(rank)
+            mine = by_name.get(entry.pg)
+            if mine is None:
+                mine = by_name[entry.pg] = []
+            mine.append(entry)
+            if not entry.completed:
+                pending.setdefault(rank, entry)
+            elif not entry.is_p2p and (done is None or entry.seq > done):
+                done = entry.seq
+        last[rank] = done
+        for mine in by_name.values():
+            entries[_group_key(mine[0], configured[rank], configs, world, groups)][rank] = mine
     for key, group in groups.items():
         if not group.members:
-            members = tuple(sorted(inferred[key]))
+            members = tuple(sorted(entries[key]))
             groups[key] = FrGroup(key, group.name, group.desc, members, "entries")
     if world:
         _place_ranks_without_dumps(groups, set(range(world)) - set(per_rank))
-    return groups, entries
+    return groups, entries, pending, last
 
 
 def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> None:
@@ -198,16 +203,6 @@ def _group_key(entry: FrEntry, own, configs, world, groups: dict[str, FrGroup]) 
 
 
 # ------------------------------------------------------------------ where each rank waits
-
-
-def _waiting(per_rank: dict[int, FrDump], groups: dict[str, FrGroup]) -> dict[int, Wait]:
-    """rank -> the first op it issued and never completed: where it is blocked."""
-    waiting = {}
-    for rank, dump in per_rank.items():
-        pending = next((e for e in dump.entries if not e.completed), None)
-        if pending is not None:
-            waiting[rank] = Wait(_key_of(pending, rank, groups), pending)
-    return waiting
 
 
 def _key_of(entry: FrEntry, rank: int, groups: dict[str, FrGroup]) -> str:

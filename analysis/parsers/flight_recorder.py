@@ -46,8 +46,6 @@ class FrEntry:
     time_created_ns: int | None
     started: bool = False  # the device started it (state started or completed)
     pg_desc: str = ""
-    pg_id: int | None = None  # the rank's own count of its groups (pg_status's key)
-    record_id: int | None = None  # the rank's own count of its entries
     # Shapes as numbers, when they are the small plain lists torch writes (None otherwise).
     in_shapes: tuple | None = field(default=None, compare=False, repr=False)
     out_shapes: tuple | None = field(default=None, compare=False, repr=False)
@@ -100,12 +98,13 @@ class FrDump:
     # pg_status: the rank's own group id -> last completed sequence id.
     last_completed: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # The record id (the rank's own count of its entries) of the oldest entry it kept.
+    first_record_id: int | None = None
 
     @property
     def wrapped(self) -> bool:
         """The ring buffer dropped older entries: the oldest kept is not the rank's first."""
-        first = self.entries[0].record_id if self.entries else None
-        return first is not None and first > 0
+        return self.first_record_id is not None and self.first_record_id > 0
 
 
 _ASCII_DIGITS = "0123456789"
@@ -185,7 +184,10 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
         last = _int(status.get("last_completed_collective")) if isinstance(status, dict) else None
         if last is not None:
             dump.last_completed[_text(pg_id)] = last
-    parsed = list(map(_entry, raw.get("entries") or []))
+    items = raw.get("entries") or []
+    if isinstance(items, list) and items and isinstance(items[0], dict):
+        dump.first_record_id = _int(items[0].get("record_id"))
+    parsed = list(map(_entry, items))
     dump.entries = [entry for entry in parsed if entry is not None]
     skipped = len(parsed) - len(dump.entries)
     if skipped:
@@ -372,8 +374,6 @@ def _entry(item: Any) -> FrEntry | None:
         _int(get("time_created_ns")),
         state == "started" or state == "completed",
         desc,
-        _int(get("pg_id")),
-        _int(get("record_id")),
         in_shapes,
         out_shapes,
         _dtypes(get("input_dtypes")),
@@ -389,9 +389,9 @@ def _short(value: Any) -> str:
     return _text(value)
 
 
-# Shapes seen -> their text: a job's entries repeat a few shapes thousands of times. A shape
-# is looked up by value, so (True,) or (1.0,) finds (1,)'s text: the same numbers.
-_SHAPES_TEXT: dict[tuple, str] = {}
+# Shapes seen -> their text and one shared copy: a job's entries repeat a few shapes thousands
+# of times. A shape is looked up by value, so (True,) or (1.0,) finds (1,): the same numbers.
+_SHAPES_TEXT: dict[tuple, tuple[str, tuple]] = {}
 _SHAPES_CACHED = 4096
 
 
@@ -400,18 +400,18 @@ def _sizes_and_shapes(value: Any) -> tuple[str, tuple | None]:
     if type(value) is list and len(value) <= 32:
         try:
             shapes = tuple(map(tuple, value))
-            text = _SHAPES_TEXT.get(shapes)
+            known = _SHAPES_TEXT.get(shapes)
         except TypeError:  # not a list of lists of numbers
             return _sizes(value), None
-        if text is not None:
-            return text, shapes
+        if known is not None:
+            return known
         if _plain_sizes(value):
             text = repr(value).replace(" ", "")
             if len(text) > MAX_TEXT_CHARS:
                 text = text[: MAX_TEXT_CHARS - 1] + "…"
             if len(_SHAPES_TEXT) >= _SHAPES_CACHED:
                 _SHAPES_TEXT.clear()
-            _SHAPES_TEXT[shapes] = text
+            _SHAPES_TEXT[shapes] = (text, shapes)
             return text, shapes
     return _sizes(value), None
 

@@ -43,7 +43,12 @@ def test_it_reads_every_field_torch_2_13_writes(tmp_path):
     (path,) = torch_format.write(tmp_path, ranks, world=2)
     dump = parse_flight_recorder(str(path), path.read_bytes())
     (entry,) = dump.entries
-    assert (entry.pg, entry.pg_desc, entry.pg_id, entry.record_id) == ("0", "default_pg", 0, 0)
+    assert (entry.pg, entry.pg_desc, dump.first_record_id, dump.wrapped) == (
+        "0",
+        "default_pg",
+        0,
+        False,
+    )
     assert (entry.seq, entry.kind, entry.state, entry.started, entry.completed) == (
         3,
         "all_reduce",
@@ -87,16 +92,16 @@ def test_every_new_field_is_bounded():
     assert wide.in_shapes is None and wide.out_shapes is None
     assert len(wide.input_sizes) <= MAX_TEXT_CHARS
     assert _entries(collective_seq_id="9" * 25) == []  # no sequence id: not an entry
-    huge = _one(record_id=2**70, pg_id="-" * 5)
-    assert huge.record_id is None and huge.pg_id is None
+    huge = parse_flight_recorder("trace_rank_0", _entry_blob(record_id=2**70))
+    assert huge.first_record_id is None and not huge.wrapped
     ranks = "[" + ", ".join(str(r) for r in (5, 2**40, -1, 3, 3)) + "]"
     blob = pickle.dumps({"entries": [], "pg_config": {"0": {"ranks": ranks}}})
     assert parse_flight_recorder("trace_rank_0", blob).pg_ranks == {"0": (3, 5)}
 
 
 def test_sequence_ids_and_statuses_written_as_text_are_read_as_numbers():
-    entry = _one(collective_seq_id="7", pg_id="2", record_id="11")
-    assert (entry.seq, entry.pg_id, entry.record_id) == (7, 2, 11)
+    dump = parse_flight_recorder("trace_rank_0", _entry_blob(collective_seq_id="7", record_id="11"))
+    assert (dump.entries[0].seq, dump.first_record_id, dump.wrapped) == (7, 11, True)
     assert _entries(collective_seq_id="7²") == []  # not an ASCII number: not an entry
 
 
