@@ -97,6 +97,11 @@ class Delivery:
     ok: bool
     detail: str  # "HTTP 200", or the class of the failure (core.egress.KINDS)
 
+    @property
+    def retryable(self) -> bool:
+        """A destination the policy refuses stays refused: no point asking again."""
+        return not self.ok and self.detail != egress.REFUSED
+
 
 def post_json(url: str, body: dict, *, timeout_s: float) -> Delivery:
     """POST the body once through the egress policy; never raises for the receiver's failures.
