@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,16 @@ class Evidence:
         if len(text) > EVIDENCE_TEXT_CAP:  # a quoted line is evidence from a node: bounded
             text = text[: EVIDENCE_TEXT_CAP - 1] + "…"
         return {"kind": self.kind, "node": self.node, "rank": self.rank, "text": text}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        node, rank, text = data.get("node"), data.get("rank"), data.get("text")
+        return cls(
+            kind=str(data.get("kind") or ""),
+            node=node if isinstance(node, str) else None,
+            rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+            text=text if isinstance(text, str) else "",
+        )
 
 
 @dataclass(frozen=True)
