@@ -36,10 +36,10 @@ from analysis.records import (
     read_when,
     records,
 )
-from analysis.rules import first_verdict
+from analysis.rules import decide
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
 from analysis.stacks import compact_ranks
-from analysis.verdict import Evidence
+from analysis.verdict import Alternative, Evidence
 
 __all__ = ["DIAGNOSIS_SCHEMA_VERSION", "Diagnosis", "diagnose", "diagnose_facts"]
 
@@ -52,7 +52,10 @@ class Diagnosis:
     confidence: float
     summary: str
     next_steps: tuple[str, ...] = ()
-    rule: str = ""  # the rule that concluded (analysis/rules.py)
+    rule: str = ""  # the rule whose finding the verdict took (analysis/rules/)
+    check: str = ""  # the one check that would confirm the verdict
+    alternatives: tuple[Alternative, ...] = ()  # other classes the evidence also supports
+    findings: tuple[Alternative, ...] = ()  # what every rule found, as it spoke
     suspect_ranks: tuple[int, ...] = ()
     suspect_nodes: tuple[str, ...] = ()
     world_size: int = 0
@@ -110,6 +113,9 @@ class Diagnosis:
             "summary": self.summary,
             "next_steps": list(self.next_steps),
             "rule": self.rule,
+            "check": self.check,
+            "alternatives": [a.to_json() for a in self.alternatives],
+            "findings": [f.to_json() for f in self.findings],
             "suspect_ranks": list(self.suspect_ranks),
             "suspect_ranks_compact": self.suspect_ranks_compact,
             "suspect_nodes": list(self.suspect_nodes),
@@ -149,6 +155,9 @@ class Diagnosis:
             summary=as_str(get("summary")),
             next_steps=as_strs(get("next_steps")),
             rule=as_str(get("rule")),
+            check=as_str(get("check")),
+            alternatives=records(Alternative, get("alternatives")),
+            findings=records(Alternative, get("findings")),
             suspect_ranks=as_ints(get("suspect_ranks")),
             suspect_nodes=as_strs(get("suspect_nodes")),
             world_size=as_opt_int(get("world_size")) or 0,
@@ -197,7 +206,7 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def diagnose_facts(facts: Facts) -> Diagnosis:
-    verdict = first_verdict(facts)
+    verdict = decide(facts)
     suspects = tuple(sorted(set(verdict.suspects)))
     nodes = set(verdict.suspect_nodes)
     nodes.update(facts.rank_node[r] for r in suspects if r in facts.rank_node)
@@ -216,6 +225,9 @@ def diagnose_facts(facts: Facts) -> Diagnosis:
         summary=verdict.summary,
         next_steps=tuple(verdict.next_steps),
         rule=verdict.rule,
+        check=verdict.check,
+        alternatives=verdict.alternatives,
+        findings=verdict.findings,
         suspect_ranks=suspects,
         suspect_nodes=tuple(sorted(nodes)),
         world_size=facts.world,

@@ -11,7 +11,8 @@ confirmed); it never re-analyses the evidence behind their back.
 2  rules over facts: missing only on positive evidence, the rest `unobserved_ranks`;
    `next_steps`, `rule`, `nccl_config_diffs`, `progress.step_time_s`.
 3  the typed contract (analysis/records.py): one RankStatus for every reader, per-rank rows
-   and stack groups as typed records; every field has a default, so nothing is dropped.
+   and stack groups as typed records, `progress` with every field; the verdict's `check`
+   (what would confirm it), `alternatives` and `findings` (what every rule found).
 """
 
 from __future__ import annotations
