@@ -22,6 +22,7 @@ import analysis
 from analysis import guide
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.secrets import mask_json, mask_text
+from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
@@ -75,6 +76,11 @@ def snapshot_create(
     the one already running. Queues nothing: tasks.snapshot_start does, once committed."""
     incident_require_open(incident)
     cluster = incident.cluster
+    if cluster.source == ClusterSource.PUSH:
+        raise SnapshotRefused(
+            f"Cluster {cluster.name} is a push cluster: its nodes send their bundles "
+            "(hangdesk collect | upload); the console does not collect from them yet."
+        )
     nodes = list(cluster.nodes.order_by("name"))
     if not nodes:
         raise SnapshotRefused(f"Cluster {cluster.name} has no nodes: add them on its page first.")
