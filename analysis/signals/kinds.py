@@ -259,6 +259,7 @@ _TIMEOUT = (
     "timeout of ",
     "failed to pass monitoredbarrier",
     "detected by watchdog",
+    "collective timeout",
     "watchdog caught",
     "watchdog timeout",
 )
@@ -412,8 +413,23 @@ _DESYNC_KEYS = (
 )
 
 
+_MISSING_RANKS = re.compile(r"\[missing ranks: (\d{1,7}(?:, ?\d{1,7}){0,63})\]")
+# Horovod's stall inspector: some ranks submitted a collective the others never did.
+_STALLED = ("by subset of ranks", "stalled ops", "ready ranks:")
+
+
 def desync(message: str, low: str) -> list[Found]:
+    """Who a report says is missing from a collective the others joined: PyTorch's desync
+    report, Horovod's `[missing ranks: 1]`, the monitored barrier's send/recv errors."""
     found: list[Found] = []
+    missing = _MISSING_RANKS.search(message) if "[missing ranks:" in message else None
+    if missing:
+        ranks = missing.group(1).replace(",", " ").split()[:16]
+        return [("desync", None, int(r)) for r in ranks]
+    if any(stem in low for stem in _STALLED):
+        return [("desync", None, None)]
+    if "waiting for send/recv from rank" in low:
+        return [("desync", None, _peer_rank(message))]
     for key in _DESYNC_KEYS:
         i = message.find(key)
         if i < 0:
@@ -607,6 +623,8 @@ def nccl_config(message: str, low: str) -> list[Found]:
     return []
 
 
+_DESYNC_STEMS = ("] finished collective", "] joined but", "lagging ranks", "missing ranks:")
+_DESYNC_STEMS += (*_STALLED, "send/recv from rank")
 _EXIT_STEMS = ("exit", "sig", "killed", "segm", "segfault", "return code", "terminated", "died")
 _EXIT_STEMS += ("has failed.", "cancelled at", " due to ", *_DIED)
 # (stems that must be present, reader), in the order their kinds are reported.
@@ -622,7 +640,7 @@ READERS = (
     ),
     (_RENDEZVOUS, rendezvous),
     (("nccl",), communicator_init),
-    (("] finished collective", "] joined but", "lagging ranks"), desync),
+    (_DESYNC_STEMS, desync),
     (("problematic ranks",), comm_check),
     (("mismatch", "inconsistent", "different collectives", "fingerprint"), mismatch),
     (("rnk", "ranks with lowest", "straggler"), straggler),
