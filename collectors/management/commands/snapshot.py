@@ -34,7 +34,10 @@ class Command(BaseCommand):
                 raise CommandError(f"No incident {incident} on cluster {cluster}")
         else:
             found = incident_open(
-                opened_by=None, title=f"Snapshot of {cluster} from the command line", cluster=target
+                opened_by=None,
+                title=f"Snapshot of {cluster} from the command line",
+                cluster=target,
+                source="cli",
             )
         try:
             snapshot, created = snapshot_start(incident=found, source="cli")
