@@ -34,7 +34,10 @@ class Command(BaseCommand):
                 raise CommandError(f"No incident {incident} on cluster {cluster}")
         else:
             found = incident_open(
-                opened_by=None, title=f"Snapshot of {cluster} from the command line", cluster=target
+                opened_by=None,
+                title=f"Snapshot of {cluster} from the command line",
+                cluster=target,
+                source="cli",
             )
         try:
             snapshot, created = snapshot_start(incident=found, source="cli")
@@ -56,11 +59,10 @@ class Command(BaseCommand):
                 )
             time.sleep(0.5)
             snapshot.refresh_from_db()
-        if snapshot.diagnosis is None:
+        diagnosis = snapshot.read_diagnosis()
+        if diagnosis is None:
             raise CommandError(f"snapshot {snapshot.pk} {snapshot.status}: {snapshot.error}")
         if options["json"]:
-            self.stdout.write(json.dumps(snapshot.diagnosis, indent=2, sort_keys=True))
+            self.stdout.write(json.dumps(diagnosis.to_json(), indent=2, sort_keys=True))
         else:
-            self.stdout.write(
-                f"{snapshot.diagnosis['classification']}: {snapshot.diagnosis['summary']}"
-            )
+            self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")
