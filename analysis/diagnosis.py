@@ -16,7 +16,7 @@ from analysis import report
 from analysis.evidence import SnapshotEvidence
 from analysis.facts import Facts, build_facts, iso
 from analysis.ranks import parse_snapshot
-from analysis.rules import first_verdict
+from analysis.rules import decide
 from analysis.stacks import compact_ranks
 from analysis.verdict import Evidence, Verdict
 
@@ -55,6 +55,9 @@ class Diagnosis:
             "summary": v.summary,
             "next_steps": list(v.next_steps),
             "rule": v.rule,
+            "check": v.check,
+            "alternatives": [a.to_json() for a in v.alternatives],
+            "findings": [a.to_json() for a in v.findings],
             "suspect_ranks": list(self.suspects),
             "suspect_ranks_compact": compact_ranks(self.suspects),
             "suspect_nodes": list(self.suspect_nodes),
@@ -104,7 +107,7 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def diagnose_facts(facts: Facts) -> Diagnosis:
-    verdict = first_verdict(facts)
+    verdict = decide(facts)
     suspects = tuple(sorted(set(verdict.suspects)))
     nodes = set(verdict.suspect_nodes)
     nodes.update(facts.rank_node[r] for r in suspects if r in facts.rank_node)

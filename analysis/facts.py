@@ -4,7 +4,7 @@
 `Facts`: who was observed, who is missing on positive evidence and who is simply unobserved,
 whether the job is provably moving, where each rank stands in each process group's sequence of
 collectives, what NCCL reports choosing on each node, which peers other ranks blame. The rules
-(analysis/rules.py) only read it.
+(analysis/rules/) only read it.
 """
 
 from __future__ import annotations

@@ -28,6 +28,31 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """Another reading of the same evidence: what a finding the verdict did not take says."""
+
+    classification: str
+    confidence: float
+    summary: str
+    suspects: tuple[int, ...] = ()
+    suspect_nodes: tuple[str, ...] = ()
+    check: str = ""
+    rule: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classification": self.classification,
+            "confidence": round(self.confidence, 2),
+            "summary": self.summary,
+            "suspect_ranks": list(self.suspects),
+            "suspect_ranks_compact": compact_ranks(self.suspects),
+            "suspect_nodes": list(self.suspect_nodes),
+            "check": self.check,
+            "rule": self.rule,
+        }
+
+
+@dataclass(frozen=True)
 class Verdict:
     classification: str
     confidence: float
@@ -36,7 +61,10 @@ class Verdict:
     suspect_nodes: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
     next_steps: tuple[str, ...] = ()
-    rule: str = ""  # the name of the rule that spoke
+    rule: str = ""  # the name of the rule whose finding the verdict took
+    check: str = ""  # the one check that would confirm it
+    alternatives: tuple[Alternative, ...] = ()  # other classes the evidence also supports
+    findings: tuple[Alternative, ...] = ()  # every rule that spoke, as it spoke
 
 
 def ranks_text(ranks) -> str:

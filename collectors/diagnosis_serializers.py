@@ -26,6 +26,17 @@ class EvidenceSerializer(serializers.Serializer):
     text = serializers.CharField(help_text="the line quoted from the evidence")
 
 
+class AlternativeSerializer(serializers.Serializer):
+    classification = serializers.ChoiceField(choices=[(c, guide.class_name(c)) for c in CLASSES])
+    confidence = serializers.FloatField(min_value=0, max_value=1)
+    summary = serializers.CharField()
+    suspect_ranks = _ranks("ranks this reading blames")
+    suspect_ranks_compact = serializers.CharField()
+    suspect_nodes = serializers.ListField(child=serializers.CharField())
+    check = serializers.CharField(allow_blank=True, help_text="the check that would confirm it")
+    rule = serializers.CharField()
+
+
 class ProgressSerializer(serializers.Serializer):
     method = serializers.ChoiceField(choices=["two_snapshots", "last_step_age", "none"])
     progressing = serializers.BooleanField(
@@ -133,7 +144,16 @@ class DiagnosisSerializer(serializers.Serializer):
     next_steps = serializers.ListField(
         child=serializers.CharField(), help_text="what to do first, before the class's advice"
     )
-    rule = serializers.CharField(help_text="the rule that concluded (analysis/rules.py)")
+    rule = serializers.CharField(help_text="the rule whose finding the verdict took")
+    check = serializers.CharField(
+        required=False, allow_blank=True, help_text="the one check that would confirm the verdict"
+    )
+    alternatives = AlternativeSerializer(
+        many=True, required=False, help_text="other classes the evidence also supports"
+    )
+    findings = AlternativeSerializer(
+        many=True, required=False, help_text="what every rule found (analysis/rules/)"
+    )
     suspect_ranks = _ranks("ranks a line of evidence blames")
     suspect_ranks_compact = serializers.CharField()
     suspect_nodes = serializers.ListField(child=serializers.CharField())

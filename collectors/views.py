@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from core.errors import Invalid
 from core.feedback import CHANGED_EVENT, answer
 from core.roles import Role, role_required
+from incidents.guided import guided_state
 from incidents.models import Incident
 
 from . import audit, evidence_viewer, selectors, services, tasks
@@ -71,7 +72,23 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     if context["node"]:
         context["artifacts"] = selectors.artifact_index(snapshot, context["node"])
     context["view"] = selectors.diagnosis_view(snapshot)
+    if snapshot.diagnosis:
+        context.update(_standing(snapshot))
     return render(request, "collectors/snapshot.html", context)
+
+
+def _standing(snapshot: Snapshot) -> dict:
+    """The responders' decision and guided answers as they stand on this snapshot (recorded on
+    it, or carried from an earlier snapshot of the incident)."""
+    events = list(snapshot.incident.events.select_related("author").order_by("at", "pk"))
+    state = guided_state(events, snapshot.pk, snapshot.diagnosis)
+    return {
+        "decision": state["call"],
+        "answers": [
+            {"question": q["question"], "answer": state["answers"].get(q["id"])}
+            for q in state["branch"]["questions"]
+        ],
+    }
 
 
 @require_POST

@@ -23,7 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--light", action="store_true", help="no torch: stand-in ranks (benchmarks)")
     u.add_argument("--base-address", default=None, help="first node address, e.g. 127.42.1.1")
     u.add_argument("--port", type=int, default=22, help="sshd port on every node address")
-    u.add_argument("--master-port", type=int, default=29500)
+    u.add_argument(
+        "--master-port", type=int, default=None, help="default: 29500, or the next free pair"
+    )
     u.add_argument("--fault-step", type=int, default=10)
     u.add_argument("--step-time", type=float, default=0.5)
     u.add_argument("--watchdog-timeout", type=float, default=10.0)

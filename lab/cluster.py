@@ -45,7 +45,7 @@ class LabOptions:
     state_dir: Path = REPO / ".lab"
     base_address: str | None = None  # "127.S.T.U": node i gets U + i (carrying into T)
     port: int = 22
-    master_port: int = 29500
+    master_port: int | None = None  # None: 29500, or the next free pair above it
     light: bool = False
     fault_step: int = 10
     step_time: float = 0.5
@@ -147,7 +147,6 @@ def _pick_addresses(opts: LabOptions) -> list[str]:
         try:
             for addr in addresses:
                 _check_free(addr, opts.port)
-            _check_free(addresses[0], opts.master_port)
             return addresses
         except LabError:
             if opts.base_address or attempt == 99:
@@ -157,6 +156,25 @@ def _pick_addresses(opts: LabOptions) -> list[str]:
             LabOptions(nodes=opts.nodes, base_address=f"127.{second}.1.1", state_dir=opts.state_dir)
         )
     return addresses
+
+
+DEFAULT_MASTER_PORT = 29500
+
+
+def _pick_master_port(opts: LabOptions) -> int:
+    """The rendezvous port and the one above it (init-hang's wrong port) must be free on every
+    address: torch's TCPStore binds *:MASTER_PORT, so two labs with one port collide whatever
+    their node addresses. Without --master-port, the first free pair from 29500 up."""
+    candidates = [opts.master_port] if opts.master_port else range(DEFAULT_MASTER_PORT, 30500, 2)
+    for port in candidates:
+        try:
+            _check_free("0.0.0.0", port)  # noqa: S104 - a probe bind, closed at once
+            _check_free("0.0.0.0", port + 1)  # noqa: S104
+            return port
+        except LabError:
+            if opts.master_port:
+                raise
+    raise LabError("no free rendezvous port pair between 29500 and 30500")
 
 
 def _rank_env(opts: LabOptions, addresses: list[str], node: int, local: int) -> dict:
@@ -257,6 +275,7 @@ def up(opts: LabOptions) -> dict:
     cgroups.remove_all(lid)
     # Under Slurm one more address: the login node, where the console asks Slurm.
     addresses = _pick_addresses(replace(opts, nodes=opts.nodes + (1 if opts.slurm else 0)))
+    opts = replace(opts, master_port=_pick_master_port(opts))
 
     started = time.monotonic()
     names = [f"lab-node-{i}" for i in range(opts.nodes)] + (["lab-login"] if opts.slurm else [])

@@ -274,7 +274,7 @@ def test_logs_different_collective_is_silent_when_all_agree():
 def test_outside_collective_names_the_rank_elsewhere_and_agrees_with_the_flight_recorder():
     verdict = rules.outside_collective(facts_of(load_snapshot("tp-rank-stall")))
     assert verdict is not None and verdict.suspects == (3,)
-    assert verdict.confidence >= 0.85  # the groups' flight records stop at rank 3 too
+    assert verdict.strength >= 0.85  # the groups' flight records stop at rank 3 too
 
 
 def test_outside_collective_is_silent_when_everyone_is_in_a_collective():
@@ -488,7 +488,7 @@ def test_detail_mismatch_is_b_even_when_a_rank_then_exited():
     verdict = rules.detail_mismatch(facts)
     assert verdict is not None and verdict.classification == "B"
     assert verdict.suspects == (0,)
-    assert rules.first_verdict(facts).rule == "detail_mismatch"
+    assert rules.decide(facts).rule == "detail_mismatch"
 
 
 def test_detail_mismatch_is_silent_on_watchdog_lines():
