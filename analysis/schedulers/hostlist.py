@@ -78,9 +78,7 @@ def _runs(numbers: list[int], width: int) -> Iterator[str]:
             previous = number
             continue
         yield (
-            f"{start:0{width}d}"
-            if start == previous
-            else f"{start:0{width}d}-{previous:0{width}d}"
+            f"{start:0{width}d}" if start == previous else f"{start:0{width}d}-{previous:0{width}d}"
         )
         if number is not None:
             start = previous = number
@@ -182,7 +180,10 @@ def _values(part: Part) -> Iterator[str]:
         yield part
     elif len(part) == 2 and isinstance(part[0], str):
         low, high = part
-        spans = [_DIGITS36[_DIGITS36.index(a) : _DIGITS36.index(b) + 1] for a, b in zip(low, high)]
+        spans = [
+            _DIGITS36[_DIGITS36.index(a) : _DIGITS36.index(b) + 1]
+            for a, b in zip(low, high, strict=True)
+        ]
         for combination in itertools.product(*spans):
             yield "".join(combination)
     else:
