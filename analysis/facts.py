@@ -10,6 +10,7 @@ collectives, what NCCL reports choosing on each node, which peers other ranks bl
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from analysis.envdiff import env_diffs, shell_init_findings
 from analysis.groups import CollectiveRecord, GroupStop, collective_records, group_stops
 from analysis.ncclconf import nccl_config_diffs, node_addresses
 from analysis.ranks import TERMINATED_BY_LAUNCHER, NodeFacts, ParsedSnapshot, RankState
+from analysis.records import as_opt_float, as_opt_int, as_str
 from analysis.stacks import base_name, compact_ranks
 
 # Clock skew between a node's kernel log and ps, and dmesg -T's drift after suspend.
@@ -49,15 +51,35 @@ class Progress:
     stacks_changed: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method, "progressing": self.progressing}
-        if self.method == "two_snapshots":
-            out.update(advanced_ranks=self.advanced_ranks, stacks_changed=self.stacks_changed)
-            if self.step_before is not None:
-                out.update(step_before=self.step_before, step_after=self.step_after)
-        elif self.method == "last_step_age":
-            out.update(age_s=self.age_s, threshold_s=self.threshold_s)
-            out["step_time_s"] = self.step_time_s
-        return out
+        # Every field, always (null where the method does not measure it): one shape to read.
+        return {
+            "method": self.method,
+            "progressing": self.progressing,
+            "age_s": self.age_s,
+            "threshold_s": self.threshold_s,
+            "step_time_s": self.step_time_s,
+            "advanced_ranks": self.advanced_ranks,
+            "stacks_changed": self.stacks_changed,
+            "step_before": self.step_before,
+            "step_after": self.step_after,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Progress:
+        """As `to_json` stored it (before schema 3, only the fields its method measured)."""
+        get = data.get
+        progressing = get("progressing")
+        return cls(
+            method=as_str(get("method"), "none") or "none",
+            progressing=progressing if isinstance(progressing, bool) else None,
+            age_s=as_opt_float(get("age_s")),
+            threshold_s=as_opt_float(get("threshold_s")),
+            step_time_s=as_opt_float(get("step_time_s")),
+            advanced_ranks=as_str(get("advanced_ranks")),
+            step_before=as_opt_int(get("step_before")),
+            step_after=as_opt_int(get("step_after")),
+            stacks_changed=as_str(get("stacks_changed")),
+        )
 
     def describe(self) -> str:
         if self.method == "two_snapshots" and self.step_before is not None:

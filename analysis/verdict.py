@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from analysis.records import as_ints, as_opt_int, as_opt_str, as_str, as_strs
 from analysis.stacks import compact_ranks
 
 CLASSES = ("A", "B", "C", "straggler", "init", "healthy", "unknown")
@@ -25,6 +27,12 @@ class Evidence:
         if len(text) > EVIDENCE_TEXT_CAP:  # a quoted line is evidence from a node: bounded
             text = text[: EVIDENCE_TEXT_CAP - 1] + "…"
         return {"kind": self.kind, "node": self.node, "rank": self.rank, "text": text}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        get = data.get
+        node, rank = as_opt_str(get("node")), as_opt_int(get("rank"))
+        return cls(as_str(get("kind")), node, rank, as_str(get("text")))
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,20 @@ class Alternative:
             "check": self.check,
             "rule": self.rule,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Alternative:
+        get = data.get
+        confidence = get("confidence")
+        return cls(
+            classification=as_str(get("classification"), "unknown"),
+            confidence=float(confidence) if isinstance(confidence, int | float) else 0.0,
+            summary=as_str(get("summary")),
+            suspects=as_ints(get("suspect_ranks")),
+            suspect_nodes=as_strs(get("suspect_nodes")),
+            check=as_str(get("check")),
+            rule=as_str(get("rule")),
+        )
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ class SnapshotDiagnosisApi(APIView):
         snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
         if snapshot.diagnosis is None:
             raise Conflict(f"Snapshot {snapshot.pk} is {snapshot.status}; no diagnosis yet.")
-        return Response(DiagnosisSerializer(snapshot.diagnosis).data)
+        return Response(DiagnosisSerializer(snapshot.read_diagnosis().to_json()).data)
 
 
 class BundleImportApi(APIView):

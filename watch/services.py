@@ -421,6 +421,7 @@ def raise_open(
                     cluster=cluster,
                     severity=Severity.SEV2,
                     description=f"Opened by the watch: {judgement.reason}",
+                    source="watch",
                 )
             found = WatchRaise.objects.create(
                 watch=watch,

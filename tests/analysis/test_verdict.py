@@ -163,10 +163,13 @@ def test_it_sees_no_progress_between_two_identical_hung_snapshots():
     assert result["progress"] == {
         "method": "two_snapshots",
         "progressing": False,
+        "age_s": None,
+        "threshold_s": None,
+        "step_time_s": None,
         "advanced_ranks": "",
+        "stacks_changed": "",
         "step_before": 5,
         "step_after": 5,
-        "stacks_changed": "",
     }
     assert result["classification"] == "A"
 

@@ -48,7 +48,10 @@ class Command(BaseCommand):
         else:
             title = f"Slurm job {job} on {cluster}" if job else f"Snapshot of {cluster}"
             found = incident_open(
-                opened_by=None, title=f"{title} from the command line", cluster=target
+                opened_by=None,
+                title=f"{title} from the command line",
+                cluster=target,
+                source="cli",
             )
         try:
             snapshot, created = snapshot_start(incident=found, source="cli", job_plan=plan)
