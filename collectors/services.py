@@ -367,8 +367,9 @@ def _snapshot_finish(
         f"Snapshot {snapshot.pk} finished: {counts['ok']} nodes ok, {counts['failed']} failed, "
         f"{snapshot.duration_s:.1f} s"
     )
-    if diagnosis:
-        summary += f" — {diagnosis.get('summary', '')}"
+    stored = snapshot.read_diagnosis()
+    if stored:
+        summary += f" — {stored.summary}"
     if error:
         summary += f" — {error}"
     timeline_event_record(
@@ -382,7 +383,7 @@ def _snapshot_finish(
             "nodes_ok": counts["ok"],
             "nodes_failed": counts["failed"],
             "duration_s": snapshot.duration_s,
-            "classification": (diagnosis or {}).get("classification"),
+            "classification": stored.classification if stored else None,
         },
         at=now,
     )
@@ -396,7 +397,8 @@ def snapshot_record_decision(
     incident_require_open(snapshot.incident_id)
     if classification not in guide.CLASS_NAMES:
         raise Invalid(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
-    suggested = (snapshot.diagnosis or {}).get("classification")
+    diagnosis = snapshot.read_diagnosis()
+    suggested = diagnosis.classification if diagnosis else None
     agreed = classification == suggested
     verb = "confirmed" if agreed else f"overrode {suggested or 'no verdict'} with"
     summary = f"Decision on snapshot {snapshot.pk}: {verb} {guide.class_name(classification)}"

@@ -73,11 +73,10 @@ class Command(BaseCommand):
                 )
             time.sleep(0.5)
             snapshot.refresh_from_db()
-        if snapshot.diagnosis is None:
+        diagnosis = snapshot.read_diagnosis()
+        if diagnosis is None:
             raise CommandError(f"snapshot {snapshot.pk} {snapshot.status}: {snapshot.error}")
         if options["json"]:
-            self.stdout.write(json.dumps(snapshot.diagnosis, indent=2, sort_keys=True))
+            self.stdout.write(json.dumps(diagnosis.to_json(), indent=2, sort_keys=True))
         else:
-            self.stdout.write(
-                f"{snapshot.diagnosis['classification']}: {snapshot.diagnosis['summary']}"
-            )
+            self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")
