@@ -87,6 +87,9 @@ class NodeFacts:
     hostname: str
     status: str
     has_process_evidence: bool
+    # Every process ps listed was tied to a rank or to no rank (its environ was read): only
+    # then can a rank be missing from this node.
+    ranks_identified: bool
     kernel: KernelFacts
     gpus: GpuFacts
     shell_init: list[ShellInitSetting]
@@ -285,10 +288,24 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         hostname=node_ev.hostname,
         status=node_ev.status,
         has_process_evidence=node_ev.ps is not None or bool(node_ev.environ),
+        ranks_identified=_ranks_identified(node_ev, by_pid, rank_pids),
         kernel=_kernel(node, node_ev, problem),
         gpus=gpus,
         shell_init=_shell(node, node_ev, problem),
         rank_pids=rank_pids,
+    )
+
+
+def _ranks_identified(node_ev: NodeEvidence, by_pid: dict[int, PsRow], rank_pids) -> bool:
+    """Is every process ps listed tied to a rank or known not to be one? A process without
+    its environ is unknown, unless it is a rank's parent (the launcher, a wrapper script) or
+    child (a data-loader worker)."""
+    if node_ev.ps is None:
+        return bool(node_ev.environ)
+    parents = {by_pid[pid].ppid for pid in rank_pids if pid in by_pid}
+    return all(
+        pid in node_ev.environ or pid in parents or row.ppid in rank_pids
+        for pid, row in by_pid.items()
     )
 
 
