@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis import guide
+from core.bodycap import BodyCap
 from core.downloads import disposition
 from core.errors import Conflict, Forbidden, TooLarge
 from core.models import ApiToken
@@ -22,7 +23,7 @@ from . import audit, selectors, tasks
 from .bundles import read_bundle_fileobj
 from .diagnosis_serializers import DiagnosisSerializer
 from .models import NodeCollection, Snapshot
-from .views import MAX_BUNDLE_UPLOAD_BYTES
+from .views import MAX_BUNDLE_UPLOAD_BYTES, MULTIPART_SLACK
 
 
 class NodeCollectionSerializer(serializers.ModelSerializer):
@@ -115,6 +116,9 @@ class SnapshotDiagnosisApi(APIView):
 
 
 class BundleImportApi(APIView):
+    # core.bodycap refuses more from Content-Length before anything (DRF's CSRF check of a
+    # session included) reads the body.
+    body_cap = BodyCap(MAX_BUNDLE_UPLOAD_BYTES, "bundle", "bundle", slack=MULTIPART_SLACK)
     parser_classes = [MultiPartParser]
 
     @extend_schema(
@@ -144,10 +148,6 @@ class BundleImportApi(APIView):
         return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
 
-# Room for the multipart envelope around the file itself.
-_MULTIPART_SLACK = 1 << 20
-
-
 def _over_cap_message(size: int) -> str:
     return f"{size >> 20} MiB is over the {MAX_BUNDLE_UPLOAD_BYTES >> 20} MiB bundle limit."
 
@@ -157,7 +157,7 @@ def _refuse_over_cap(request) -> None:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    if length > MAX_BUNDLE_UPLOAD_BYTES + _MULTIPART_SLACK:
+    if length > MAX_BUNDLE_UPLOAD_BYTES + MULTIPART_SLACK:
         raise TooLarge(_over_cap_message(length), field="bundle")
 
 

@@ -6,6 +6,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core.bodycap import body_cap
 from core.downloads import disposition
 from core.errors import Invalid
 from core.feedback import CHANGED_EVENT, answer
@@ -20,6 +21,8 @@ from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
 
 MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
+# The form's own bytes around the file (boundaries, the CSRF field, headers).
+MULTIPART_SLACK = 1 << 20
 
 
 @require_POST
@@ -92,6 +95,7 @@ def _standing(snapshot: Snapshot) -> dict:
     }
 
 
+@body_cap(MAX_BUNDLE_UPLOAD_BYTES, field="bundle", what="bundle", slack=MULTIPART_SLACK)
 @require_POST
 @role_required(Role.RESPONDER)
 def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:

@@ -75,6 +75,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Refuses a body over its cap from Content-Length, before CSRF reads (and spools) it.
+    "core.bodycap.BodyCapMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "core.middleware.AppErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
