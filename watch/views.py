@@ -13,7 +13,7 @@ from core.clients import client_ip
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
 
-from . import selectors, services
+from . import limits, selectors, services
 from .forms import WatchForm
 
 
@@ -89,7 +89,16 @@ def preflight_start(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
     if not cluster.nodes.exists():
         messages.error(request, f"{cluster.name} has no nodes to compare.")
-    else:
-        preflight_cluster.delay(cluster.pk)
-        messages.success(request, "Preflight started: the result appears in the watch panel.")
+        return redirect(cluster)
+    claim = limits.preflight_claim(cluster)
+    if claim is None:
+        messages.info(request, "A preflight of this cluster is already running: its result "
+                      "appears in the watch panel.")  # fmt: skip
+        return redirect(cluster)
+    try:
+        preflight_cluster.delay(cluster.pk, claim)
+    except Exception:
+        limits.preflight_release(cluster_id=cluster.pk, claim=claim)
+        raise
+    messages.success(request, "Preflight started: the result appears in the watch panel.")
     return redirect(cluster)

@@ -151,3 +151,55 @@ def test_an_admin_cannot_save_a_webhook_aimed_inside(as_user, alice, cluster, se
         answer = _save(as_user(alice), cluster, enabled="on", webhook_url=url)
         assert answer.status_code == 400 and b"refused by policy" in answer.content
     assert Watch.objects.get(cluster=cluster).webhook_url == ""
+
+
+def test_run_preflight_twice_queues_one_node_visit(as_user, bob, cluster, monkeypatch):
+    from django.urls import reverse
+
+    from watch import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.preflight_cluster, "delay", lambda *args: queued.append(args))
+    client = as_user(bob)
+    url = reverse("watch:preflight", args=[cluster.name])
+    first, second = client.post(url, follow=True), client.post(url, follow=True)
+    assert len(queued) == 1
+    assert b"already running" in second.content and b"Preflight started" in first.content
+    # the task ends (here: its service fails): the claim goes, the next click queues again
+    monkeypatch.setattr(services, "preflight_over_ssh", lambda **kw: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        tasks.preflight_cluster(*queued[0])
+    client.post(url)
+    assert len(queued) == 2
+
+
+def test_heartbeats_past_the_rate_are_refused_and_ranks_outside_the_world(
+    cluster, settings, monkeypatch
+):
+    from types import SimpleNamespace
+
+    from rest_framework.test import APIClient
+
+    from watch import limits
+
+    clock = SimpleNamespace(at=timezone.now())  # the limiter's second, held still
+    monkeypatch.setattr(limits, "timezone", SimpleNamespace(now=lambda: clock.at))
+    settings.WATCH_HEARTBEATS_PER_S = 5
+    token = services.heartbeat_token_issue(watch=services.watch_for(cluster))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    url = f"/api/v1/clusters/{cluster.name}/heartbeat/"
+    cluster.expected_world_size = 0
+    cluster.save()
+    codes = [client.post(url, {"step": s}, format="json").status_code for s in range(20)]
+    assert codes == [202] * 5 + [429] * 15
+    assert client.post(url, {"step": 21}, format="json")["Retry-After"] == "1"
+    clock.at += timedelta(seconds=1)  # the next second takes five more
+    assert client.post(url, {"step": 22}, format="json").status_code == 202
+    cluster.expected_world_size = 32
+    cluster.save()
+    outside = client.post(url, {"step": 23, "rank": 32}, format="json")
+    assert outside.status_code == 400 and "rank" in outside.json()
+    for _ in range(40):  # a world of 32 may push 32 a second
+        client.post(url, {"step": 24, "rank": 1}, format="json")
+    assert Watch.objects.get().heartbeat_window_count == 32
