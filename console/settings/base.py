@@ -260,6 +260,21 @@ def env_egress_rules(name: str) -> list[str]:
     return entries
 
 
+def env_networks(name: str) -> list[str]:
+    from core.clients import parse_networks
+
+    entries = env_list(name, [])
+    try:
+        parse_networks(tuple(entries))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+    return entries
+
+
+# Reverse proxies whose X-Forwarded-For is believed (addresses or CIDRs; core/clients.py): the
+# client address every per-client control uses (login throttle, share links, /metrics, audit).
+TRUSTED_PROXIES = env_networks("HANGDESK_TRUSTED_PROXIES")
+
 # Egress (core/egress.py, docs/security.md "Egress"): every outbound connection a user can aim
 # (webhooks, pagers, metrics stores, Slurm controllers, Ray heads). Webhooks, pagers and metrics
 # reach public addresses only; SSH also private and loopback ones. ALLOW: CIDRs, host names and
