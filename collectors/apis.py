@@ -59,14 +59,16 @@ class SnapshotSerializer(serializers.ModelSerializer):
         ]
 
     def get_classification(self, snapshot) -> str | None:
-        return (snapshot.diagnosis or {}).get("classification")
+        diagnosis = snapshot.read_diagnosis()
+        return diagnosis.classification if diagnosis else None
 
     def get_classification_name(self, snapshot) -> str | None:
-        code = (snapshot.diagnosis or {}).get("classification")
+        code = self.get_classification(snapshot)
         return guide.class_name(code) if code else None
 
     def get_summary(self, snapshot) -> str | None:
-        return (snapshot.diagnosis or {}).get("summary")
+        diagnosis = snapshot.read_diagnosis()
+        return diagnosis.summary if diagnosis else None
 
 
 class SnapshotProgressSerializer(SnapshotSerializer):

@@ -36,11 +36,13 @@ from analysis.rules.order import (
     peer_named,
     stacks_different_collective,
 )
-from analysis.rules.progress import moving, no_evidence
+from analysis.rules.progress import moving, no_evidence, straggler
+from analysis.rules.stuck import context
 from analysis.verdict import Verdict
 
 RULES: tuple[Rule, ...] = (
     no_evidence,
+    straggler,
     moving,
     detail_mismatch,
     departed,
@@ -68,7 +70,7 @@ def findings(facts: Facts, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
 
 
 def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
-    return combine(findings(facts, rules), undecided(facts))
+    return combine(findings(facts, rules), undecided(facts), context(facts))
 
 
 __all__ = [
@@ -93,6 +95,7 @@ __all__ = [
     "peer_named",
     "same_collective",
     "stacks_different_collective",
+    "straggler",
     "undecided",
     "unreachable",
     "watchdog_only",

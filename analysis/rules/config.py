@@ -6,7 +6,7 @@ from analysis import quotes
 from analysis.envdiff import minority_ranks
 from analysis.facts import Facts
 from analysis.findings import Finding
-from analysis.rules.base import finding, step_text
+from analysis.rules.base import step_text
 from analysis.verdict import SECOND_SNAPSHOT, Evidence, ranks_text
 
 
@@ -24,8 +24,7 @@ def nccl_config_differs(facts: Facts) -> Finding | None:
         for n, line in zip(d["minority_nodes"], d["lines"], strict=False)
     ]
     names = ", ".join(d["name"] for d in odd[:3])
-    return finding(
-        facts,
+    return Finding(
         "C",
         0.7,
         f"NCCL reports a different configuration ({names}) on {', '.join(nodes[:5])} than on "
@@ -34,6 +33,10 @@ def nccl_config_differs(facts: Facts) -> Finding | None:
         suspects=tuple(suspects),
         suspect_nodes=tuple(nodes),
         evidence=tuple(evidence),
+        check=(
+            f"Run with NCCL_DEBUG=INFO on {nodes[0]} and on a node that works: the NCCL version, "
+            "NET/ plugin and transport lines should match."
+        ),
         rule="nccl_config_differs",
     )
 
@@ -78,14 +81,18 @@ def same_collective(facts: Facts) -> Finding | None:
             f"{lead} No environment difference found: check the network "
             "(NCCL_SOCKET_IFNAME, IB links, ibstat) and NCCL WARN lines."
         )
-    return finding(
-        facts,
+    return Finding(
         "C",
         confidence,
         summary,
         suspects=tuple(sorted(suspects)),
         suspect_nodes=tuple(sorted(nodes)),
         evidence=tuple(evidence),
+        check=(
+            "Compare `env | grep NCCL_` and the NCCL INFO lines (interface, transport) across "
+            "nodes, and `ibstat` on each: the ranks came to the same collective, so the "
+            "difference is in the set-up or the network."
+        ),
         rule="same_collective",
     )
 
@@ -94,14 +101,18 @@ def cpu_side(facts: Facts) -> Finding | None:
     if not facts.outside or facts.in_collective:
         return None
     outside = list(facts.outside)
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.4,
         f"No rank is inside a collective: {ranks_text(outside)} are stuck on the CPU side "
         f"({facts.ranks[outside[0]].innermost_frame}). Look at data loading, I/O and locks.",
         suspects=tuple(outside),
         evidence=tuple(quotes.stacks(facts, outside)),
+        check=(
+            f"py-spy dump --native --pid on {ranks_text(outside[:3])} twice, a minute apart: "
+            f"still in {facts.ranks[outside[0]].innermost_frame or 'the same frame'} means stuck "
+            "there (data loader, I/O, a lock)."
+        ),
         rule="cpu_side",
     )
 
@@ -126,6 +137,10 @@ def watchdog_only(facts: Facts) -> Finding | None:
             "and C apart.",
             SECOND_SNAPSHOT,
         ),
+        check=(
+            "py-spy dump of every rank (and their flight-recorder dumps): the rank not in "
+            f"collective #{stuck['seq']} is the one the others wait for."
+        ),
         rule="watchdog_only",
     )
 
@@ -136,5 +151,9 @@ def undecided(facts: Facts) -> Finding:
         0.2,
         "Not enough evidence to classify: no stack, flight-recorder or watchdog evidence decides.",
         next_steps=(SECOND_SNAPSHOT,),
+        check=(
+            "py-spy dump of every rank, each node's dmesg and the training logs: a snapshot of "
+            "the cluster."
+        ),
         rule="undecided",
     )

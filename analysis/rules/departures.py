@@ -6,7 +6,7 @@ from analysis import quotes
 from analysis.envdiff import minority_ranks
 from analysis.facts import Facts
 from analysis.findings import Finding
-from analysis.rules.base import finding, step_text
+from analysis.rules.base import step_text
 from analysis.verdict import Evidence, ranks_text
 
 RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT")
@@ -25,8 +25,7 @@ def departed(facts: Facts) -> Finding | None:
     gone = [r for r in facts.missing if r in facts.departures]
     evidence += [Evidence("exit_code", facts.node_of(r), r, facts.departures[r].line) for r in gone]
     then = f"; {ranks_text(gone)} left with it" if gone else ""
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.6,
         f"A process of the job died on {', '.join(nodes[:5])} ({facts.node_exits[0][1][:120]})"
@@ -34,6 +33,10 @@ def departed(facts: Facts) -> Finding | None:
         "which rank failed first.",
         suspect_nodes=tuple(nodes),
         evidence=tuple(evidence),
+        check=(
+            f"Read the log tail of the process that died on {nodes[0]} and that node's dmesg (OOM "
+            "killer, Xid, segfault): the first error there is the cause."
+        ),
         rule="departed",
     )
 
@@ -90,6 +93,10 @@ def init(facts: Facts) -> Finding | None:
         f"{where}, DNS, firewall and the launcher.",
         suspects=tuple(sorted(set(suspects))),
         evidence=tuple(evidence),
+        check=(
+            "From a waiting rank's node: `nc -vz MASTER_ADDR MASTER_PORT` (and DNS for "
+            "MASTER_ADDR); the store must answer, and every rank must name the same one."
+        ),
         rule="init",
     )
 
@@ -103,8 +110,13 @@ def _training_started(facts: Facts) -> bool:
 
 
 def lost(facts: Facts) -> Finding | None:
-    """Ranks gone from a node that was looked at (no exit line): A."""
-    if not facts.missing:
+    """Ranks gone from a node that was looked at (no exit line): A. Silent where `departed`
+    speaks: the same ranks, told with less."""
+    if (
+        not facts.missing
+        or facts.node_exits
+        or any(_left_for_sure(facts, r) for r in facts.missing)
+    ):
         return None
     return _lost(facts, list(facts.missing), rule="lost")
 
@@ -171,8 +183,7 @@ def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Finding:
     rest = f"; {ranks_text(waiting)} wait in {op}" if waiting and op else ""
     more = f" (missing or exited: {', '.join(map(str, lost_ranks))})" if len(lost_ranks) > 1 else ""
     where = f" on {node}" if node else ""
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.95 if strong else 0.8 if waiting else 0.65,
         f"Rank {first} did not come: {quotes.why_lost(facts, first)}{where}{more}{rest}"
@@ -181,6 +192,9 @@ def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Finding:
         suspects=tuple(culprits or ordered),
         suspect_nodes=tuple(sorted({facts.oom_by_pid[p][0] for p in _pids(facts, ordered)})),
         evidence=tuple(evidence),
+        check=f"Rank {first}'s log tail and {node or 'its node'}'s `dmesg -T` around "
+        f"{'its exit' if first in facts.departures else 'the time it vanished'}: the OOM killer, "
+        "an Xid or a segfault names the cause; the others waited for it.",
         rule=rule,
     )
 
@@ -202,13 +216,13 @@ def unreachable(facts: Facts) -> Finding | None:
         evidence += quotes.stack(facts, waiting[0])
     unseen = f"; {ranks_text(facts.unobserved)} unobserved" if facts.unobserved else ""
     rest = f"; {ranks_text(waiting)} wait in {facts.main_op()}" if waiting else ""
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.6,
         f"{', '.join(silent[:5])} gave no evidence ({facts.nodes[silent[0]].status}){unseen}"
         f"{rest}. Is the node alive? Check it and its ranks directly.",
         suspect_nodes=tuple(silent),
         evidence=tuple(evidence),
+        check=f"ssh {silent[0]}: is it up, and are its ranks' processes alive (ps, py-spy dump)?",
         rule="unreachable",
     )

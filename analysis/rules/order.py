@@ -9,7 +9,7 @@ from analysis import quotes
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.groups import disagreements, lagging_in_group
-from analysis.rules.base import finding, step_text
+from analysis.rules.base import step_text
 from analysis.stacks import base_name
 from analysis.verdict import Evidence, capitalised, ranks_text
 
@@ -28,8 +28,7 @@ def fr_different_collective(facts: Facts) -> Finding | None:
         for c in collectives[:3]
     )
     where = quotes.frame_of(facts, minority, fallback=collectives[1]["frame"])
-    return finding(
-        facts,
+    return Finding(
         "B",
         0.9,
         f"Ranks run different collectives at #{first['seq']} of group {first['pg']}: "
@@ -37,6 +36,10 @@ def fr_different_collective(facts: Facts) -> Finding | None:
         f"(majority: {majority['op']}); look for a rank-dependent branch near {where}.",
         suspects=tuple(minority),
         evidence=(quotes.flight_recorder(first), *quotes.stacks(facts, minority, limit=3)),
+        check=(
+            f"The stacks of {ranks_text(minority[:3])} and of one other rank at collective "
+            f"#{first['seq']}: the branch that differs."
+        ),
         rule="fr_different_collective",
     )
 
@@ -77,8 +80,7 @@ def _logs_disagree(facts: Facts, sources: frozenset[str], rule: str) -> Finding 
     else:
         what = f"{ranks_text(odd)} disagree ({first.majority_op} vs {first.minority_op})"
         where = " Nothing tells which side left the order: compare their code paths."
-    return finding(
-        facts,
+    return Finding(
         "B",
         0.85 if first.minority else 0.7,
         f"At collective #{first.seq}{group}, {what}: the ranks left the same order.{where}",
@@ -100,8 +102,7 @@ def outside_collective(facts: Facts) -> Finding | None:
     state = facts.ranks[outside[0]]
     nodes = sorted({facts.rank_node[r] for r in outside})
     agrees = bool(agreeing)
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.9 if agrees else 0.8,
         f"{capitalised(ranks_text(outside))} did not come: alive but stuck outside any "
@@ -110,6 +111,10 @@ def outside_collective(facts: Facts) -> Finding | None:
         "loading, I/O, locks.",
         suspects=tuple(outside),
         evidence=tuple(evidence),
+        check=(
+            f"py-spy dump --pid on {ranks_text(outside[:3])} again in a minute: still in "
+            f"{state.innermost_frame} means it is stuck there, not slow."
+        ),
         rule="outside_collective",
     )
 
@@ -128,14 +133,17 @@ def stacks_different_collective(facts: Facts) -> Finding | None:
     if ordered:
         evidence += quotes.stack(facts, ordered[0][1][0])
     parts = "; ".join(f"{ranks_text(r)} in {op}" for op, r in ordered[:3])
-    return finding(
-        facts,
+    return Finding(
         "B",
         0.8 if len(ordered) > 1 else 0.7,
         f"Ranks are in different collectives: {parts or 'see mismatch report'}. "
         f"Look for a rank-dependent branch near {quotes.frame_of(facts, minority)}.",
         suspects=tuple(minority),
         evidence=tuple(evidence),
+        check=(
+            "The flight recorder of every rank (TORCH_NCCL_TRACE_BUFFER_SIZE): the first "
+            "sequence number at which the ops differ, and which rank issued the odd one."
+        ),
         rule="stacks_different_collective",
     )
 
@@ -149,8 +157,7 @@ def different_call_sites(facts: Facts) -> Finding | None:
     ordered = sorted(by_sig.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     minority = [r for _, ranks in ordered[1:] for r in ranks]
     op = facts.main_op()
-    return finding(
-        facts,
+    return Finding(
         "B",
         0.55,
         f"All ranks are in {op} but from different call sites: {ranks_text(minority)} "
@@ -158,6 +165,10 @@ def different_call_sites(facts: Facts) -> Finding | None:
         "Compare the stacks: a rank-dependent branch?",
         suspects=tuple(minority),
         evidence=tuple(quotes.stacks(facts, [ordered[0][1][0], *minority[:3]])),
+        check=(
+            "Compare the full stacks of both groups of ranks: a collective called from two "
+            "places in the code means a rank took another branch."
+        ),
         rule="different_call_sites",
     )
 
@@ -178,14 +189,17 @@ def fr_never_reached(facts: Facts) -> Finding | None:
     )
     op = first.mismatch["collectives"][0]["op"] if first.mismatch["collectives"] else "?"
     evidence = [quotes.flight_recorder(s.mismatch) for s in stops[:4]]
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.7,
         f"{capitalised(ranks_text(culprits))} never reached collective #{first.seq} ({op}) "
         f"of group {first.pg} that the others entered (flight recorder){victim_text}.",
         suspects=tuple(culprits),
         evidence=tuple(evidence + quotes.stacks(facts, culprits, limit=3)),
+        check=(
+            f"py-spy dump of {ranks_text(culprits[:3])}: where they are instead of group "
+            f"{first.pg}'s collective #{first.seq}."
+        ),
         rule="fr_never_reached",
     )
 
@@ -204,8 +218,7 @@ def peer_named(facts: Facts) -> Finding | None:
         evidence += quotes.log_errors(facts, rank)
     who = ranks_text(culprits) if culprits else ", ".join(nodes)
     by = f" by {ranks_text(reporters)}" if reporters else ""
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.75,
         f"{capitalised(who)} {'is' if len(culprits) == 1 else 'are'} named as the lost peer{by} "
@@ -214,6 +227,10 @@ def peer_named(facts: Facts) -> Finding | None:
         suspects=tuple(culprits),
         suspect_nodes=tuple(nodes),
         evidence=tuple(evidence),
+        check=(
+            "The named peer's log tail and its node's dmesg: it died, or its link dropped, "
+            "before the reporters' errors."
+        ),
         rule="peer_named",
     )
 
@@ -225,14 +242,17 @@ def lagging(facts: Facts) -> Finding | None:
         return None
     ranks = sorted(behind)
     evidence = [Evidence("watchdog", facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]]
-    return finding(
-        facts,
+    return Finding(
         "A",
         0.6,
         f"{capitalised(ranks_text(ranks))} fell behind: their last completed collective or step "
         "is older than the others'; read their log tails.",
         suspects=tuple(ranks),
         evidence=tuple(e for e in evidence if e.text),
+        check=(
+            f"The log tails of {ranks_text(ranks[:3])} around their last completed step: what "
+            "they did instead of the next collective."
+        ),
         rule="lagging",
     )
 

@@ -16,16 +16,20 @@ SLOW_REPORTS_NEEDED = 2
 def no_evidence(facts: Facts) -> Finding | None:
     if facts.ranks or facts.snap.logs or facts.missing:
         return None
-    return Finding("unknown", 0.0, "No rank, stack or log was found in this snapshot.", rule="none")
+    return Finding(
+        "unknown",
+        0.0,
+        "No rank, stack or log was found in this snapshot.",
+        check="Check the cluster's process pattern and log globs: the probe found no training "
+        "process and no log on any node.",
+        rule="none",
+    )
 
 
 def moving(facts: Facts) -> Finding | None:
-    """Proof of progress and nobody gone: healthy, or one rank slower than the rest."""
-    if not facts.progress.progressing or facts.missing:
+    """Proof of progress: healthy, unless a stuck signal says otherwise (the combiner's call)."""
+    if not facts.progress.progressing:
         return None
-    slow = _stragglers(facts)
-    if slow and len(slow) <= max(1, facts.world // STRAGGLER_SHARE):
-        return _straggler(facts, slow)
     real = [d for d in facts.env_diffs if not d["expected_per_rank"]]
     note = ""
     evidence = [quotes.progress(facts.progress)]
@@ -38,8 +42,23 @@ def moving(facts: Facts) -> Finding | None:
         0.85 if two else 0.6,
         f"Training progresses ({facts.progress.describe()}); no rank is stuck.{note}",
         evidence=tuple(evidence),
+        check=(
+            "Nothing to confirm: the steps advanced between the two looks."
+            if two
+            else "A second snapshot in a minute: the last step should have advanced again."
+        ),
         rule="moving",
     )
+
+
+def straggler(facts: Facts) -> Finding | None:
+    """Proof of progress and a measured slow rank (or a few)."""
+    if not facts.progress.progressing:
+        return None
+    slow = _stragglers(facts)
+    if not slow or len(slow) > max(1, facts.world // STRAGGLER_SHARE):
+        return None
+    return _straggler(facts, slow)
 
 
 def _outside_every_look(facts: Facts) -> list[int]:
@@ -92,5 +111,7 @@ def _straggler(facts: Facts, slow: list[int]) -> Finding:
         "disk, throttling.",
         suspects=tuple(slow),
         evidence=tuple(evidence),
+        check=f"py-spy record -d 5 --idle on {ranks_text(slow)} and one other rank: the slow "
+        "rank spends its time outside the collectives, the others wait in them.",
         rule="straggler",
     )
