@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from clusters.importing import cluster_import
 from clusters.models import Node
+from collectors.bundles import read_bundle_bytes
 from collectors.models import Snapshot, SnapshotStatus
 from core.services import api_token_create
 from incidents.models import Incident
@@ -97,6 +98,42 @@ def test_an_incident_opened_with_only_a_job_id_snapshots_its_nodes_and_quotes_sl
     assert "srun: error: lab-node-1: task 3: Killed" in quoted
     events = Incident.objects.get(pk=body["id"]).events.values_list("summary", flat=True)
     assert any(e.startswith(f"Slurm job {job} (hangdesk-lab, root, partition lab)") for e in events)
+
+
+def test_the_form_opens_from_a_job_id_the_head_shows_the_job_and_exports_carry_it(
+    slurm_lab, celery_worker_process, client, bob
+):
+    cluster = _slurm_cluster(slurm_lab)
+    job = slurm_lab.info["slurm"]["job_id"]
+    client.force_login(bob)
+    form = {"title": "loss flat", "cluster": cluster.pk, "severity": "SEV2"}
+    refused = client.post("/incidents/new/", {**form, "slurm_job": "999999"})
+    assert refused.status_code == 200 and "knows no job 999999" in refused.content.decode()
+    assert not Incident.objects.exists()
+
+    opened = client.post("/incidents/new/", {**form, "slurm_job": job})
+    assert opened.status_code == 302
+    incident = Incident.objects.get()
+    page = client.get(incident.get_absolute_url()).content.decode()
+    assert f"Slurm job <strong>{job}</strong>" in page and "lab-node-[0-1]" in page
+    first = Snapshot.objects.get(incident=incident)
+    wait_for(lambda: _done(first), timeout=150, what="the first snapshot")
+
+    # The page's button snapshots the job again, reading it anew on a worker.
+    client.post(f"/incidents/{incident.pk}/snapshots/")
+    second = Snapshot.objects.exclude(pk=first.pk).get(incident=incident)
+    assert sorted(second.collections.values_list("node_name", flat=True)) == [
+        "lab-node-0",
+        "lab-node-1",
+    ]
+    wait_for(lambda: _done(second), timeout=150, what="the second snapshot")
+    bundle = client.get(f"/snapshots/{second.pk}/bundle/")
+    assert bundle.status_code == 200
+    evidence = read_bundle_bytes(
+        b"".join(bundle.streaming_content if bundle.streaming else [bundle.content])
+    )
+    assert evidence.scheduler["job"]["id"] == job
+    assert evidence.scheduler["job"]["state"] == "RUNNING"
 
 
 def _done(snapshot) -> bool:
