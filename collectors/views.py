@@ -35,10 +35,11 @@ def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
         snapshot, created = tasks.snapshot_start(incident=incident, by=request.user, job_plan=plan)
     except (services.SnapshotRefused, JobRefused) as exc:
         return answer(request, to=to, text=str(exc), level="error", changed=False)
+    about = f"snapshot-{snapshot.pk}"
     if not created:
         text = f"Snapshot {snapshot.pk} is already running; showing it."
-        return answer(request, to=to, text=text, level="info")
-    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.")
+        return answer(request, to=to, text=text, level="info", about=about)
+    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.", about=about)
 
 
 @require_POST
