@@ -63,9 +63,9 @@ def test_an_added_or_changed_node_is_checked_in_the_background_and_listed_with_i
     as_user,
     alice,
     cluster,
-    sshd,
+    sshd,  # noqa: F811
     django_capture_on_commit_callbacks,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ):
     """Issue 19: a wrong host key or an unreachable address used to be saved with "added"
     and nothing showed it until a snapshot failed."""
