@@ -278,7 +278,8 @@ def _missing_and_unobserved(
     departures: dict[int, Departure],
 ) -> tuple[list[int], list[int]]:
     """Missing needs positive evidence; the rest of the expected world is unobserved."""
-    looked = {n for n, f in snap.nodes.items() if f.status == "ok" and f.has_process_evidence}
+    # Absence needs a whole process table: a stream cut short proves nobody gone.
+    looked = {n for n, f in snap.nodes.items() if f.status.complete and f.has_process_evidence}
     # Every node answered with its process table: a rank found nowhere is gone.
     everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes)
     missing: set[int] = set(departures)
