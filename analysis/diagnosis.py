@@ -37,6 +37,7 @@ from analysis.records import (
     records,
 )
 from analysis.rules import decide
+from analysis.schedulers.attach import with_scheduler_evidence
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
 from analysis.stacks import compact_ranks
 from analysis.verdict import Alternative, Evidence
@@ -187,7 +188,7 @@ class Diagnosis:
 def diagnose(evidence: SnapshotEvidence, previous: SnapshotEvidence | None = None) -> Diagnosis:
     """Classify one snapshot, compared with an earlier one when given."""
     with _no_cyclic_gc():
-        snap = parse_snapshot(evidence)
+        snap = parse_snapshot(with_scheduler_evidence(evidence))
         prev = parse_snapshot(previous, flight_recorder=False) if previous is not None else None
         return diagnose_facts(build_facts(snap, prev))
 

@@ -76,6 +76,7 @@ def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = N
         "world_size": evidence.expected_world_size,
         "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
         "nodes": {node.node: node.status.to_json() for node in evidence.nodes},
+        **({"scheduler": evidence.scheduler} if evidence.scheduler else {}),
         **(manifest or {}),
     }
     folders = _node_folders([node.node for node in evidence.nodes])
@@ -288,6 +289,10 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
         ),
         collected_at=parse_when(manifest.get("collected_at")),
         cluster=cluster[:200] if isinstance(cluster, str) else "",
+        # Read within bounds where it is used (analysis/schedulers/attach.py).
+        scheduler=manifest.get("scheduler")
+        if isinstance(manifest.get("scheduler"), dict)
+        else None,
     )
 
 

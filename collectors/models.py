@@ -77,6 +77,9 @@ class Snapshot(models.Model):
     expected_world_size = models.PositiveIntegerField(null=True, blank=True)
     diagnosis = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # What the scheduler said about the job when the snapshot started (collectors/scheduler.py:
+    # the job, its steps, node states, the commands' output), or None for a listed-node cluster.
+    scheduler = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-pk"]

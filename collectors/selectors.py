@@ -78,6 +78,7 @@ def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
         expected_world_size=snapshot.expected_world_size,
         collected_at=snapshot.collected_at or snapshot.started_at,
         cluster=snapshot.cluster.name,
+        scheduler=snapshot.scheduler,
     )
 
 

@@ -69,10 +69,16 @@ class SnapshotCreated:
 
 
 def snapshot_create(
-    *, incident: Incident, by: AbstractBaseUser | None = None, source: str = ""
+    *,
+    incident: Incident,
+    by: AbstractBaseUser | None = None,
+    source: str = "",
+    nodes: list | None = None,
+    scheduler: dict | None = None,
 ) -> SnapshotCreated:
-    """Create a snapshot of the incident's cluster with one pending visit per node, or return
-    the one already running. Queues nothing: tasks.snapshot_start does, once committed."""
+    """Create a snapshot of the incident's cluster with one pending visit per node (or per
+    node of `nodes`: a scheduler's job), or return the one already running. Queues nothing:
+    tasks.snapshot_start does, once committed."""
     incident_require_open(incident)
     cluster = incident.cluster
     if cluster.source == ClusterSource.PUSH:
@@ -80,7 +86,13 @@ def snapshot_create(
             f"Cluster {cluster.name} is a push cluster: its nodes send their bundles "
             "(hangdesk collect | upload); the console does not collect from them yet."
         )
-    nodes = list(cluster.nodes.order_by("name"))
+    if nodes is None and cluster.uses_scheduler:
+        raise SnapshotRefused(
+            f"Cluster {cluster.name} finds its nodes through {cluster.get_source_display()}: "
+            "a snapshot starts from the job (its id on the incident)."
+        )
+    nodes = sorted(nodes, key=lambda n: n.name) if nodes is not None else None
+    nodes = nodes if nodes is not None else list(cluster.nodes.order_by("name"))
     if not nodes:
         raise SnapshotRefused(f"Cluster {cluster.name} has no nodes: add them on its page first.")
     try:
@@ -91,6 +103,8 @@ def snapshot_create(
                 requested_by=by,
                 source="" if by else (source or "system"),
                 expected_world_size=cluster.expected_world_size,
+                # Slurm's output may carry a job's Comment= or Command= arguments: masked.
+                scheduler=mask_json(scheduler) if scheduler else None,
             )
             collections = NodeCollection.objects.bulk_create(
                 NodeCollection(snapshot=snapshot, node=n, node_name=n.name, address=n.address)
@@ -133,6 +147,7 @@ def snapshot_store_bundle(
                 collected_at=evidence.collected_at,
                 expected_world_size=evidence.expected_world_size
                 or incident.cluster.expected_world_size,
+                scheduler=mask_json(evidence.scheduler) if evidence.scheduler else None,
             )
             collections = NodeCollection.objects.bulk_create(
                 NodeCollection(
@@ -211,8 +226,10 @@ def _visit(collection: NodeCollection) -> NodeVisit:
         failure = NodeFailure(FailureKind.NODE_REMOVED, "node removed from the cluster")
         return NodeVisit.failed(NodeEvidence(node=collection.node_name), failure)
     try:
+        snapshot = collection.snapshot
+        extra = ((snapshot.scheduler or {}).get("extra_logs") or {}).get(collection.node_name, [])
         return remote.collect_node(
-            _target_for(collection.node), _plan_for(collection.snapshot.cluster)
+            _target_for(collection.node), _plan_for(snapshot.cluster, extra_logs=extra)
         )
     except Exception as exc:  # a bug here must fail the node, not leave it spinning
         log.exception("collecting %s failed", collection.node_name)
@@ -231,10 +248,10 @@ def _target_for(node) -> remote.NodeTarget:
     )
 
 
-def _plan_for(cluster) -> remote.CollectionPlan:
+def _plan_for(cluster, *, extra_logs: list[str] = ()) -> remote.CollectionPlan:
     return remote.CollectionPlan(
         process_pattern=cluster.process_pattern,
-        log_globs=list(cluster.log_globs),
+        log_globs=[*cluster.log_globs, *(p for p in extra_logs if p not in cluster.log_globs)],
         flight_recorder_globs=list(cluster.flight_recorder_globs),
         pyspy_command=cluster.pyspy_command,
     )

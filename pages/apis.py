@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from clusters.models import ClusterSource
 from collectors import tasks as snapshot_tasks
 from collectors.apis import SnapshotSerializer
+from core.errors import Invalid
 from incidents import apis as incident_apis
 from incidents import services as incident_services
 
@@ -16,9 +19,16 @@ class IncidentOpenSerializer(incident_apis.IncidentSerializer):
     snapshot = serializers.BooleanField(
         default=False, write_only=True, help_text="also start a snapshot of the cluster"
     )
+    slurm_job = serializers.CharField(
+        required=False,
+        write_only=True,
+        max_length=64,
+        help_text="the Slurm job id (4417203, 4417203_7, 4417203+1) on a Slurm cluster: its "
+        "nodes are asked of the controller, registered and snapshot",
+    )
 
     class Meta(incident_apis.IncidentSerializer.Meta):
-        fields = [*incident_apis.IncidentSerializer.Meta.fields, "snapshot"]
+        fields = [*incident_apis.IncidentSerializer.Meta.fields, "snapshot", "slurm_job"]
 
 
 class IncidentListApi(incident_apis.IncidentListApi):
@@ -32,9 +42,35 @@ class IncidentListApi(incident_apis.IncidentListApi):
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
         take_snapshot = fields.pop("snapshot")
-        incident = incident_services.incident_open(opened_by=request.user, **fields)
-        body = incident_apis.IncidentDetailSerializer(incident).data
-        if take_snapshot:
-            snapshot, _ = snapshot_tasks.snapshot_start(incident=incident, by=request.user)
-            body["snapshot"] = SnapshotSerializer(snapshot).data
+        job = fields.pop("slurm_job", "").strip()
+        plan = _job_plan(fields["cluster"], job)
+        with transaction.atomic():  # a refused job opens nothing
+            incident = incident_services.incident_open(opened_by=request.user, **fields)
+            body = incident_apis.IncidentDetailSerializer(incident).data
+            if plan is not None or take_snapshot:
+                snapshot, _ = snapshot_tasks.snapshot_start(
+                    incident=incident, by=request.user, job_plan=plan
+                )
+                body["snapshot"] = SnapshotSerializer(snapshot).data
+                body["scheduler_job"] = incident.scheduler_job
+                body["scheduler_job_info"] = incident.scheduler_job_info
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+def _job_plan(cluster, job: str) -> dict | None:
+    """A Slurm cluster's incident starts from its job: read on a worker before anything is
+    written, so a job that cannot be snapshot changes nothing."""
+    if not cluster.uses_scheduler:
+        if job:
+            raise Invalid(
+                f"Cluster {cluster.name} lists its own nodes; it takes no Slurm job.",
+                field="slurm_job",
+            )
+        return None
+    if cluster.source != ClusterSource.SLURM:
+        raise Invalid(f"Cluster {cluster.name} is a {cluster.source} cluster.", field="cluster")
+    if not job:
+        raise Invalid(
+            f"Cluster {cluster.name} snapshots a Slurm job: give its id.", field="slurm_job"
+        )
+    return snapshot_tasks.job_plan_on_worker(cluster, job)

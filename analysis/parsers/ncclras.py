@@ -88,6 +88,9 @@ def _named_trouble(comm: RasComm) -> bool:
     return any(r.missing or r.dead or r.error or r.behind for r in comm.ranks)
 
 
+_COMM_MARK = re.compile(r"^#\d{1,6}-\d{1,9} \([0-9a-fA-F]{1,16}\) [A-Z]", re.MULTILINE)
+
+
 def looks_like_ras(text: str) -> bool:
     head = text[:4000]
     return (
@@ -95,6 +98,8 @@ def looks_like_ras(text: str) -> bool:
         or '"communicators"' in head
         or "Missing communicator data" in head
         or "considered dead (unreachable via the RAS network)" in head
+        or "ranks have launched up to operation" in head
+        or _COMM_MARK.search(head) is not None
     )
 
 
@@ -469,3 +474,63 @@ class RasTextReader:
             counts = earlier.op_counts + counts
         errors = tuple(dict.fromkeys((earlier.errors if earlier else ()) + block.errors))
         return RasComm(block.comm, size, status, errors, tuple(ranks[:MAX_RANKS]), counts)
+
+
+# --- monitoring mode (ncclras -m, 2.29+) -------------------------------------------------------
+
+# Lifecycle events that say a peer is in trouble (src/ras/peers.cc, rasnet.cc); PEER_NEW,
+# PEER_CONNECTING and PEER_RETRY are the RAS network at work.
+TROUBLE_EVENTS = frozenset(
+    {
+        "PEER_DEAD",
+        "PEER_TIMEOUT_DEAD",
+        "PEER_UNRESPONSIVE",
+        "PEER_SEND_STUCK",
+        "PEER_DISCONNECTED",
+        "PEER_INIT_TIMEOUT",
+    }
+)
+MAX_EVENTS = 4096
+
+
+@dataclass(frozen=True)
+class RasEvent:
+    event: str
+    host: str | None
+    pid: int | None
+    line: str
+
+
+_EVENT_LINE = re.compile(
+    r"\[[\d: -]{10,24}\] (PEER_[A-Z_]{2,32}): (?:Process (\d{1,9}) on node ([\w.:\[\]-]{1,255}))?"
+)
+
+
+def event_line(line: str) -> RasEvent | None:
+    """`[2025-12-19 13:07:07] PEER_DEAD: Process 1524345 on node 172.16.64.245 managing GPU 1`"""
+    if "PEER_" not in line:
+        return None
+    match = _EVENT_LINE.search(line[:600])
+    if not match:
+        return None
+    pid = int(match.group(2)) if match.group(2) else None
+    return RasEvent(match.group(1), match.group(3), pid, line.strip()[:1000])
+
+
+def event_objects(text: str) -> list[RasEvent]:
+    """The JSON events of `ncclras -m -f json`, one object after another."""
+    decoder = json.JSONDecoder()
+    events: list[RasEvent] = []
+    at = text.find("{")
+    while 0 <= at < len(text) and len(events) < MAX_EVENTS:
+        try:
+            item, end = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            break
+        if isinstance(item, dict) and isinstance(item.get("event"), str):
+            peer = item.get("peer") if isinstance(item.get("peer"), dict) else {}
+            host = _str(peer.get("host")) or _str(peer.get("addr"))
+            line = f"ncclras -m: {item['event'][:40]} {host or ''} pid {peer.get('pid')}"
+            events.append(RasEvent(item["event"][:40], host, _int(peer.get("pid")), line))
+        at = text.find("{", end)
+    return events

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from analysis.parsers import nccl
+from analysis.signals import nodes
 
 Found = tuple[str, int | None, int | None]  # (kind, code, peer)
 
@@ -24,9 +25,11 @@ Found = tuple[str, int | None, int | None]  # (kind, code, peer)
 
 _EXIT_CODE = re.compile(
     r"(?:exit ?code|exit_code|exit status|return code|returncode|exited with code|"
-    r"terminated with code|with exit code)[\s:=()]{0,4}(-?\d{1,4})\b"
+    r"terminated with code|with exit code)[\s:=()]{0,12}(-?\d{1,4})\b"
 )
-_SIGNAL_NUMBER = re.compile(r"\bsignal:? (\d{1,2})\b|\bsignals\.sig[a-z]{2,6}: (\d{1,2})\b")
+_SIGNAL_NUMBER = re.compile(
+    r"\bsignal:? (\d{1,2})\b|\bsignals\.sig[a-z]{2,6}: (\d{1,2})\b|received (\d{1,2}) death signal"
+)
 _SIGNAL_NAME = re.compile(r"\bsig(kill|segv|abrt|bus|fpe|ill|term|int|hup|quit|pipe)\b")
 _SIGNAL_NUMBERS = {
     "kill": 9,
@@ -59,23 +62,23 @@ _DIED = (
     "unexpectedly exits",
     "has failed.",
     "has died",
+    "worker group failed",
+    "crashloopbackoff",
 )
 
 
 def _code_kind(code: int) -> str | None:
+    """A launcher's report of a code: SIGKILL and SIGSEGV have kinds of their own, any other
+    non-zero code or signal is an exit (the process's own abort says `fatal` in its words)."""
     if code in (137, -9):
         return "killed"
     if code in (139, -11):
         return "segfault"
-    if code in (134, -6):
-        return "fatal"
     return None if code == 0 else "exit"
 
 
 def _signal_kind(number: int) -> str:
-    return {9: "killed", 11: "segfault", 6: "fatal", 7: "fatal", 8: "fatal", 4: "fatal"}.get(
-        number, "exit"
-    )
+    return {9: "killed", 11: "segfault"}.get(number, "exit")
 
 
 def exits(message: str, low: str) -> list[Found]:
@@ -92,7 +95,7 @@ def exits(message: str, low: str) -> list[Found]:
             found.append((kind, value, None))
     number = _SIGNAL_NUMBER.search(low)
     if number:
-        value = int(number.group(1) or number.group(2))
+        value = int(next(g for g in number.groups() if g is not None))
         found.append((_signal_kind(value), value if not code else int(code.group(1)), None))
     else:
         name = _SIGNAL_NAME.search(low)
@@ -103,11 +106,30 @@ def exits(message: str, low: str) -> list[Found]:
         found.append(("segfault", None, None))
     if "killed" in low and "killed process" not in low and _killed_word(message):
         found.append(("killed", None, None))
-    if not found and (": terminated" in low or low.endswith(" terminated")):
+    if not found and low.startswith("srun: error:") and low.endswith(": terminated"):
         found.append(("exit", -15, None))  # srun's "tasks 0-57: Terminated" (SIGTERM)
-    if not found and (any(word in low for word in _DIED) or "cancelled at" in low):
+    if not found and ("cancelled at" in low or ("*** " in low and " due to " in low)):
+        found.append(_cancelled(low))
+    if not found and any(word in low for word in _DIED):
         found.append(("exit", None, None))
     return found
+
+
+# Slurm's `*** STEP 1.0 ON node CANCELLED AT <time> DUE TO <reason> ***`, by its reason.
+_CANCEL_REASONS = (
+    ("due to time limit", "killed"),
+    ("due to preemption", "evicted"),
+    ("due to job requeue", "evicted"),
+    ("due to node fail", "node_state"),
+    ("not ending with signals", "node_state"),
+)
+
+
+def _cancelled(low: str) -> Found:
+    for reason, kind in _CANCEL_REASONS:
+        if reason in low:
+            return (kind, None, None)
+    return ("exit", None, None)
 
 
 def _killed_word(message: str) -> bool:
@@ -160,12 +182,17 @@ def memory(message: str, low: str) -> list[Found]:
 
 # --- GPU: Xid ---------------------------------------------------------------------------------
 
-_XID = re.compile(r"\bxid(?: \(pci:[0-9a-f:.]{1,40}\))?[ =:]{1,3}(\d{1,4})\b")
+_XID = re.compile(r"\bxid(?: \((?:pci:)?[0-9a-f:.]{1,40}\))?[ =:]{1,3}(\d{1,4})\b")
+# What some drivers print instead of the Xid's number: the Xid it stands for.
+_XID_WORDS = (("fallen off the bus", 79),)
 
 
 def xid(message: str, low: str) -> list[Found]:
     match = _XID.search(low)
     if not match:
+        for words, number in _XID_WORDS:
+            if words in low and "nvrm" in low:
+                return [("xid", number, None)]
         return []
     found: list[Found] = [("xid", int(match.group(1)), None)]
     if "nvlink" in low:
@@ -232,6 +259,7 @@ _TIMEOUT = (
     "timeout of ",
     "failed to pass monitoredbarrier",
     "detected by watchdog",
+    "collective timeout",
     "watchdog caught",
     "watchdog timeout",
 )
@@ -303,6 +331,7 @@ _RENDEZVOUS = (
     "etcd",
     "address already in use",
     "eaddrinuse",
+    "connectfullmesh",
 )
 _FAILED = (
     "error",
@@ -342,7 +371,12 @@ _INIT = (
     "failed to initialize nccl",
     "ncclgetuniqueid",
     "setting up nccl communicator",
+    "proxy service",
+    "proxy connect",
+    "operation connect",
 )
+# NCCL's error unwinding (`NCCL INFO init.cc:1089 -> 3`): through the set-up code, set-up failed.
+_UNWIND = re.compile(r"\b(?:init|bootstrap|proxy|transport|group)\.cc:\d{1,6} -> ([1-9]\d{0,2})\b")
 
 
 def rendezvous(message: str, low: str) -> list[Found]:
@@ -359,6 +393,8 @@ def communicator_init(message: str, low: str) -> list[Found]:
     socket set-up, ncclCommInitRank. A line needs both NCCL and a failure in it."""
     if "nccl" not in low:
         return []
+    if " -> " in low and _UNWIND.search(low):
+        return [("init", None, None)]
     if "nccl warn" not in low and not any(word in low for word in _FAILED):
         return []
     for stem in _INIT:
@@ -377,8 +413,23 @@ _DESYNC_KEYS = (
 )
 
 
+_MISSING_RANKS = re.compile(r"\[missing ranks: (\d{1,7}(?:, ?\d{1,7}){0,63})\]")
+# Horovod's stall inspector: some ranks submitted a collective the others never did.
+_STALLED = ("by subset of ranks", "stalled ops", "ready ranks:")
+
+
 def desync(message: str, low: str) -> list[Found]:
+    """Who a report says is missing from a collective the others joined: PyTorch's desync
+    report, Horovod's `[missing ranks: 1]`, the monitored barrier's send/recv errors."""
     found: list[Found] = []
+    missing = _MISSING_RANKS.search(message) if "[missing ranks:" in message else None
+    if missing:
+        ranks = missing.group(1).replace(",", " ").split()[:16]
+        return [("desync", None, int(r)) for r in ranks]
+    if any(stem in low for stem in _STALLED):
+        return [("desync", None, None)]
+    if "waiting for send/recv from rank" in low:
+        return [("desync", None, _peer_rank(message))]
     for key in _DESYNC_KEYS:
         i = message.find(key)
         if i < 0:
@@ -388,6 +439,19 @@ def desync(message: str, low: str) -> list[Found]:
         if match:
             found += [("desync", None, int(r)) for r in match.group(1).split(", ")[:16]]
     return found
+
+
+_UCC_CHECK = re.compile(r"problematic ranks: \[ ?(\d{1,7}(?:,? \d{1,7}){0,63}) ?\]")
+
+
+def comm_check(message: str, low: str) -> list[Found]:
+    """ProcessGroupUCC's comms check: `Aborting comms #12 (op=ALLTOALL_BASE) due to the
+    problematic ranks: [ 0 ]`, the ranks that never posted the collective."""
+    match = _UCC_CHECK.search(message)
+    if not match:
+        return []
+    ranks = match.group(1).replace(",", " ").split()[:16]
+    return [("desync", None, int(r)) for r in ranks]
 
 
 _MISMATCH = (
@@ -410,7 +474,18 @@ def mismatch(message: str, low: str) -> list[Found]:
 
 # --- links, nodes, evictions, stragglers -------------------------------------------------------
 
-_LINK_TOPIC = ("mlx5", "infiniband", "nvlink", " ib", "ib0", "ibv_", "hca", "rdma", "nic link")
+_LINK_TOPIC = (
+    "mlx5",
+    "infiniband",
+    "nvlink",
+    " ib",
+    "ib0",
+    "ibv_",
+    "hca",
+    "rdma",
+    "nic link",
+    "net/ib",
+)
 _LINK_STATE = (
     "link down",
     "link is down",
@@ -427,6 +502,9 @@ _LINK_STATE = (
     "inactive",
     "unplugged",
     "fail",
+    "port error",
+    "async event",
+    "completion with error",
 )
 _IB_RETRY = ("status=12", "retry_exc_err", "transport retry counter exceeded", "vendor err 129")
 
@@ -442,6 +520,13 @@ def link(message: str, low: str) -> list[Found]:
 
 
 _NODE_STATE = (
+    "kill task failed",
+    "reason set to",
+    "node failure",
+    "nodestatusunknown",
+    "stopped posting node status",
+    "node has crashed",
+    "node crashed",
     "not responding",
     "notready",
     "not ready",
@@ -451,7 +536,6 @@ _NODE_STATE = (
     "drained",
     "draining",
     "node_fail",
-    "node failure",
     "marked dead",
     "is dead",
     "kill task failed",
@@ -467,10 +551,24 @@ _NODE_TOPIC = ("node", "slurmctld", "kubelet", "raylet", "host")
 def node_state(message: str, low: str) -> list[Found]:
     if not any(state in low for state in _NODE_STATE):
         return []
-    return [("node_state", None, None)] if any(t in low for t in _NODE_TOPIC) else []
+    if any(t in low for t in _NODE_TOPIC) or "kill task failed" in low:
+        return [("node_state", None, None)]
+    return []
 
 
-_EVICTED = ("evict", "preempt", "spot interruption", "spot instance interruption")
+def table_row(message: str, low: str) -> list[Found]:
+    """A row of `kubectl get nodes/pods`, `sinfo`: a cell of its own says the state."""
+    kind = nodes.row_state(message)[0]
+    return [(kind, None, None)] if kind else []
+
+
+_EVICTED = (
+    "evict",
+    "preempt",
+    "spot interruption",
+    "spot instance interruption",
+    "low on resource",
+)
 
 
 def evicted(message: str, low: str) -> list[Found]:
@@ -487,19 +585,19 @@ def straggler(message: str, low: str) -> list[Found]:
 # --- what is not a failure: checkpoints, NCCL's configuration ----------------------------------
 
 _CHECKPOINT_TOPIC = ("checkpoint", "torch.save", "dcp.save", "state dict", "state_dict")
-_CHECKPOINT_BEGINS = ("saving", "save", "writing", "checkpointing", "persisting", "storing")
-_CHECKPOINT_DONE = (
-    "saved",
-    "finished",
-    "completed",
-    "done",
-    "success",
-    "took",
-    "load",
-    "resum",
-    "restor",
-    "found",
+_CHECKPOINT_BEGINS = (
+    "saving",
+    "save",
+    "writing",
+    "checkpointing",
+    "persisting",
+    "storing",
+    "getting",  # torchtune gathers the full state dict before it writes it
+    "retrieving",
+    "gathering",
+    "consolidating",
 )
+_CHECKPOINT_DONE = ("saved", "finished", "completed", "done", "success", "load", "resum", "restor")
 
 
 def checkpoint(message: str, low: str) -> list[Found]:
@@ -507,22 +605,31 @@ def checkpoint(message: str, low: str) -> list[Found]:
         return []
     if not any(word in low for word in _CHECKPOINT_BEGINS):
         return []
-    if any(word in low for word in _CHECKPOINT_DONE):
-        return []
+    if any(word in low for word in _CHECKPOINT_DONE) or ("took" in low and "sav" in low):
+        return []  # the save is over (a phase of it that took a while is not)
     return [("checkpoint", None, None)]
 
 
+_CONFIG_WORDS = (" using ", "no device found", "plugin", "nccl version")
+
+
 def nccl_config(message: str, low: str) -> list[Found]:
+    """What NCCL chose: a variable it was given, a version, a plugin, the network it uses (or
+    the lack of one: `NET/IB : No device found.` sends it over sockets)."""
     if "set by environment to" in low or nccl.nccl_config_fact(message) is not None:
+        return [("nccl_config", None, None)]
+    if "nccl info" in low and any(word in low for word in _CONFIG_WORDS):
         return [("nccl_config", None, None)]
     return []
 
 
+_DESYNC_STEMS = ("] finished collective", "] joined but", "lagging ranks", "missing ranks:")
+_DESYNC_STEMS += (*_STALLED, "send/recv from rank")
 _EXIT_STEMS = ("exit", "sig", "killed", "segm", "segfault", "return code", "terminated", "died")
-_EXIT_STEMS += ("has failed.", "cancelled at")
+_EXIT_STEMS += ("has failed.", "cancelled at", " due to ", *_DIED)
 # (stems that must be present, reader), in the order their kinds are reported.
 READERS = (
-    (("xid",), xid),
+    (("xid", "fallen off the bus"), xid),
     (("memory", "oom", "killed process", "cpuallocator"), memory),
     (_EXIT_STEMS, exits),
     (_FATAL, fatal),
@@ -533,14 +640,13 @@ READERS = (
     ),
     (_RENDEZVOUS, rendezvous),
     (("nccl",), communicator_init),
-    (("] finished collective", "] joined but", "lagging ranks"), desync),
+    (_DESYNC_STEMS, desync),
+    (("problematic ranks",), comm_check),
     (("mismatch", "inconsistent", "different collectives", "fingerprint"), mismatch),
     (("rnk", "ranks with lowest", "straggler"), straggler),
-    (
-        ("mlx5", "infiniband", "nvlink", " ib", "ib0", "ibv_", "hca", "rdma", "nic", "status=12"),
-        link,
-    ),
+    (_LINK_TOPIC + _IB_RETRY, link),
     (_NODE_STATE, node_state),
+    (("  ",), table_row),
     (_EVICTED, evicted),
     (_CHECKPOINT_TOPIC, checkpoint),
     (("nccl info", "nccl version", "set by environment"), nccl_config),

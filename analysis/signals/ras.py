@@ -9,7 +9,7 @@ communicator whose size the output does not give is taken at its word.
 
 from __future__ import annotations
 
-from analysis.parsers.ncclras import RasComm, RasRank, RasReport
+from analysis.parsers.ncclras import TROUBLE_EVENTS, RasComm, RasEvent, RasRank, RasReport
 from analysis.signals.model import TEXT_CAP, LineSource, Signal
 
 MAX_RAS_SIGNALS = 512
@@ -66,6 +66,9 @@ class _Placer:
 
 
 def _troubled(member: RasRank) -> bool:
+    """Missing, dead, failing, or in the minority behind the others in a MISMATCH (normal on
+    one look while counts advance; where a hang points when they froze: the engine compares
+    two looks through the report)."""
     return member.missing or member.dead or bool(member.error) or member.behind
 
 
@@ -121,3 +124,12 @@ def _ok_text(report: RasReport) -> str:
     status = f" ({', '.join(statuses)})" if statuses else ""
     count = len(report.comms)
     return f"ncclras: {count} communicator group{'s' if count != 1 else ''}{status}, all OK"
+
+
+def event_signal(event: RasEvent, source: LineSource) -> Signal | None:
+    """A lifecycle event of `ncclras -m` about a peer in trouble (PEER_DEAD, ...)."""
+    if event.event not in TROUBLE_EVENTS:
+        return None
+    peer = source.pid_ranks.get(event.pid) if event.pid is not None else None
+    node = (source.hosts.get(event.host) or event.host) if event.host else source.node or None
+    return Signal("ras", None, node, event.line[:TEXT_CAP], peer=peer, pid=event.pid)

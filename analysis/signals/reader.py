@@ -1,31 +1,44 @@
 """One pass over one text: every line tied to its rank and node, every signal it states.
 
-`SignalReader` keeps the little state lines need from each other: the pids NCCL's
-communicator set-up lines tie to ranks (`comm 0x.. rank 3 nranks 8 ... Init COMPLETE`, read
-before anything else so a `host:pid:tid ... NCCL WARN` line above them is placed too), the
-writer of the line above (an indented line continues it), each writer's traceback (its
-`File "..."` lines and the source lines under them say nothing; the exception line that ends it
-does, and an exception raised inside the rendezvous is a rendezvous failure), and an ncclras
-report read in the middle of other output.
+`SignalReader` keeps the little state lines need from each other:
+- the pids NCCL's communicator set-up lines tie to ranks (`comm 0x.. rank 3 nranks 8 ... Init
+  COMPLETE`), read before anything else so a `host:pid:tid ... NCCL WARN` line above them is
+  placed too;
+- the writer of the line above (an indented line continues it), and the signals of the last
+  failure line until the next line that is not indented: an entry's indented `pid: 694415` /
+  `ip: 10.0.0.3` lines (Ray's actor errors) say whom it was about;
+- each writer's traceback: its `File "..."` lines and the source lines under them say nothing,
+  the exception line that ends it does, and an exception raised inside the rendezvous or the
+  c10d store is a rendezvous failure;
+- the block a line sits in (`analysis.signals.blocks`): `scontrol show node`'s `NodeName=`,
+  ibstat's HCA, an ncclras report.
 
-Bounded: each line is read in its first `WINDOW` characters, the text kept in a signal is
-cut at `TEXT_CAP`, and each kind keeps its first `KEEP_FIRST` and latest `KEEP_LAST` signals
+Bounded: each line is read in its first `WINDOW` characters, the text kept in a signal is cut
+at `TEXT_CAP`, and each kind keeps its first `KEEP_FIRST` and latest `KEEP_LAST` signals
 (progress its first few and latest `KEEP_PROGRESS`).
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analysis.parsers import launchers, nccl
-from analysis.parsers.ncclras import RasTextReader, looks_like_ras, parse_json
-from analysis.signals import who
+from analysis.parsers.ncclras import (
+    RasTextReader,
+    event_line,
+    event_objects,
+    looks_like_ras,
+    parse_json,
+)
+from analysis.signals import nodes, who
+from analysis.signals.blocks import Blocks
 from analysis.signals.exceptions import exception_line, in_rendezvous
 from analysis.signals.kinds import classify, may_say_anything
 from analysis.signals.model import TEXT_CAP, LineSource, Signal
 from analysis.signals.progress import progress
-from analysis.signals.ras import ras_signals
+from analysis.signals.ras import event_signal, ras_signals
 from analysis.signals.times import line_time
 
 WINDOW = 4096
@@ -36,6 +49,14 @@ MAX_LEARNED = 65_536
 MAX_TASKS = 64  # signals one srun line may give, one per task it names
 _TRACEBACKS = 256  # writers followed at once through a traceback
 NO_SOURCE = LineSource()
+# A log line's own header in the middle of a line: two lines run together (a progress bar ends
+# with a carriage return, and a paste loses it). Each part is read as the line it was.
+_RUN_ON = re.compile(
+    r"\]\[(?:[EWIF]\d{3,4} \d\d:\d\d:\d\d|[EWIF] [\w.]{1,80}\.(?:cpp|cc|hpp|h):\d{1,6}\]"
+    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)"
+)
+MAX_RUNS = 4
+_NODE_KINDS = frozenset({"node_state", "evicted"})
 
 
 class _Kept:
@@ -79,21 +100,41 @@ class SignalReader:
         self.previous: tuple[int | None, int | None, str | None, int | None] | None = None
         self.tracebacks: dict[tuple, _Traceback] = {}
         self.ras: RasTextReader | None = None
+        self.pending: list[Signal] = []
+        self.blocks = Blocks()
 
     # -- whole texts ---------------------------------------------------------------------------
 
     def read_text(self, text: str) -> None:
+        if self._structured(text):
+            return
         if looks_like_ras(text):
-            brace = text.find("{")
-            if brace >= 0 and '"communicators"' in text[brace : brace + 100_000]:
-                for signal in ras_signals(parse_json(text[brace:]), self.source):
-                    self.kept.add(signal)
-                return
             self.ras = RasTextReader()
         if " nranks " in text:
             self.learn(text)
         for line in text.splitlines():
-            self.read(line)
+            if "][" in line:
+                for part in _runs(line):
+                    self.read(part)
+            else:
+                self.read(line)
+
+    def _structured(self, text: str) -> bool:
+        """ncclras's JSON: a report, or monitoring events (a text banner may come first)."""
+        brace = text.find("{")
+        if brace < 0 or '"' not in text[brace : brace + 200]:
+            return False
+        if '"communicators"' in text[brace : brace + 100_000]:
+            for signal in ras_signals(parse_json(text[brace:]), self.source):
+                self.kept.add(signal)
+            return True
+        if '"event": "PEER_' in text[brace : brace + 2000]:
+            for event in event_objects(text[brace:]):
+                signal = event_signal(event, self.source)
+                if signal is not None:
+                    self.kept.add(signal)
+            return True
+        return False
 
     def learn(self, text: str) -> None:
         """Tie pids to ranks through NCCL's communicator set-up lines, widest communicator
@@ -110,6 +151,7 @@ class SignalReader:
             self.widest = max(self.widest, fact.nranks)
 
     def signals(self) -> tuple[Signal, ...]:
+        self._flush()
         if self.ras is not None:
             for signal in ras_signals(self.ras.report(), self.source):
                 self.kept.add(signal)
@@ -120,12 +162,19 @@ class SignalReader:
 
     def read(self, line: str) -> None:
         self.line_no += 1
-        if self.ras is not None and self.ras.feed(line[:WINDOW]):
-            return
-        stripped = line.strip()
-        if not stripped:
-            return
         window = line[:WINDOW]
+        if self.ras is not None and self.ras.feed(window):
+            return
+        if not window.strip():
+            return
+        indented = window[:1] in (" ", "\t")
+        if self.pending and indented:
+            piece = who.continued(window)
+            if piece is not None:
+                self._fill(*piece)
+                return
+        elif self.pending:
+            self._flush()
         found = who.writer(window)
         message = window[found.start :].strip()
         if not message:
@@ -133,25 +182,66 @@ class SignalReader:
         key = (found.rank, found.local, found.host)
         if self._quoted_code(key, message):
             return
+        self._line(found, message, line, indented)
+
+    def _line(self, found: who.Writer, message: str, line: str, indented: bool) -> None:
         low = message.lower()
+        self.blocks.see(message, indented)
         is_progress, step = progress(message) if _may_progress(low) else (False, None)
         failures = classify(message) if may_say_anything(low) else []
-        exception = exception_line(message)
-        if exception:
-            failures = self._exception(key, failures)
-        if not (is_progress or failures):
+        failures += self.blocks.kinds(low, {kind for kind, _, _ in failures})
+        event = self._ras_event(message)
+        if exception_line(message):
+            failures = self._exception((found.rank, found.local, found.host), failures)
+        if not (is_progress or failures or event):
             self._remember(found, line)
             return
+        stripped = line.strip()
         text = stripped[:TEXT_CAP]
         at = line_time(stripped, self.source.collected_at)
+        made: list[Signal] = []
         for rank, local, node, pid in self._targets(found, message, line, bool(failures)):
-            base = dict(
-                rank=rank, node=node, text=text, at=at, local=local, pid=pid, line_no=self.line_no
-            )
+            base = dict(rank=rank, text=text, at=at, local=local, pid=pid, line_no=self.line_no)
             if is_progress:
-                self.kept.add(Signal("progress", step=step, **base))
+                self.kept.add(Signal("progress", node=node, step=step, **base))
             for kind, code, peer in failures:
-                self.kept.add(Signal(kind, peer=peer, code=code, **base))
+                for where in self._nodes(kind, message, node):
+                    made.append(Signal(kind, node=where, peer=peer, code=code, **base))
+        if event is not None:
+            made.append(replace(event, text=text, at=at, line_no=self.line_no))
+        self.pending.extend(made)
+
+    def _ras_event(self, message: str) -> Signal | None:
+        if "PEER_" not in message:
+            return None
+        event = event_line(message)
+        return event_signal(event, self.source) if event is not None else None
+
+    def _nodes(self, kind: str, message: str, node: str | None) -> list[str | None]:
+        """A node's state or an eviction is about the node the line names (one signal per
+        node a Slurm list names), else the block's, else the line's own."""
+        if kind not in _NODE_KINDS:
+            return [node]
+        named = nodes.named_nodes(message) or ([self.blocks.node] if self.blocks.node else [])
+        return [self._node(name) for name in named] if named else [node]
+
+    def _fill(self, what: str, value: str) -> None:
+        """`pid: 694415` / `ip: 10.0.0.3` under the failure line above: whom it was about."""
+        filled = []
+        for signal in self.pending:
+            if what == "pid" and value.isdigit() and len(value) <= 9 and signal.pid is None:
+                pid = int(value)
+                rank = signal.rank if signal.rank is not None else self._pid_rank(pid)
+                signal = replace(signal, pid=pid, rank=rank)
+            elif what == "ip" and (signal.node is None or signal.node == self.source.node):
+                signal = replace(signal, node=self._node(value))
+            filled.append(signal)
+        self.pending = filled
+
+    def _flush(self) -> None:
+        for signal in self.pending:
+            self.kept.add(signal)
+        self.pending = []
 
     def _quoted_code(self, key: tuple, message: str) -> bool:
         """Traceback frames and the source lines they quote say nothing by themselves."""
@@ -160,13 +250,14 @@ class SignalReader:
                 self.tracebacks[key] = _Traceback()
             return True
         trace = self.tracebacks.get(key)
-        if trace is None:
-            return False
         if message.startswith('File "'):
-            trace.rendezvous = trace.rendezvous or in_rendezvous(message)
-            trace.source_next = True
+            if trace is None and len(self.tracebacks) < _TRACEBACKS:
+                trace = self.tracebacks[key] = _Traceback()  # a traceback quoted from its middle
+            if trace is not None:
+                trace.rendezvous = trace.rendezvous or in_rendezvous(message)
+                trace.source_next = True
             return True
-        if trace.source_next:
+        if trace is not None and trace.source_next:
             trace.source_next = False
             trace.rendezvous = trace.rendezvous or in_rendezvous(message)
             return True
@@ -205,6 +296,8 @@ class SignalReader:
             self.previous = (rank, local, host, pid)
         if rank is None and local is None and failure:
             rank, local = who.subject(message)
+            if rank is None and local is None:
+                rank = who.pod_rank(message)
         if pid is None and failure:
             pid = who.named_pid(message)
         if host is None and failure:
@@ -242,6 +335,18 @@ class SignalReader:
                 return host
             return host if host not in ("localhost", "127.0.0.1") else self.source.node
         return self.source.node or self.pod or None
+
+
+def _runs(line: str) -> list[str]:
+    parts: list[str] = []
+    start = 0
+    for match in _RUN_ON.finditer(line, 1, WINDOW):
+        parts.append(line[start : match.start() + 1])
+        start = match.start() + 1
+        if len(parts) >= MAX_RUNS:
+            break
+    parts.append(line[start:])
+    return parts
 
 
 _PROGRESS_STEMS = ("step", "iter", "/", "it [", "{'loss'", "{'train_loss'", "{'eval_loss'")

@@ -25,6 +25,10 @@ from dataclasses import dataclass
 HEAD = 400
 
 _SRUN_LABEL = re.compile(r" {0,8}(\d{1,7}): ")
+# A terminal colour code left in front of a line (Ray's output), with or without its ESC.
+_COLOUR = re.compile(r"\x1b?\[[0-9;]{0,12}m ?")
+# MPICH's `-prepend-rank` `[3] `, unless what follows is NCCL's device-only line `[0] x.cc:71`.
+_MPICH_PREFIX = re.compile(r"\[(\d{1,7})\] (?![\w/.-]{1,80}\.cc:\d|NCCL )")
 _RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:?\s?", re.IGNORECASE)
 _ROLE_PREFIX = re.compile(r"\[([A-Za-z_][A-Za-z_-]{0,40})(\d{1,7})\]:\s?")
 _RANK_WORD_PREFIX = re.compile(r"[Rr]ank ?(\d{1,7}): ")
@@ -64,6 +68,7 @@ _PID = re.compile(
 _FILE_RANK = re.compile(r"rank[_-]?(\d{1,7})(?!\d)", re.IGNORECASE)
 _ATTEMPT_DIR = re.compile(r"attempt_\d{1,6}/(\d{1,7})/(?:stdout|stderr|error)")
 _POD_NAME = re.compile(r"([A-Za-z0-9][\w.-]{0,200}-(?:worker|master|launcher|head)-\d{1,7})")
+_CONTINUED = re.compile(r"\s{1,16}(pid|ip): ?([\w.:-]{1,255})\s{0,8}$")
 _LOG_SUFFIX = re.compile(r"\.(?:log|txt|out|err|json)$")
 
 
@@ -104,12 +109,15 @@ def _ray(line: str, at: int, found: Writer) -> int | None:
 
 
 def _ranked(line: str, at: int, found: Writer) -> int | None:
+    if found.rank is not None or found.local is not None:
+        return None  # one rank prefix per line: a second one belongs to the message
     for pattern, local in (
         (_RANK_PREFIX, False),
         (_LIGHTNING_PREFIX, False),
         (_MPI_TAG, False),
         (_ROLE_PREFIX, True),
         (_RANK_WORD_PREFIX, False),
+        (_MPICH_PREFIX, False),
     ):
         match = pattern.match(line, at, at + HEAD)
         if match:
@@ -153,7 +161,10 @@ def writer(line: str) -> Writer:
     """The prefixes at the start of the line, outermost first, and who they say wrote it."""
     found = Writer()
     at = 0
-    label = _SRUN_LABEL.match(line, 0, 16)
+    colour = _COLOUR.match(line, 0, 16) if line[:1] in ("\x1b", "[") else None
+    if colour:
+        at = colour.end()
+    label = _SRUN_LABEL.match(line, at, at + 16)
     if label:
         found.task, at = int(label.group(1)), label.end()
     for _ in range(4):
@@ -174,7 +185,7 @@ def writer(line: str) -> Writer:
 
 def _tag_in_message(line: str, at: int, found: Writer) -> None:
     """`[rank3]` / `[Rank 3]` / `rank=3` / `RANK=3` printed early in the message itself."""
-    head = line[at : at + 200]
+    head = line[at : at + 160]
     if "ank" not in head and "RANK" not in head:
         return
     summary = _SUMMARY_RANK.match(head)
@@ -207,14 +218,14 @@ def subject(message: str) -> tuple[int | None, int | None]:
 
 def named_host(message: str) -> str | None:
     """The host a failure line names: `on node X`, `Worker IP address: X`, `ip=X`, `host=X`."""
-    match = _HOST_IN_MESSAGE.search(message[:HEAD])
+    match = _HOST_IN_MESSAGE.search(message[:4096])
     if not match:
         return None
     return next(g for g in match.groups() if g is not None).rstrip(".:")
 
 
 def named_pid(message: str) -> int | None:
-    match = _PID.search(message[:HEAD])
+    match = _PID.search(message[:4096])
     if not match:
         return None
     return int(next(g for g in match.groups() if g is not None))
@@ -231,6 +242,19 @@ def file_rank(path: str) -> tuple[int | None, int | None]:
     if attempt:
         return None, int(attempt.group(1))
     return None, None
+
+
+def pod_rank(message: str) -> int | None:
+    """Kubeflow's PyTorchJob numbers its master pod RANK 0 (a worker's number depends on
+    whether the job has a master, so `-worker-N` gives none)."""
+    first = message[:256].split(None, 1)
+    return 0 if first and first[0].endswith("-master-0") else None
+
+
+def continued(line: str) -> tuple[str, str] | None:
+    """An indented `pid: 694415` / `ip: 10.0.0.3` under an error (Ray's actor errors)."""
+    match = _CONTINUED.match(line[:300])
+    return (match.group(1), match.group(2)) if match else None
 
 
 def pod_name(path: str) -> str | None:

@@ -220,6 +220,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "collectors.tasks.collect_node": {"queue": "ssh"},
     "collectors.tasks.node_check": {"queue": "ssh"},
+    "collectors.tasks.job_plan_read": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
@@ -258,6 +259,21 @@ def env_egress_rules(name: str) -> list[str]:
         raise ImproperlyConfigured(f"{name}: {exc}") from exc
     return entries
 
+
+def env_networks(name: str) -> list[str]:
+    from core.clients import parse_networks
+
+    entries = env_list(name, [])
+    try:
+        parse_networks(tuple(entries))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+    return entries
+
+
+# Reverse proxies whose X-Forwarded-For is believed (addresses or CIDRs; core/clients.py): the
+# client address every per-client control uses (login throttle, share links, /metrics, audit).
+TRUSTED_PROXIES = env_networks("HANGDESK_TRUSTED_PROXIES")
 
 # Egress (core/egress.py, docs/security.md "Egress"): every outbound connection a user can aim
 # (webhooks, pagers, metrics stores, Slurm controllers, Ray heads). Webhooks, pagers and metrics

@@ -315,7 +315,7 @@ def test_desync_and_monitored_barrier_reports_name_the_peer():
     ("line", "step"),
     [
         (" 10%|█         | 101/1000 [00:41<06:10,  2.43it/s]", 101),  # tqdm / HF Trainer
-        ("Epoch 2:  45%|████▌     | 45/100 [00:10<00:12,  4.40it/s, v_num=0]", 245),  # Lightning
+        ("Epoch 2:  45%|████▌     | 45/100 [00:10<00:12,  4.40it/s, v_num=0]", 45),  # Lightning
         (
             " [2024-01-01 12:00:00] iteration      100/  500000 | consumed samples: 1 | "
             "elapsed time per iteration (ms): 1234.5 | lm loss: 1.2",
