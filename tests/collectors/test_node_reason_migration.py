@@ -1,4 +1,4 @@
-"""Migration 0006: the status text older rows kept in a node's `reason` becomes the note of its
+"""Migration 0007: the status text older rows kept in a node's `reason` becomes the note of its
 evidence status, and the analysis reads the same status from either."""
 
 import importlib
@@ -11,7 +11,7 @@ from collectors.models import NodeCollection, Snapshot
 from incidents.services import incident_open
 
 pytestmark = pytest.mark.django_db
-migration = importlib.import_module("collectors.migrations.0006_node_reason_is_the_note")
+migration = importlib.import_module("collectors.migrations.0007_node_reason_is_the_note")
 
 OLD_ROWS = {  # node -> (status, reason) as rows were stored before the typed status
     "whole": ("ok", "ok"),

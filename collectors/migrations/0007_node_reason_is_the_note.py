@@ -28,6 +28,6 @@ def note_to_reason(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("collectors", "0005_mask_stored_diagnoses")]
+    dependencies = [("collectors", "0006_scheduler_job")]
 
     operations = [migrations.RunPython(reason_to_note, note_to_reason)]
