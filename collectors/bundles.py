@@ -37,6 +37,8 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_NAME_BYTES = 4096
 MAX_SEGMENT_BYTES = 200
+# gzip, bzip2, xz: the compressed archives a bundle may come as.
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 # Characters some file systems refuse in a name (NTFS, exFAT), replaced on export.
 _UNSAFE_CHARACTERS = frozenset('\\<>:"|?*')
 # What the analysis reads of one artifact: twice the collector's own cap (CollectionPlan's
@@ -193,6 +195,13 @@ def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) 
         max_name_bytes=limits.max_name_bytes,
         max_pax_bytes=limits.max_pax_bytes,
     )
+    wrong = _not_a_bundle(_peek(fileobj, 512))
+    if wrong:
+        raise BundleRefused(
+            f"this is not an evidence bundle: {wrong}. A bundle is a .tar.gz (or .tar, "
+            ".tar.bz2, .tar.xz) of one folder per node (docs/bundle-format.md), as "
+            "'Download bundle' on a snapshot page or `tar czf bundle.tar.gz DIR` makes it"
+        )
     files: dict[str, bytes] = {}
     try:
         for member in read_tar(fileobj, tar_limits):
@@ -202,6 +211,41 @@ def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) 
     except TarRefused as exc:
         raise BundleRefused(str(exc)) from exc
     return _evidence_from_files(files)
+
+
+def _peek(fileobj: IO[bytes], size: int) -> bytes | None:
+    """The first `size` bytes, the stream left where it was; None when it cannot seek."""
+    try:
+        if not fileobj.seekable():
+            return None
+        at = fileobj.tell()
+        head = fileobj.read(size)
+        fileobj.seek(at)
+    except (OSError, ValueError):
+        return None
+    return head
+
+
+def _not_a_bundle(head: bytes | None) -> str:
+    """What a file that is no archive at all looks like ("" when it may be one): said in the
+    responder's words, not the tar reader's ("the archive ends inside a header")."""
+    if head is None or head.startswith(_COMPRESSED_MAGIC) or head[257:262] == b"ustar":
+        return ""
+    if not head:
+        return "the file is empty"
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive; unzip it and pack the folder with tar"
+    if head.startswith(b"%PDF"):
+        return "it is a PDF document"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if text and text.lstrip()[:1] in ("{", "["):
+        return "it is JSON text (a diagnosis or a manifest?), not an archive"
+    if text and all(c.isprintable() or c in "\t\r\n" for c in text):
+        return "it is plain text (a log? put it in a bundle as <node>/logs/<name>)"
+    return "it is neither a tar archive nor a gzip, bzip2 or xz stream"
 
 
 def _checked_member_path(name: str) -> PurePosixPath:

@@ -17,6 +17,7 @@ from .bundles import BundleRefused, read_bundle_fileobj
 from .evidence_kinds import as_text
 from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
+from .scheduler import JobRefused
 
 MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
 
@@ -27,13 +28,18 @@ def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
     to = f"{incident.get_absolute_url()}#snapshot"
     try:
-        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
-    except services.SnapshotRefused as exc:
+        plan = None
+        if incident.cluster.uses_scheduler and incident.scheduler_job:
+            # The job is read on a worker (keys, known_hosts), as when the incident opened.
+            plan = tasks.job_plan_on_worker(incident.cluster, incident.scheduler_job)
+        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user, job_plan=plan)
+    except (services.SnapshotRefused, JobRefused) as exc:
         return answer(request, to=to, text=str(exc), level="error", changed=False)
+    about = f"snapshot-{snapshot.pk}"
     if not created:
         text = f"Snapshot {snapshot.pk} is already running; showing it."
-        return answer(request, to=to, text=text, level="info")
-    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.")
+        return answer(request, to=to, text=text, level="info", about=about)
+    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.", about=about)
 
 
 @require_POST

@@ -23,6 +23,10 @@ class WatchForm(forms.Form):
         required=False, max_length=500, validators=[validate_webhook_url], label="Webhook URL",
         help_text="Slack-compatible incoming webhook, told of every raise (JSON POST).",
     )  # fmt: skip
+    slurm_job = forms.CharField(
+        required=False, max_length=64, label="Slurm job id",
+        help_text="On a Slurm cluster: the job to follow (its nodes and state each period).",
+    )  # fmt: skip
     step_nodes = forms.CharField(
         required=False, max_length=2000, label="Step nodes",
         help_text="Nodes whose logs carry step lines, comma-separated; empty: learned.",

@@ -43,6 +43,10 @@ class Watch(models.Model):
     checkpoint_allowance_s = models.FloatField(
         default=900.0, help_text="Extra time (s) while a checkpoint is being written."
     )
+    # On a Slurm cluster: the job watched. Each period reads it first (its nodes, its state);
+    # a job that ended stops the watch, one RUNNING with no step for the floor is stalled.
+    slurm_job = models.CharField(max_length=64, blank=True)
+    job_no_step_since = models.DateTimeField(null=True, blank=True)
     step_nodes = models.JSONField(
         default=list,
         blank=True,

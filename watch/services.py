@@ -14,7 +14,7 @@ import logging
 import secrets
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from analysis.evidence import SnapshotEvidence, not_gathered
+from analysis.schedulers import slurm as slurm_ids
 from clusters.models import Cluster, Node
 from collectors import remote
 from collectors.models import Snapshot, SnapshotStatus
@@ -33,6 +34,7 @@ from incidents.models import EventKind, Incident, Severity, Status
 from incidents.services import incident_open, timeline_event_record
 
 from . import preflight, progress, reading, webhooks
+from . import slurm as slurm_watch
 from .models import (
     Heartbeat,
     NotifyStatus,
@@ -79,6 +81,7 @@ def watch_configure(
     checkpoint_allowance_s: float,
     webhook_url: str = "",
     step_nodes: list[str] | None = None,
+    slurm_job: str | None = None,
 ) -> Watch:
     """Turn a cluster's watch on or off and set its thresholds. Turning it on starts learning
     afresh; turning it off closes its open raise."""
@@ -93,6 +96,8 @@ def watch_configure(
     watch.checkpoint_allowance_s = checkpoint_allowance_s
     watch.webhook_url = webhook_url
     watch.step_nodes = sorted(step_nodes or ())
+    if slurm_job is not None:
+        watch.slurm_job = _watched_job(cluster, slurm_job)
     watch.enabled = enabled
     if enabled and not was:
         _reset_progress(watch)
@@ -107,10 +112,20 @@ def watch_configure(
     return watch
 
 
+def _watched_job(cluster: Cluster, job: str) -> str:
+    job = job.strip()
+    if job and not cluster.uses_scheduler:
+        raise Invalid(f"{cluster.name} lists its own nodes: it has no Slurm job", field="slurm_job")
+    if job and not slurm_ids.JOB_ID.match(job):
+        raise Invalid(f"{job[:40]!r} is not a Slurm job id", field="slurm_job")
+    return job
+
+
 def _reset_progress(watch: Watch) -> None:
     watch.last_step = watch.last_step_at = watch.step_time_s = None
     watch.recent_step_time_s = watch.threshold_s = watch.checkpoint_since = None
     watch.step_times, watch.nodes, watch.state_reason = [], {}, ""
+    watch.job_no_step_since = None
 
 
 def heartbeat_token_issue(*, watch: Watch) -> str:
@@ -208,11 +223,20 @@ def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
     watch = Watch.objects.select_related("cluster").filter(pk=watch_id, claim=claim).first()
     if watch is None or not watch.enabled:
         return TickOutcome(ran=False)
-    nodes = list(watch.cluster.nodes.order_by("name"))
+    job = slurm_watch.follow(watch, timezone.now()) if watch.slurm_job else None
+    if job is not None and job.state:
+        return _store_job_only(watch, claim, job)
+    nodes = job.nodes if job is not None else list(watch.cluster.nodes.order_by("name"))
     searching = _searching(watch, nodes)
     readings = read_nodes(watch, nodes)
     now = timezone.now()
     judgement = progress.judge(readings, _before(watch), _settings(watch), now, _heartbeats(watch))
+    if job is not None and job.stalled and judgement.raise_reason is None:
+        judgement = replace(
+            judgement, state=WatchState.STALLED, reason=job.reason, raise_reason="stalled"
+        )
+    if job is not None:
+        Watch.objects.filter(pk=watch.pk, claim=claim).update(job_no_step_since=job.no_step_since)
     with transaction.atomic():
         stored = _store(watch, claim, readings, judgement, now, searching)
         if not stored:
@@ -223,6 +247,10 @@ def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
         if judgement.raise_reason is None:
             return TickOutcome(ran=True, state=judgement.state)
     found, created = raise_open(watch=watch, judgement=judgement, now=now)
+    if watch.slurm_job:  # the raise's snapshots are of the job
+        Incident.objects.filter(pk=found.incident_id, scheduler_job="").update(
+            scheduler_job=watch.slurm_job
+        )
     return TickOutcome(
         ran=True,
         state=judgement.state,
@@ -230,6 +258,20 @@ def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
         raise_created=created,
         needs_first_snapshot=found.first_snapshot_id is None,
     )
+
+
+def _store_job_only(watch: Watch, claim: str, job: slurm_watch.JobFollow) -> TickOutcome:
+    """A period that read only the Slurm job: pending, unreadable, or ended. A job that ended
+    is not hung: its open raise closes and the watch stops."""
+    changes = {"checked_at": timezone.now(), "state": job.state, "state_reason": job.reason[:500]}
+    if job.ended:
+        changes.update(enabled=False, claim="", claimed_until=None, job_no_step_since=None)
+    with transaction.atomic():
+        if not Watch.objects.filter(pk=watch.pk, claim=claim).update(**changes):
+            return TickOutcome(ran=False)
+        if job.ended:
+            _close_open_raise(watch, why=job.reason)
+    return TickOutcome(ran=True, state=job.state)
 
 
 def _moved_past(judgement: progress.Judgement, open_raise: WatchRaise) -> bool:

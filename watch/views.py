@@ -40,6 +40,7 @@ def _initial(watch) -> dict:
         "checkpoint_allowance_s": watch.checkpoint_allowance_s,
         "webhook_url": watch.webhook_url,
         "step_nodes": ", ".join(watch.step_nodes),
+        "slurm_job": watch.slurm_job,
     }
 
 
