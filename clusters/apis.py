@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from core.roles import Role
 
 from . import services
-from .models import Cluster, Node
+from .models import SOURCE_FIELDS, Cluster, Node
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -20,6 +20,9 @@ class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = ["id", "name", "address", "port", "username", "key_path", "host_key"]
+        fields += ["check_state", "check_text", "checked_at"]
+        # The last connection check, written by a worker: shown, never set by a client.
+        read_only_fields = ["check_state", "check_text", "checked_at"]
 
 
 class ClusterSerializer(serializers.ModelSerializer):
@@ -38,6 +41,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "log_globs",
             "flight_recorder_globs",
             "pyspy_command",
+            *SOURCE_FIELDS,
             "nodes",
         ]
 
