@@ -348,6 +348,7 @@ def _connect(
     for name in _host_key_names(target.address, target.port):
         client.get_host_keys().add(name, pinned.get_name(), pinned)
     timeout = plan.connect_timeout_s
+    started = time.monotonic()
     try:
         client.connect(
             hostname=target.address,
@@ -377,7 +378,7 @@ def _connect(
         ) from exc
     except paramiko.SSHException as exc:
         client.close()
-        raise _ssh_failure(str(exc), target, timeout) from exc
+        raise _ssh_failure(str(exc), target, timeout, time.monotonic() - started) from exc
     except (OSError, EOFError) as exc:
         client.close()
         raise CollectionError(
@@ -387,11 +388,25 @@ def _connect(
     return client
 
 
-def _ssh_failure(message: str, target: NodeTarget, timeout: float) -> CollectionError:
+def _ssh_failure(
+    message: str, target: NodeTarget, timeout: float, elapsed: float
+) -> CollectionError:
     where = f"{target.address}:{target.port}"
+    if "banner" in message and elapsed < 0.9 * timeout:
+        # Not a silent server: the port accepted and hung up (a proxy or forwarder with
+        # nothing behind it, sshd's MaxStartups, a TCP wrapper), as fast as a refusal.
+        return CollectionError(
+            FailureKind.UNREACHABLE,
+            f"unreachable: {where} accepted the connection and closed it after "
+            f"{elapsed:.1f}s without an SSH banner (is sshd behind that port?)",
+        )
     if "banner" in message:
         return CollectionError(
             FailureKind.UNREACHABLE, f"unreachable: no SSH banner from {where} within {timeout:g}s"
+        )
+    if "Indecipherable protocol version" in message:
+        return CollectionError(
+            FailureKind.UNREACHABLE, f"unreachable: {where} answers, but not as an SSH server"
         )
     if "No existing session" in message:  # start_client gave up waiting for key exchange
         return CollectionError(

@@ -83,6 +83,7 @@ class Watch(models.Model):
 
     class Meta:
         ordering = ["cluster__name"]
+        verbose_name_plural = "watches"
 
     def __str__(self) -> str:
         return f"watch of {self.cluster.name} ({'on' if self.enabled else 'off'})"

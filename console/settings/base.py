@@ -220,6 +220,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "collectors.tasks.collect_node": {"queue": "ssh"},
     "collectors.tasks.node_check": {"queue": "ssh"},
+    "collectors.tasks.node_check_record": {"queue": "ssh"},
     "collectors.tasks.job_plan_read": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
 }

@@ -83,6 +83,34 @@ def test_it_gives_up_on_a_node_that_never_speaks_ssh(sshd, ranks, silent_server)
     assert visit.failure.transient
 
 
+@pytest.fixture
+def hanging_up_server():
+    """Accepts TCP connections and closes them at once, as a forwarder with nothing behind it."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                server.accept()[0].close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+    thread.join(timeout=5)
+
+
+def test_a_port_that_hangs_up_is_not_called_a_silent_server(sshd, ranks, hanging_up_server):
+    visit = collect_node(
+        sshd.target(port=hanging_up_server), ranks.plan(connect_timeout_s=10, total_timeout_s=20)
+    )
+    evidence = _failed(visit, FailureKind.UNREACHABLE)
+    assert "accepted the connection and closed it after 0." in evidence.status, evidence.status
+    assert "within 10s" not in evidence.status
+
+
 def test_it_gives_up_on_a_node_that_stalls_in_the_handshake(sshd, ranks, banner_only_server):
     started = time.monotonic()
     visit = collect_node(
