@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.evidence import NodeEvidence
+from analysis.evidence import GATHERED, EvidenceStatus, NodeEvidence, stopped_short
 from clusters.sshspec import (
     DEFAULT_PROCESS_PATTERN,
     PASSPHRASE_KEY_MESSAGE,
@@ -268,7 +268,7 @@ def parse_probe_output(node: str, output: bytes, *, nonce: str = "standalone") -
     reader.feed(output)
     evidence = evidence_from_frames(node, reader)
     if not reader.ended:
-        evidence.status = f"partial: {reader.error or 'probe output ended early'}"
+        evidence.status = stopped_short(reader.error or "probe output ended early")
     return evidence
 
 
@@ -530,16 +530,16 @@ def _failure(run: _ProbeRun) -> NodeFailure | None:
     )
 
 
-def _gathered_status(run: _ProbeRun) -> str:
-    """ "ok", or "partial: <why>" for evidence that stopped short."""
+def _gathered_status(run: _ProbeRun) -> EvidenceStatus:
+    """Gathered, whole or stopped short (and why)."""
     if run.reader.ended:
-        return "ok"
+        return GATHERED
     if run.stopped:
-        return f"partial: {run.stopped}"
+        return stopped_short(run.stopped)
     if run.exit_status in (124, 137):  # `timeout` on the node stopped the probe
-        return f"partial: the probe used up its {run.remote_budget}s on the node"
+        return stopped_short(f"the probe used up its {run.remote_budget}s on the node")
     detail = as_text(run.stderr).strip()[-500:]
-    return f"partial: probe exited with status {run.exit_status} before finishing: {detail}"
+    return stopped_short(f"probe exited with status {run.exit_status} before finishing: {detail}")
 
 
 def _probe_node(

@@ -24,7 +24,7 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from analysis.evidence import SnapshotEvidence
+from analysis.evidence import SnapshotEvidence, not_gathered
 from analysis.schedulers import slurm as slurm_ids
 from clusters.models import Cluster, Node
 from collectors import remote
@@ -713,7 +713,7 @@ def preflight_evidence_over_ssh(cluster: Cluster) -> SnapshotEvidence:
         visits = list(pool.map(lambda node: remote.collect_node(_target(node), plan), nodes))
     for visit in visits:
         if visit.failure:
-            visit.evidence.status = visit.failure.text
+            visit.evidence.status = not_gathered(visit.failure.text)
     return SnapshotEvidence(
         nodes=[visit.evidence for visit in visits],
         expected_world_size=cluster.expected_world_size,

@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from analysis.evidence import not_gathered
 from collectors.bundles import read_bundle_bytes
 from collectors.models import Artifact
 from collectors.services import snapshot_analyse
@@ -160,7 +161,8 @@ def test_a_node_failure_quoting_a_secret_is_stored_masked(incident, carol):
     from collectors.services import snapshot_store_bundle
 
     failed = NodeEvidence(
-        node="gpu-9", status=f"probe failed: exit status 1: env: HF_TOKEN={HF}: not found"
+        node="gpu-9",
+        status=not_gathered(f"probe failed: exit status 1: env: HF_TOKEN={HF}: not found"),
     )
     snapshot = snapshot_store_bundle(
         incident=incident, evidence=SnapshotEvidence(nodes=[failed], cluster="lab")
