@@ -125,5 +125,5 @@ def test_a_controller_the_egress_policy_refuses_is_refused_before_any_connection
     cluster = cluster_create(
         name="slurm-meta", **{**SLURM, "controller_address": "169.254.169.254"}
     )
-    with pytest.raises(JobRefused, match="169.254.169.254:22.*refused by policy.*link-local"):
+    with pytest.raises(JobRefused, match=r"169\.254\.169\.254:22.*refused by policy.*link-local"):
         slurm_outputs(cluster, "1")
