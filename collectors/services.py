@@ -24,11 +24,11 @@ from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.secrets import mask_json, mask_text
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
+from hangdesk.artifacts import artifacts_from_evidence
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
 
 from . import remote, selectors
-from .artifacts import artifacts_from_evidence
 from .budget import SNAPSHOT_BUDGET
 from .models import (
     FINISHED_NODE_STATUSES,

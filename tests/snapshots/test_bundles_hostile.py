@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from collectors.bundles import BundleLimits, BundleRefused, read_bundle, read_bundle_bytes
-from collectors.tarstream import TarLimits, TarRefused, read_tar
+from hangdesk.tarstream import TarLimits, TarRefused, read_tar
 from tests import hostile
 from tests.hostile import MiB, tar_file, tar_gz, tar_header
 
