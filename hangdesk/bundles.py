@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from analysis.evidence import SnapshotEvidence
+from analysis.evidence import EvidenceStatus, SnapshotEvidence
 
 from . import evidence_kinds as kinds
 from .artifacts import artifacts_from_evidence, evidence_from_artifacts, parse_when
@@ -78,7 +78,7 @@ def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = N
         "cluster": evidence.cluster,
         "world_size": evidence.expected_world_size,
         "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
-        "nodes": {node.node: {"status": node.status} for node in evidence.nodes},
+        "nodes": {node.node: node.status.to_json() for node in evidence.nodes},
         **({"scheduler": evidence.scheduler} if evidence.scheduler else {}),
         **(manifest or {}),
     }
@@ -312,7 +312,8 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
     statuses = manifest.get("nodes") if isinstance(manifest.get("nodes"), dict) else {}
     nodes = []
     for node, items in sorted(per_node.items()):
-        evidence = evidence_from_artifacts(node, items, status=_node_status(statuses.get(node)))
+        status = EvidenceStatus.from_json(statuses.get(node))
+        evidence = evidence_from_artifacts(node, items, status=status)
         for artifact, _content, cut in items:
             piece = kinds.artifact_piece(artifact) if cut else None
             if piece is not None:
@@ -375,12 +376,6 @@ def _first_or_last_lines(content: bytes, separator: bytes, count: int, from_end:
         if at < 0:
             return content
     return content[: at + 1]
-
-
-def _node_status(entry: object) -> str:
-    """A node's status from the manifest: a string of at most 200 characters, else "ok"."""
-    status = entry.get("status") if isinstance(entry, dict) else None
-    return status[:200] if isinstance(status, str) and status else "ok"
 
 
 def _manifest(raw: bytes | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import re
 import shlex
 from pathlib import Path
 
-from analysis.evidence import NodeEvidence
+from analysis.evidence import NodeEvidence, stopped_short
 
 from . import evidence_kinds as kinds
 from .evidence_kinds import as_text
@@ -175,7 +175,7 @@ def parse_probe_output(node: str, output: bytes, *, nonce: str = "standalone") -
     reader.feed(output)
     evidence = evidence_from_frames(node, reader)
     if not reader.ended:
-        evidence.status = f"partial: {reader.error or 'probe output ended early'}"
+        evidence.status = stopped_short(reader.error or "probe output ended early")
     return evidence
 
 

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.clients import client_ip
+from core.downloads import disposition
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
 from incidents.models import Incident, PostMortem
@@ -120,7 +121,7 @@ def export_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     doc = _document_of(request, pk)
     response = HttpResponse(document_markdown(doc), content_type="text/markdown; charset=utf-8")
     filename = f"{doc['incident'].reference}-postmortem-v{doc['number']}.md"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Content-Disposition"] = disposition(filename)
     response["X-Content-Type-Options"] = "nosniff"
     return response
 

@@ -1,10 +1,17 @@
-// Menus that fold on a small screen (static/hangdesk.css, "Small screens"): the site's header
-// and the incident's actions. A toggle names its menu by aria-controls; the menu opens with
-// the class "menu-open". Without this script nothing folds, so every action stays in reach.
-// Loaded in <head> without defer, so the page never shows unfolded first.
+// What every console page shares (templates/base.html), in a file of its own: the pages run
+// no inline script. Loaded in <head> without defer, so a page never shows unfolded first.
 "use strict";
 document.documentElement.classList.add("js");
 
+// A form that asks first (data-confirm-submit="Remove node ...?"): no answer, no submit.
+document.addEventListener("submit", function (event) {
+  var question = event.target.getAttribute && event.target.getAttribute("data-confirm-submit");
+  if (question && !window.confirm(question)) event.preventDefault();
+}, true);
+
+// Menus that fold on a small screen (static/hangdesk.css, "Small screens"): the site's header
+// and the incident's actions. A toggle names its menu by aria-controls; the menu opens with
+// the class "menu-open". Without this script nothing folds, so every action stays in reach.
 (function () {
   function sync(menu) {
     var open = menu.classList.contains("menu-open");
