@@ -2,12 +2,9 @@
 
 The dumps are real gloo dumps written by torch 2.13 (the lab's and tests/analysis/samples'),
 laid out as a bundle (docs/bundle-format.md: `<node>/flight_recorder/<name>`, a manifest with
-the world size) and read by the bundle reader and `manage.py diagnose --bundle`, as an SRE
-who was handed a folder of dumps would. Nothing else is in the bundle: no ps, no stacks, no
-logs.
-
-`collectors.bundles` imports Django settings: this file runs under pytest-django, without a
-database.
+the world size) and read by the bundle reader, `hangdesk diagnose` and `manage.py diagnose
+--bundle`, as an SRE who was handed a folder of dumps would. Nothing else is in the bundle: no
+ps, no stacks, no logs. No database is used.
 """
 
 from __future__ import annotations
@@ -20,7 +17,8 @@ import pytest
 from django.core.management import call_command
 
 from analysis import diagnose
-from collectors.bundles import read_bundle
+from hangdesk import cli
+from hangdesk.bundles import read_bundle
 from tests.analysis.flight_recorder.scenarios import LAB_DUMPS, SAMPLES
 
 # (dumps, classification, suspects): the lab's own expectation (docs/lab.md) for its scenarios.
@@ -89,3 +87,11 @@ def test_diagnose_bundle_prints_the_verdict_of_dumps_alone(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["classification"] == "B" and result["suspect_ranks"] == [3]
     assert "gloo:barrier" in result["summary"]
+
+
+def test_the_command_line_says_stuck_on_a_folder_of_dumps(tmp_path, capsys):
+    bundle = _bundle(LAB_DUMPS / "rank-exit", tmp_path / "bundle")
+    status = cli.main(["diagnose", str(bundle), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert (result["classification"], result["suspect_ranks"]) == ("A", [3])
+    assert status == 1  # stuck
