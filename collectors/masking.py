@@ -12,9 +12,8 @@ from dataclasses import replace
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.secrets import mask_text
-
-from . import evidence_kinds as kinds
-from .evidence_kinds import EvidenceKind, as_text
+from hangdesk import evidence_kinds as kinds
+from hangdesk.evidence_kinds import EvidenceKind, as_text
 
 
 def mask_piece(kind: EvidenceKind, content: str | bytes) -> str | bytes:
@@ -35,7 +34,7 @@ def masked_node(node: NodeEvidence) -> NodeEvidence:
             setattr(masked, kind.field, {k: mask_piece(kind, v) for k, v in value.items()})
         elif value is not None:
             setattr(masked, kind.field, mask_piece(kind, value))
-    masked.status = mask_text(node.status)
+    masked.status = replace(node.status, note=mask_text(node.status.note))
     return masked
 
 

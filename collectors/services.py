@@ -24,11 +24,11 @@ from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.secrets import mask_json, mask_text
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
+from hangdesk.artifacts import artifacts_from_evidence
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
 
 from . import remote, selectors
-from .artifacts import artifacts_from_evidence
 from .budget import SNAPSHOT_BUDGET
 from .models import (
     FINISHED_NODE_STATUSES,
@@ -50,7 +50,6 @@ from .outcomes import (
     NotClaimed,
     Retryable,
     SweepOutcome,
-    status_gathered,
 )
 
 log = logging.getLogger(__name__)
@@ -155,8 +154,8 @@ def snapshot_store_bundle(
                     snapshot=snapshot,
                     node_name=node.node,
                     address="(bundle)",
-                    status=NodeStatus.OK if status_gathered(node.status) else NodeStatus.FAILED,
-                    reason=mask_text(node.status),
+                    status=NodeStatus.OK if node.status.gathered else NodeStatus.FAILED,
+                    reason=mask_text(node.status.note),
                     started_at=now,
                     finished_at=now,
                 )
@@ -266,18 +265,20 @@ def _record_node_result(
         NodeCollection.objects.filter(pk=collection.pk, status=NodeStatus.RUNNING, task_id=task_id),
         final,
         # A failure's text can quote the node's stderr: shown to every viewer, so masked.
-        reason=mask_text(evidence.status),
+        reason=mask_text(evidence.status.note),
         finished_at=timezone.now(),
     )
     if not finished:
         return False
-    # Replace, never append: a redelivered task stores the node's evidence exactly once.
-    Artifact.objects.filter(collection=collection).delete()
-    _store_artifacts(collection, evidence)
+    node_evidence_store(collection=collection, evidence=evidence)
     return True
 
 
-def _store_artifacts(collection: NodeCollection, evidence: NodeEvidence) -> None:
+def node_evidence_store(*, collection: NodeCollection, evidence: NodeEvidence) -> None:
+    """Store one node's evidence for its snapshot: the one way a node's evidence enters the
+    console, whether an SSH visit gathered it or the node pushed a bundle. Replaces, never
+    appends: a redelivered task or a node that sends again stores its evidence once."""
+    Artifact.objects.filter(collection=collection).delete()
     Artifact.objects.bulk_create(_artifacts(collection, evidence))
 
 

@@ -155,6 +155,11 @@ def node_check_record(node_pk: int) -> None:
     connection.check_and_record(node_pk)
 
 
+def node_check_queue(*, sender, node, **kwargs) -> None:
+    """clusters' node_connection_changed (sent after the commit): queue the check."""
+    node_check_record.delay(node.pk)
+
+
 def node_check_on_worker(spec: dict, what: str) -> dict:
     """Ask a worker and wait a few seconds; without an answer, say that nothing is known."""
     from celery.exceptions import TimeoutError as CeleryTimeout

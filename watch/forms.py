@@ -32,6 +32,13 @@ class WatchForm(forms.Form):
         help_text="Nodes whose logs carry step lines, comma-separated; empty: learned.",
     )  # fmt: skip
 
+    def __init__(self, *args, admin: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not admin:  # where the page goes is an admin's choice (docs/security.md)
+            field = self.fields["webhook_url"]
+            field.disabled = True
+            field.help_text = "Set by an admin: where the watch's page goes."
+
     def clean_step_nodes(self) -> list[str]:
         raw = self.cleaned_data.get("step_nodes") or ""
         return sorted({name.strip() for name in raw.split(",") if name.strip()})

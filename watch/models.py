@@ -80,6 +80,13 @@ class Watch(models.Model):
     nodes = models.JSONField(default=dict, blank=True)
     last_raise_at = models.DateTimeField(null=True, blank=True)
     enabled_at = models.DateTimeField(null=True, blank=True)
+    # A "Run preflight" in flight (its claim, held until the task ends or the lease runs out):
+    # a second click queues nothing (watch/limits.py).
+    preflight_claim = models.CharField(max_length=64, blank=True)
+    preflight_until = models.DateTimeField(null=True, blank=True)
+    # The job's heartbeats in the current second (watch/limits.py: over the limit, 429).
+    heartbeat_window_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_window_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["cluster__name"]

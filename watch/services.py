@@ -24,16 +24,17 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from analysis.evidence import SnapshotEvidence
+from analysis.evidence import SnapshotEvidence, not_gathered
 from analysis.schedulers import slurm as slurm_ids
 from clusters.models import Cluster, Node
 from collectors import remote
 from collectors.models import Snapshot, SnapshotStatus
-from core.errors import Invalid, NotFound
+from core.errors import Forbidden, Invalid, NotFound
+from core.roles import Role, has_role
 from incidents.models import EventKind, Incident, Severity, Status
 from incidents.services import incident_open, timeline_event_record
 
-from . import preflight, progress, reading, webhooks
+from . import audit, preflight, progress, reading, webhooks
 from . import slurm as slurm_watch
 from .models import (
     Heartbeat,
@@ -79,13 +80,21 @@ def watch_configure(
     step_time_multiplier: float,
     floor_s: float,
     checkpoint_allowance_s: float,
-    webhook_url: str = "",
+    webhook_url: str | None = None,
     step_nodes: list[str] | None = None,
     slurm_job: str | None = None,
+    via: str = "page",
+    ip: str | None = None,
 ) -> Watch:
     """Turn a cluster's watch on or off and set its thresholds. Turning it on starts learning
-    afresh; turning it off closes its open raise."""
+    afresh; turning it off closes its open raise. `webhook_url`: None keeps it; only an admin
+    changes where the page goes (docs/security.md, the role matrix). Audited."""
     watch = Watch.objects.select_for_update().get(pk=watch_for(cluster).pk)
+    before = {"enabled": watch.enabled, "webhook_url": watch.webhook_url}
+    if webhook_url is not None and webhook_url != watch.webhook_url:
+        if not has_role(by, Role.ADMIN):
+            raise Forbidden("Only an admin sets the webhook URL (where the watch's page goes).")
+        watch.webhook_url = webhook_url
     names = set(cluster.nodes.values_list("name", flat=True))
     unknown = sorted(set(step_nodes or ()) - names)
     if unknown:
@@ -94,7 +103,6 @@ def watch_configure(
     watch.step_time_multiplier = step_time_multiplier
     watch.floor_s = floor_s
     watch.checkpoint_allowance_s = checkpoint_allowance_s
-    watch.webhook_url = webhook_url
     watch.step_nodes = sorted(step_nodes or ())
     if slurm_job is not None:
         watch.slurm_job = _watched_job(cluster, slurm_job)
@@ -109,6 +117,7 @@ def watch_configure(
         _close_open_raise(watch, why="the watch was turned off", by=by)
     watch.full_clean()
     watch.save()
+    audit.watch_changed(watch=watch, by=by, before=before, via=via, ip=ip)
     return watch
 
 
@@ -128,12 +137,15 @@ def _reset_progress(watch: Watch) -> None:
     watch.job_no_step_since = None
 
 
-def heartbeat_token_issue(*, watch: Watch) -> str:
-    """A new token for the job's heartbeats (the old one stops working); shown once."""
+def heartbeat_token_issue(
+    *, watch: Watch, by: AbstractBaseUser | None = None, via: str = "page", ip: str | None = None
+) -> str:
+    """A new token for the job's heartbeats (the old one stops working); shown once. Audited."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(24)
     Watch.objects.filter(pk=watch.pk).update(
         heartbeat_token_hash=token_hash(token), heartbeat_token_prefix=token[:12]
     )
+    audit.heartbeat_token_issued(watch=watch, by=by, prefix=token[:12], via=via, ip=ip)
     return token
 
 
@@ -701,7 +713,7 @@ def preflight_evidence_over_ssh(cluster: Cluster) -> SnapshotEvidence:
         visits = list(pool.map(lambda node: remote.collect_node(_target(node), plan), nodes))
     for visit in visits:
         if visit.failure:
-            visit.evidence.status = visit.failure.text
+            visit.evidence.status = not_gathered(visit.failure.text)
     return SnapshotEvidence(
         nodes=[visit.evidence for visit in visits],
         expected_world_size=cluster.expected_world_size,

@@ -75,6 +75,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Refuses a body over its cap from Content-Length, before CSRF reads (and spools) it.
+    "core.bodycap.BodyCapMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "core.middleware.AppErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -299,6 +301,8 @@ WATCH_WEBHOOK_HOSTS = env_egress_rules("HANGDESK_WATCH_WEBHOOK_HOSTS")
 WATCH_WEBHOOK_ATTEMPTS = 5
 WATCH_WEBHOOK_BACKOFF_S = 5  # then 10, 20, 40 s (Celery's exponential retry backoff)
 WATCH_WEBHOOK_TIMEOUT_S = 5.0
+# Heartbeats one watch takes a second: this, or the cluster's expected world size if larger.
+WATCH_HEARTBEATS_PER_S = 10
 CELERY_BEAT_SCHEDULE["watch-dispatch"] = {
     "task": "watch.tasks.watch_dispatch",
     "schedule": WATCH_PERIOD_S,

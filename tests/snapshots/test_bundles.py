@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.evidence import NodeEvidence, SnapshotEvidence, not_gathered
 from collectors.bundles import (
     BundleLimits,
     BundleRefused,
@@ -32,7 +32,7 @@ def _evidence() -> SnapshotEvidence:
         system={"loadavg": "0.5 0.4 0.3 1/100 123"},
         truncated=["logs:/var/log/train/rank0.log", "output"],
     )
-    gone = NodeEvidence(node="gpu-1", status="unreachable: connection refused")
+    gone = NodeEvidence(node="gpu-1", status=not_gathered("unreachable: connection refused"))
     return SnapshotEvidence(nodes=[node, gone], expected_world_size=2, cluster="gpt-train")
 
 
@@ -46,7 +46,10 @@ def test_a_bundle_reads_back_as_the_evidence_it_was_written_from():
         assert getattr(first, field) == getattr(source, field), field
     assert first.shell_init == source.shell_init and first.system == source.system
     assert first.truncated == ["logs:/var/log/train/rank0.log", "output"]
-    assert (second.node, second.status) == ("gpu-1", "unreachable: connection refused")
+    assert (second.node, second.status) == (
+        "gpu-1",
+        not_gathered("unreachable: connection refused"),
+    )
 
 
 def test_a_directory_of_plain_files_is_a_bundle(tmp_path):
@@ -144,7 +147,7 @@ def test_the_manifest_is_plain_json_a_person_can_read():
 
 
 def test_an_artifact_cut_by_the_node_is_flagged_and_a_huge_one_is_cut_here():
-    from collectors.artifacts import ARTIFACT_CAP_BYTES, artifacts_from_evidence
+    from hangdesk.artifacts import ARTIFACT_CAP_BYTES, artifacts_from_evidence
 
     node = _evidence().nodes[0]
     node.dmesg = "x" * (ARTIFACT_CAP_BYTES + 10)

@@ -11,8 +11,9 @@ import tarfile
 
 import pytest
 
+from analysis.evidence import GATHERED
 from collectors.bundles import BundleLimits, BundleRefused, read_bundle, read_bundle_bytes
-from collectors.tarstream import TarLimits, TarRefused, read_tar
+from hangdesk.tarstream import TarLimits, TarRefused, read_tar
 from tests import hostile
 from tests.hostile import MiB, tar_file, tar_gz, tar_header
 
@@ -120,7 +121,7 @@ def test_wrong_types_in_the_manifest_are_ignored(manifest):
         tar_file(b"manifest.json", json.dumps(manifest).encode()), tar_file(b"gpu-0/ps.txt", PS)
     )
     evidence = read_bundle_bytes(archive)
-    assert evidence.nodes[0].status == "ok" and evidence.expected_world_size is None
+    assert evidence.nodes[0].status == GATHERED and evidence.expected_world_size is None
     assert evidence.cluster == "" and evidence.collected_at is None
 
 
