@@ -71,8 +71,7 @@ def dumps_by_rank(dumps: list[FrDump]) -> dict[int, FrDump]:
 def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderReading:
     per_rank = dumps_by_rank(dumps)
     world = _world(per_rank, world)
-    groups, entries, pending, last = _groups(per_rank, world)
-    waiting = {rank: Wait(_key_of(entry, rank, groups), entry) for rank, entry in pending.items()}
+    groups, entries, waiting, last = _groups(per_rank, world)
     stops: list[GroupStop] = []
     for key, group in groups.items():
         stop = _collective_stop(group, entries[key], per_rank, waiting)
@@ -114,43 +113,59 @@ def _world(per_rank: dict[int, FrDump], world: int | None) -> int | None:
 
 
 def _groups(per_rank: dict[int, FrDump], world: int | None):
-    """The groups, each rank's entries of each (in record order), each rank's first pending
-    entry (where it is blocked) and its last completed collective, in one pass."""
-    # name -> the distinct member lists the dumps give it. Every dump of a job repeats the
-    # same tuples (the parser shares them), so `is` settles almost every comparison.
-    configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
+    """The groups, each rank's entries of each (in record order), where each rank waits (its
+    first pending entry) and its last completed collective, in one pass over the entries."""
     configured = {rank: _configured(dump) for rank, dump in per_rank.items()}
-    for own in configured.values():
-        for name, members in own.items():
-            known = configs[name]
-            if not any(m is members or m == members for m in known):
-                known.append(members)
+    configs = _distinct_configs(configured)
     groups: dict[str, FrGroup] = {}
     entries: Entries = defaultdict(dict)
-    pending: dict[int, FrEntry] = {}
+    waiting: dict[int, Wait] = {}
     last: dict[int, int | None] = {}
     for rank, dump in per_rank.items():
-        by_name: dict[str, list[FrEntry]] = {}
-        done = None
-        for entry in dump.entries:
-            mine = by_name.get(entry.pg)
-            if mine is None:
-                mine = by_name[entry.pg] = []
-            mine.append(entry)
-            if not entry.completed:
-                pending.setdefault(rank, entry)
-            elif not entry.is_p2p and (done is None or entry.seq > done):
-                done = entry.seq
-        last[rank] = done
-        for mine in by_name.values():
-            entries[_group_key(mine[0], configured[rank], configs, world, groups)][rank] = mine
+        by_name, pending, last[rank] = _sorted_entries(dump)
+        keys = {}
+        for name, mine in by_name.items():
+            keys[name] = _group_key(mine[0], configured[rank], configs, world, groups)
+            entries[keys[name]][rank] = mine
+        if pending is not None:
+            waiting[rank] = Wait(keys[pending.pg], pending)
     for key, group in groups.items():
         if not group.members:
             members = tuple(sorted(entries[key]))
             groups[key] = FrGroup(key, group.name, group.desc, members, "entries")
     if world:
         _place_ranks_without_dumps(groups, set(range(world)) - set(per_rank))
-    return groups, entries, pending, last
+    return groups, entries, waiting, last
+
+
+def _distinct_configs(configured) -> dict[str, list[tuple[int, ...]]]:
+    """name -> the distinct member lists the dumps give it. Every dump of a job repeats the
+    same tuples (the parser shares them), so `is` settles almost every comparison."""
+    configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
+    for own in configured.values():
+        for name, members in own.items():
+            known = configs[name]
+            if not any(m is members or m == members for m in known):
+                known.append(members)
+    return configs
+
+
+def _sorted_entries(dump: FrDump):
+    """One dump's entries by group name, its first pending entry, its last completed
+    collective's sequence id."""
+    by_name: dict[str, list[FrEntry]] = {}
+    pending = done = None
+    for entry in dump.entries:
+        mine = by_name.get(entry.pg)
+        if mine is None:
+            mine = by_name[entry.pg] = []
+        mine.append(entry)
+        if not entry.completed:
+            if pending is None:
+                pending = entry
+        elif not entry.is_p2p and (done is None or entry.seq > done):
+            done = entry.seq
+    return by_name, pending, done
 
 
 def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> None:
@@ -203,15 +218,6 @@ def _group_key(entry: FrEntry, own, configs, world, groups: dict[str, FrGroup]) 
 
 
 # ------------------------------------------------------------------ where each rank waits
-
-
-def _key_of(entry: FrEntry, rank: int, groups: dict[str, FrGroup]) -> str:
-    if entry.pg in groups:
-        return entry.pg
-    for key, group in groups.items():
-        if group.name == entry.pg and rank in group.members:
-            return key
-    return entry.pg
 
 
 def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
