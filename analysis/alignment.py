@@ -77,7 +77,9 @@ def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderR
         stop = _collective_stop(group, entries[key], per_rank, waiting)
         if stop is not None:
             stops.append(stop)
-        stops += p2p_stops(group, entries[key], per_rank, waiting)
+    for key in sorted({w.group for w in waiting.values() if w.entry.is_p2p}):
+        if key in groups:
+            stops += p2p_stops(groups[key], per_rank, waiting)
     stops = break_ties(stops, groups, entries)
     stops = order_cycles(stops)
     stops.sort(key=cause_first)
@@ -230,17 +232,17 @@ def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
 
 
 def _collective_stop(group: FrGroup, entries, per_rank, waiting) -> GroupStop | None:
+    holders = [m for m in group.members if m in per_rank]
     calls: dict[int, dict[int, list[FrEntry]]] = {}
-    for rank, mine in entries.items():
+    for rank in holders:
         by_seq: dict[int, list[FrEntry]] = defaultdict(list)
-        for entry in mine:
+        for entry in entries.get(rank, ()):
             if not entry.is_p2p:
                 by_seq[entry.seq].append(entry)
         if by_seq:
             calls[rank] = by_seq
     if not calls:
         return None
-    holders = [m for m in group.members if m in per_rank]
     without = tuple(m for m in group.members if m not in per_rank)
     # A member with a dump and none of this group's entries never issued one, unless its ring
     # buffer wrapped (then it may have forgotten them: not compared).

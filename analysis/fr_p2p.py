@@ -13,14 +13,13 @@ from analysis.fr_model import FrGroup, GroupStop, make_stop, no_dump_line
 from analysis.parsers.flight_recorder import FrEntry
 
 
-def p2p_stops(group: FrGroup, entries, per_rank, waiting) -> list[GroupStop]:
+def p2p_stops(group: FrGroup, per_rank, waiting) -> list[GroupStop]:
     """A rank blocked in a send or recv of this group waits for its peer: the peer that never
     posted the other half is the culprit (or a victim, when it is blocked elsewhere)."""
     members = sorted(group.members)
     stops = []
-    for rank in sorted(entries):
-        wait = waiting.get(rank)
-        if wait is None or wait.group != group.key or not wait.entry.is_p2p:
+    for rank, wait in sorted(waiting.items()):
+        if wait.group != group.key or not wait.entry.is_p2p:
             continue
         entry = wait.entry
         peer = _peer(entry, members, rank)
