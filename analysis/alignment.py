@@ -108,10 +108,10 @@ def _world(per_rank: dict[int, FrDump], world: int | None) -> int | None:
     sizes = [
         len(members)
         for dump in per_rank.values()
-        for name, members in dump.pg_ranks.items()
-        if members and _is_default(name, dump.pg_desc.get(name, ""))
+        for name, members in _configured(dump).items()
+        if _is_default(name, dump.pg_desc.get(name, ""))
     ]
-    return max(sizes) if sizes else None
+    return min(max(sizes), MAX_WORLD) if sizes else None
 
 
 def _groups(per_rank: dict[int, FrDump], world: int | None):
@@ -295,14 +295,18 @@ def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop |
 def _missing(group, seq, present, absent, without, waiting, pending) -> GroupStop:
     key = group.key
     elsewhere = tuple(r for r in absent if _elsewhere(r, key, waiting))
-    culprits = tuple(sorted({*(r for r in absent if r not in elsewhere), *without}))
-    never = [*absent, *without]
+    # Ranks whose dump shows them absent are the evidence; ranks that left no dump are the
+    # culprits only when nothing else explains the wait.
+    culprits = tuple(r for r in absent if r not in elsewhere) if absent else tuple(without)
     wait = "waits" if len(present) == 1 else "wait"
-    text = f"{ranks_text(never)} never issued it while {ranks_text(present)} did"
-    if pending:
-        text = f"{ranks_text(never)} never issued it; {ranks_text(present)} {wait} in it"
-    if without and not absent:
+    if not absent:
         text = f"{ranks_text(without)} left no dump; {ranks_text(present)} {wait} in it"
+    elif pending:
+        text = f"{ranks_text(absent)} never issued it; {ranks_text(present)} {wait} in it"
+    else:
+        text = f"{ranks_text(absent)} never issued it while {ranks_text(present)} did"
+    if absent and without:
+        text += f" ({ranks_text(without)} left no dump)"
     lines = [_absent_line(r, group, waiting) for r in absent[:3]]
     lines += [no_dump_line(without, group, present)] if without else []
     return make_stop(

@@ -159,6 +159,15 @@ def _issue_missing() -> list[Scenario]:
             world=4,
         ),
         Scenario(
+            "rank-never-issued-one-dump-missing",
+            "issue",
+            "4 ranks; rank 1 never issued #6, which ranks 0 and 2 wait in; rank 3 left no dump "
+            "(its dump was not collected): the dumps name rank 1, and nothing names rank 3",
+            Expect("missing", (("0", 6),), (1,)),
+            tuple(Rank(r, _steps(r, 5) if r == 1 else stuck(r)) for r in range(3)),
+            world=4,
+        ),
+        Scenario(
             "ring-buffer-wrapped",
             "issue",
             "rank 2's ring buffer dropped #1-#3 (it kept #4 on); at #6 rank 1 runs a broadcast "
