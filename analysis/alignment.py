@@ -308,7 +308,7 @@ def _missing(group, seq, present, absent, without, waiting, pending) -> GroupSto
     if absent and without:
         text += f" ({ranks_text(without)} left no dump)"
     lines = [_absent_line(r, group, waiting) for r in absent[:3]]
-    lines += [no_dump_line(without, group, present)] if without else []
+    lines += [no_dump_line(without, group)] if without else []
     return make_stop(
         group,
         seq,

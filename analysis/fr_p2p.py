@@ -56,7 +56,7 @@ def _p2p_stop(group, rank, entry, peer, per_rank, waiting) -> GroupStop | None:
     side = "sender" if entry.kind == "recv" else "receiver"
     if peer not in per_rank:
         text = f"rank {rank} waits in {entry.op}; its {side}, rank {peer}, left no dump"
-        lines = [no_dump_line((peer,), group, (rank,))]
+        lines = [no_dump_line((peer,), group)]
         return make_stop(
             group,
             entry.seq,
