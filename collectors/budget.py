@@ -29,6 +29,9 @@ class SnapshotBudget:
     connect_s: float = 10.0
     # One command on the node (a py-spy dump, a log tail), stopped by `timeout` there.
     command_s: float = 20.0
+    # py-spy's sampling window per process (all of a node's at once, after their dumps):
+    # where each rank spends its time, so a straggler is measured, not guessed.
+    sample_s: int = 2
     # One node's whole visit, connect to last byte: the collector's hard deadline.
     visit_s: float = 60.0
     # After the visit: storing up to 64 MiB of evidence and finishing the snapshot.

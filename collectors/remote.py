@@ -74,6 +74,9 @@ class CollectionPlan:
     log_globs: list[str] = field(default_factory=lambda: ["/var/log/train/*.log"])
     flight_recorder_globs: list[str] = field(default_factory=lambda: ["/var/log/train/fr/*"])
     pyspy_command: str = "py-spy"
+    # Seconds of `py-spy record` per process after its dump (0: no sampling), and its rate.
+    sample_seconds: int = SNAPSHOT_BUDGET.sample_s
+    sample_rate: int = 50
     tail_bytes: int = 256 * KiB
     artifact_cap_bytes: int = 2 * MiB
     # From the snapshot's time budget (budget.py), like the task limits that must outlast them.
@@ -103,6 +106,10 @@ class CollectionPlan:
         for name in sizes:
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be positive")
+        if int(self.sample_seconds) < 0:
+            raise ValueError("sample_seconds must be 0 (no sampling) or more")
+        if not 1 <= int(self.sample_rate) <= 1000:
+            raise ValueError("sample_rate must be 1 to 1000 samples a second")
         # A command timeout above the total is allowed: the total bounds everything anyway.
         for name in ("command_timeout_s", "total_timeout_s", "connect_timeout_s"):
             if not getattr(self, name) > 0:
@@ -139,6 +146,11 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
         "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),
         "HD_MAX_PROCS": str(int(plan.max_processes)),
         "HD_MAX_FILES": str(int(plan.max_files)),
+        # The window fits in one command's time limit, with a second for py-spy to start.
+        "HD_SAMPLE_S": str(
+            max(0, min(int(plan.sample_seconds), math.ceil(plan.command_timeout_s) - 1))
+        ),
+        "HD_SAMPLE_RATE": str(int(plan.sample_rate)),
         "HD_NONCE": nonce,
     }
     preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())

@@ -36,7 +36,8 @@ from analysis.rules.order import (
     peer_named,
     stacks_different_collective,
 )
-from analysis.rules.progress import moving, no_evidence, straggler
+from analysis.rules.progress import moving, no_evidence
+from analysis.rules.straggler import straggler
 from analysis.rules.stuck import context
 from analysis.verdict import Verdict
 
