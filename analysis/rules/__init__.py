@@ -22,9 +22,9 @@ from analysis.rules.config import (
     nccl_config_differs,
     same_collective,
     undecided,
-    watchdog_only,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
     different_call_sites,
@@ -61,7 +61,7 @@ RULES: tuple[Rule, ...] = (
     nccl_config_differs,
     same_collective,
     cpu_side,
-    watchdog_only,
+    likeliest,
 )
 
 
@@ -87,6 +87,7 @@ __all__ = [
     "fr_never_reached",
     "init",
     "lagging",
+    "likeliest",
     "logs_different_collective",
     "lost",
     "moving",
@@ -99,5 +100,4 @@ __all__ = [
     "straggler",
     "undecided",
     "unreachable",
-    "watchdog_only",
 ]

@@ -5,16 +5,19 @@ from __future__ import annotations
 from analysis import quotes
 from analysis.facts import Facts
 from analysis.findings import Finding
+from analysis.rules.likeliest import tied_evidence
 from analysis.verdict import Evidence
 
 
 def no_evidence(facts: Facts) -> Finding | None:
-    if facts.ranks or facts.snap.logs or facts.missing:
+    """ "unknown", the one claim of this kind: nothing in the bundle names a rank or node."""
+    if tied_evidence(facts):
         return None
     return Finding(
         "unknown",
         0.0,
-        "No rank, stack or log was found in this snapshot.",
+        "Nothing in this snapshot names a rank or a node: no process, stack, step, error "
+        "line or kernel event was found.",
         check="Check the cluster's process pattern and log globs: the probe found no training "
         "process and no log on any node.",
         rule="none",
