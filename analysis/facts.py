@@ -287,8 +287,9 @@ def _missing_and_unobserved(
     departures: dict[int, Departure],
 ) -> tuple[list[int], list[int]]:
     """Missing needs positive evidence; the rest of the expected world is unobserved."""
-    # ps without the environments names processes, not ranks: it condemns no one.
-    looked = {n for n, f in snap.nodes.items() if f.status == "ok" and f.ranks_identified}
+    # ps without the environments names processes, not ranks: it condemns no one; and a
+    # stream cut short (partial evidence) proves nobody gone either.
+    looked = {n for n, f in snap.nodes.items() if f.status.complete and f.ranks_identified}
     # Every node answered with its process table: a rank found nowhere is gone.
     everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes)
     missing: set[int] = set(departures)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
 from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
@@ -88,7 +88,7 @@ class RankState:
 class NodeFacts:
     node: str
     hostname: str
-    status: str
+    status: EvidenceStatus
     collected_at: datetime | None  # when the console's visit of the node began
     has_process_evidence: bool
     # Every process ps listed was tied to a rank or to no rank (its environ was read): only
@@ -236,8 +236,10 @@ def _latest(values) -> datetime | None:
 
 def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> NodeFacts:
     node = node_ev.node
-    if node_ev.status != "ok":
-        problem(node, "node", f"no evidence: {node_ev.status}")
+    if not node_ev.status.gathered:
+        problem(node, "node", f"no evidence: {node_ev.status.note}")
+    elif node_ev.status.partial:
+        problem(node, "node", f"evidence stopped short (what came is read): {node_ev.status.note}")
     ps_rows, ps_problems = parse_ps(node_ev.ps)
     for text in ps_problems:
         problem(node, "ps", text)
