@@ -7,8 +7,73 @@ test fixtures. Analysis functions take it and never care where it came from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+_PARTIAL = "partial: "
+
+
+@dataclass(frozen=True)
+class EvidenceStatus:
+    """Whether a node's evidence was gathered, and a note for people: why it stopped short
+    (gathered, partial: what is there is intact) or why there is none (not gathered)."""
+
+    gathered: bool = True
+    note: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return self.gathered and not self.note
+
+    @property
+    def partial(self) -> bool:
+        return self.gathered and bool(self.note)
+
+    def describe(self) -> str:
+        """For people (and the `status` text older readers of a bundle know): "ok",
+        "partial: <why>", or why nothing was gathered."""
+        if not self.gathered:
+            return self.note or "no evidence"
+        return f"{_PARTIAL}{self.note}" if self.note else "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        # `status`, the text, for readers of a bundle that predate the typed fields.
+        return {"gathered": self.gathered, "note": self.note, "status": self.describe()}
+
+    @classmethod
+    def from_json(cls, entry: object, *, cap: int = 200) -> EvidenceStatus:
+        """As `to_json` wrote it, or the text alone (older bundles); a bundle is untrusted, so
+        the note is cut at `cap` characters and anything else reads as gathered."""
+        if not isinstance(entry, Mapping):
+            return GATHERED
+        gathered, note, text = entry.get("gathered"), entry.get("note"), entry.get("status")
+        if isinstance(gathered, bool):
+            return cls(gathered, note[:cap] if isinstance(note, str) else "")
+        return cls.from_text(text[:cap]) if isinstance(text, str) else GATHERED
+
+    @classmethod
+    def from_text(cls, text: str) -> EvidenceStatus:
+        """The status as a text (`describe()`, and what bundles and rows written before the
+        typed status carry): the only place that reads one."""
+        text = text.strip()
+        if text in ("", "ok"):
+            return cls()
+        if text.startswith("partial:"):
+            return cls(True, text.removeprefix("partial:").strip() or "stopped short")
+        return cls(False, text)
+
+
+GATHERED = EvidenceStatus()
+
+
+def not_gathered(note: str) -> EvidenceStatus:
+    return EvidenceStatus(False, note)
+
+
+def stopped_short(note: str) -> EvidenceStatus:
+    return EvidenceStatus(True, note)
 
 
 @dataclass
@@ -41,8 +106,8 @@ class NodeEvidence:
     # Names of artifacts that were cut at the size cap.
     truncated: list[str] = field(default_factory=list)
     collected_at: datetime | None = None
-    # "ok", or a short reason the node gave nothing ("unreachable: ...", "host key mismatch").
-    status: str = "ok"
+    # Gathered (whole, or partial with why), or not gathered and why ("unreachable: ...").
+    status: EvidenceStatus = GATHERED
 
 
 @dataclass

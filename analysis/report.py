@@ -76,8 +76,8 @@ def node_evidence(facts: Facts, suspect_nodes: set[str]) -> list[Evidence]:
     """What each node says on its own: unreachable, GPU faults, OOM kills, GPU load, leftovers."""
     quoted = []
     for node, node_facts in sorted(facts.nodes.items()):
-        if node_facts.status != "ok":
-            quoted.append(Evidence("node_unreachable", node, None, node_facts.status))
+        if not node_facts.status.gathered:
+            quoted.append(Evidence("node_unreachable", node, None, node_facts.status.describe()))
         for xid in node_facts.kernel.xids:
             quoted.append(Evidence("xid", node, None, f"{xid.line}  [{xid.meaning}]"))
         for kill in facts.job_kills(node_facts):

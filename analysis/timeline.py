@@ -95,7 +95,7 @@ def _dots(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
         {
             "x": step(r),
             "y": r.rank,
-            "text": f"rank {r.rank}" + (f" ({r.node})" if r.node else ""),
+            "text": f"rank {r.rank}" + (f" ({plain(r.node)})" if r.node else ""),
             "showarrow": True,
             "arrowhead": 0,
             "ax": 70,
@@ -221,7 +221,7 @@ def _grouped(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
         ranks = compact_ranks(g.ranks)
         short = ranks if len(ranks) <= RANKS_TEXT_CHARS else ranks[: RANKS_TEXT_CHARS - 1] + "…"
         suspects = ", ".join(
-            f"{r.rank}" + (f" ({r.node})" if r.node else "") for r in g.suspects[:5]
+            f"{r.rank}" + (f" ({plain(r.node)})" if r.node else "") for r in g.suspects[:5]
         )
         texts.append(f"{n} · ranks {short}" + (f" · suspect {suspects}" if suspects else ""))
         hovers.append(f"{n} ranks: {ranks[: RANKS_TEXT_CHARS * 8]}")
@@ -260,18 +260,25 @@ def _grouped(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
 
 
 def _rank_where(row: RankRow) -> str:
-    return f"{row.rank} ({row.node})" if row.node else f"{row.rank}"
+    return f"{row.rank} ({plain(row.node)})" if row.node else f"{row.rank}"
+
+
+def plain(text: str) -> str:
+    """Evidence as text in a plotly label: plotly reads `<a href>`, `<b>`, `<br>` ... in every
+    label as markup, and entities as the characters they name, so a bundle folder called
+    `<a href=...>` shows as those characters, not as a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _hover(row: RankRow) -> str:
     parts = [f"rank {row.rank}"]
     if row.node:
-        parts.append(row.node)
+        parts.append(plain(row.node))
     parts.append(f"step {row.last_step if row.last_step is not None else '-'}")
     if row.last_step_at:
         parts.append(row.last_step_at.isoformat())
     if row.frame:
-        parts.append(row.frame)
+        parts.append(plain(row.frame))
     if row.exit_code is not None:
         parts.append(f"exit {row.exit_code}")
     return "<br>".join(parts)

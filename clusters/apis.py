@@ -20,6 +20,9 @@ class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = ["id", "name", "address", "port", "username", "key_path", "host_key"]
+        fields += ["check_state", "check_text", "checked_at"]
+        # The last connection check, written by a worker: shown, never set by a client.
+        read_only_fields = ["check_state", "check_text", "checked_at"]
 
 
 class ClusterSerializer(serializers.ModelSerializer):

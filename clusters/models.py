@@ -150,6 +150,20 @@ class Cluster(models.Model):
             raise ValidationError(errors)
 
 
+class NodeCheck(models.TextChoices):
+    """Where a node's last connection check stands (collectors.connection)."""
+
+    NOT_CHECKED = "", "not checked"
+    CHECKING = "checking", "checking"
+    OK = "ok", "connects"
+    FAILED = "failed", "fails"
+    UNKNOWN = "unknown", "no worker answered"
+
+
+# The fields a connection depends on: a change to any of them asks for a new check.
+CONNECTION_FIELDS = ("address", "port", "username", "key_path", "host_key")
+
+
 class Node(models.Model):
     """One machine of a cluster, as hangdesk reaches it over SSH.
 
@@ -170,6 +184,13 @@ class Node(models.Model):
         help_text="The node's public host key, as one known_hosts-style line "
         "(for example: ssh-ed25519 AAAAC3...). Connections to any other key are refused.",
     )
+    # The last connection check, run by a worker when the node was added or changed, or when
+    # an admin pressed "test connection" (collectors.connection.check_and_record).
+    check_state = models.CharField(
+        max_length=16, choices=NodeCheck.choices, default=NodeCheck.NOT_CHECKED, blank=True
+    )
+    check_text = models.CharField(max_length=500, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["cluster", "name"]

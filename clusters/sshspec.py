@@ -12,7 +12,9 @@ import base64
 import binascii
 import hashlib
 import hmac
+import os
 import re
+import stat
 from dataclasses import dataclass
 
 # POSIX ERE (the probe matches it with awk against the ps command line); also a valid Python
@@ -257,12 +259,23 @@ def private_key_is_encrypted(text: str) -> bool:
 def private_key_problem(path: str) -> str | None:
     """What is wrong with the private key file at `path` for a worker that must use it
     unattended, when this process can read it (None when fine or not readable here: the
-    key lives on the worker's machine, which may not be this one)."""
+    key lives on the worker's machine, which may not be this one). A FIFO, a device or a
+    directory is refused without waiting on it: opened non-blocking, looked at before read."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return f"{path} is not a regular file: not a private key"
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
             raw = handle.read(MAX_PRIVATE_KEY_FILE + 1)
     except OSError:
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(raw) > MAX_PRIVATE_KEY_FILE:
         return f"{path} is larger than {MAX_PRIVATE_KEY_FILE // 1024} KiB: not a private key"
     if private_key_is_encrypted(raw.decode("ascii", "replace")):

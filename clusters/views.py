@@ -12,7 +12,7 @@ from core.roles import Role, has_role, role_required
 
 from . import selectors, services
 from .forms import ClusterForm, NodeForm
-from .models import Cluster, Node
+from .models import Cluster, Node, NodeCheck
 
 
 def cluster_list(request: HttpRequest) -> HttpResponse:
@@ -44,8 +44,22 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(
         request,
         "clusters/detail.html",
-        {"cluster": cluster, "nodes": nodes, "node_form": node_form},
+        {"cluster": cluster, "node_form": node_form, **_node_list(nodes)},
     )
+
+
+def node_list(request: HttpRequest, name: str) -> HttpResponse:
+    """The node list alone, with each node's connection check (htmx, while one runs)."""
+    try:
+        cluster, nodes = selectors.cluster_with_nodes(name)
+    except Cluster.DoesNotExist as exc:
+        raise Http404(f"No cluster named {name}") from exc
+    return render(request, "clusters/_nodes.html", {"cluster": cluster, **_node_list(nodes)})
+
+
+def _node_list(nodes) -> dict:
+    nodes = list(nodes)
+    return {"nodes": nodes, "checking": any(n.check_state == NodeCheck.CHECKING for n in nodes)}
 
 
 @role_required(Role.ADMIN)

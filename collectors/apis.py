@@ -11,7 +11,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis import guide
+from core.bodycap import BodyCap
+from core.downloads import disposition
 from core.errors import Conflict, Forbidden, TooLarge
+from core.models import ApiToken
 from core.roles import Role, has_role
 from incidents.models import Incident
 from incidents.services import incident_require_open
@@ -20,7 +23,7 @@ from . import audit, selectors, tasks
 from .bundles import read_bundle_fileobj
 from .diagnosis_serializers import DiagnosisSerializer
 from .models import NodeCollection, Snapshot
-from .views import MAX_BUNDLE_UPLOAD_BYTES
+from .views import MAX_BUNDLE_UPLOAD_BYTES, MULTIPART_SLACK
 
 
 class NodeCollectionSerializer(serializers.ModelSerializer):
@@ -113,6 +116,9 @@ class SnapshotDiagnosisApi(APIView):
 
 
 class BundleImportApi(APIView):
+    # core.bodycap refuses more from Content-Length before anything (DRF's CSRF check of a
+    # session included) reads the body.
+    body_cap = BodyCap(MAX_BUNDLE_UPLOAD_BYTES, "bundle", "bundle", slack=MULTIPART_SLACK)
     parser_classes = [MultiPartParser]
 
     @extend_schema(
@@ -142,10 +148,6 @@ class BundleImportApi(APIView):
         return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
 
-# Room for the multipart envelope around the file itself.
-_MULTIPART_SLACK = 1 << 20
-
-
 def _over_cap_message(size: int) -> str:
     return f"{size >> 20} MiB is over the {MAX_BUNDLE_UPLOAD_BYTES >> 20} MiB bundle limit."
 
@@ -155,7 +157,7 @@ def _refuse_over_cap(request) -> None:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    if length > MAX_BUNDLE_UPLOAD_BYTES + _MULTIPART_SLACK:
+    if length > MAX_BUNDLE_UPLOAD_BYTES + MULTIPART_SLACK:
         raise TooLarge(_over_cap_message(length), field="bundle")
 
 
@@ -163,23 +165,35 @@ class BundleExportApi(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "raw", bool, description="1: the evidence as collected (audited); else masked"
+                "raw", bool, description="1: the evidence as collected (audited); else masked. "
+                "Over a GET only with an API token: a browser session asks by POST."
             )
         ],
         responses={(200, "application/gzip"): bytes},
-    )
+    )  # fmt: skip
     def get(self, request, snapshot_pk: int):
         """The snapshot's evidence as a bundle, secrets masked unless `raw=1`. Responders
         only; every export is written to the audit log."""
+        raw = request.query_params.get("raw") in ("1", "true")
+        if raw and not isinstance(request.auth, ApiToken):
+            # A session is ambient: another site could make the browser send this GET.
+            raise Forbidden("A raw export over a browser session is a POST (with its CSRF token).")
+        return self._export(request, snapshot_pk, raw=raw)
+
+    @extend_schema(request=None, responses={(200, "application/gzip"): bytes})
+    def post(self, request, snapshot_pk: int):
+        """The same export, `raw=1` in the form or the query: what a browser session uses
+        (a POST is CSRF-checked)."""
+        raw = "1" in (request.data.get("raw"), request.query_params.get("raw"))
+        return self._export(request, snapshot_pk, raw=raw)
+
+    def _export(self, request, snapshot_pk: int, *, raw: bool) -> HttpResponse:
         if not has_role(request.user, Role.RESPONDER):
             raise Forbidden("Exporting evidence needs the responder role.")
         snapshot = get_object_or_404(Snapshot.objects.select_related("incident"), pk=snapshot_pk)
-        raw = request.query_params.get("raw") in ("1", "true")
         content = selectors.snapshot_bundle(snapshot, raw=raw)
         audit.evidence_exported(request, snapshot, raw=raw, via="api")
         response = HttpResponse(content, content_type="application/gzip")
         kind = "-raw" if raw else ""
-        response["Content-Disposition"] = (
-            f'attachment; filename="snapshot-{snapshot.pk}{kind}.tar.gz"'
-        )
+        response["Content-Disposition"] = disposition(f"snapshot-{snapshot.pk}{kind}.tar.gz")
         return response

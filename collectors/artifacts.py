@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
-from analysis.evidence import NodeEvidence
+from analysis.evidence import GATHERED, EvidenceStatus, NodeEvidence
 
 from . import evidence_kinds as kinds
 
@@ -38,7 +38,7 @@ def artifacts_from_evidence(evidence: NodeEvidence) -> Iterator[tuple[str, bytes
         yield kinds.artifact_name(kind, key, content), data, piece in truncated
     meta = {
         "hostname": evidence.hostname,
-        "status": evidence.status,
+        **evidence.status.to_json(),
         "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
         "truncated": sorted(truncated),
     }
@@ -46,7 +46,7 @@ def artifacts_from_evidence(evidence: NodeEvidence) -> Iterator[tuple[str, bytes
 
 
 def evidence_from_artifacts(
-    node: str, artifacts: Iterable[tuple[str, bytes, bool]], *, status: str = "ok"
+    node: str, artifacts: Iterable[tuple[str, bytes, bool]], *, status: EvidenceStatus = GATHERED
 ) -> NodeEvidence:
     """Rebuild a node's evidence from its artifacts; unknown names are ignored."""
     evidence = NodeEvidence(node=node, status=status)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from analysis.evidence import SnapshotEvidence
+from analysis.evidence import EvidenceStatus, SnapshotEvidence
 from core.errors import Invalid
 
 from . import evidence_kinds as kinds
@@ -37,6 +37,8 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_NAME_BYTES = 4096
 MAX_SEGMENT_BYTES = 200
+# gzip, bzip2, xz: the compressed archives a bundle may come as.
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 # Characters some file systems refuse in a name (NTFS, exFAT), replaced on export.
 _UNSAFE_CHARACTERS = frozenset('\\<>:"|?*')
 # What the analysis reads of one artifact: twice the collector's own cap (CollectionPlan's
@@ -75,7 +77,7 @@ def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = N
         "cluster": evidence.cluster,
         "world_size": evidence.expected_world_size,
         "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
-        "nodes": {node.node: {"status": node.status} for node in evidence.nodes},
+        "nodes": {node.node: node.status.to_json() for node in evidence.nodes},
         **({"scheduler": evidence.scheduler} if evidence.scheduler else {}),
         **(manifest or {}),
     }
@@ -193,6 +195,13 @@ def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) 
         max_name_bytes=limits.max_name_bytes,
         max_pax_bytes=limits.max_pax_bytes,
     )
+    wrong = _not_a_bundle(_peek(fileobj, 512))
+    if wrong:
+        raise BundleRefused(
+            f"this is not an evidence bundle: {wrong}. A bundle is a .tar.gz (or .tar, "
+            ".tar.bz2, .tar.xz) of one folder per node (docs/bundle-format.md), as "
+            "'Download bundle' on a snapshot page or `tar czf bundle.tar.gz DIR` makes it"
+        )
     files: dict[str, bytes] = {}
     try:
         for member in read_tar(fileobj, tar_limits):
@@ -202,6 +211,41 @@ def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) 
     except TarRefused as exc:
         raise BundleRefused(str(exc)) from exc
     return _evidence_from_files(files)
+
+
+def _peek(fileobj: IO[bytes], size: int) -> bytes | None:
+    """The first `size` bytes, the stream left where it was; None when it cannot seek."""
+    try:
+        if not fileobj.seekable():
+            return None
+        at = fileobj.tell()
+        head = fileobj.read(size)
+        fileobj.seek(at)
+    except (OSError, ValueError):
+        return None
+    return head
+
+
+def _not_a_bundle(head: bytes | None) -> str:
+    """What a file that is no archive at all looks like ("" when it may be one): said in the
+    responder's words, not the tar reader's ("the archive ends inside a header")."""
+    if head is None or head.startswith(_COMPRESSED_MAGIC) or head[257:262] == b"ustar":
+        return ""
+    if not head:
+        return "the file is empty"
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive; unzip it and pack the folder with tar"
+    if head.startswith(b"%PDF"):
+        return "it is a PDF document"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if text and text.lstrip()[:1] in ("{", "["):
+        return "it is JSON text (a diagnosis or a manifest?), not an archive"
+    if text and all(c.isprintable() or c in "\t\r\n" for c in text):
+        return "it is plain text (a log? put it in a bundle as <node>/logs/<name>)"
+    return "it is neither a tar archive nor a gzip, bzip2 or xz stream"
 
 
 def _checked_member_path(name: str) -> PurePosixPath:
@@ -267,7 +311,8 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
     statuses = manifest.get("nodes") if isinstance(manifest.get("nodes"), dict) else {}
     nodes = []
     for node, items in sorted(per_node.items()):
-        evidence = evidence_from_artifacts(node, items, status=_node_status(statuses.get(node)))
+        status = EvidenceStatus.from_json(statuses.get(node))
+        evidence = evidence_from_artifacts(node, items, status=status)
         for artifact, _content, cut in items:
             piece = kinds.artifact_piece(artifact) if cut else None
             if piece is not None:
@@ -330,12 +375,6 @@ def _first_or_last_lines(content: bytes, separator: bytes, count: int, from_end:
         if at < 0:
             return content
     return content[: at + 1]
-
-
-def _node_status(entry: object) -> str:
-    """A node's status from the manifest: a string of at most 200 characters, else "ok"."""
-    status = entry.get("status") if isinstance(entry, dict) else None
-    return status[:200] if isinstance(status, str) and status else "ok"
 
 
 def _manifest(raw: bytes | None) -> dict[str, Any]:

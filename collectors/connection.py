@@ -105,3 +105,19 @@ def check_connection(spec: dict) -> CheckResult:
         f"{host_key.fingerprint} matches, login accepted ({seconds:.2f} s)"
     )
     return CheckResult(True, text, seconds, host)
+
+
+def check_and_record(node_pk: int) -> CheckResult | None:
+    """Check a node's connection as it stands now and keep the answer on the node (None: the
+    node is gone). Runs on a worker of the ssh queue (collectors.tasks.node_check_record)."""
+    from clusters.models import Node, NodeCheck
+    from clusters.services import node_check_record
+
+    node = Node.objects.filter(pk=node_pk).first()
+    if node is None:
+        return None
+    spec = spec_of(node)
+    result = check_connection(spec)
+    state = {True: NodeCheck.OK, False: NodeCheck.FAILED, None: NodeCheck.UNKNOWN}[result.ok]
+    node_check_record(node_pk=node_pk, spec=spec, state=state, text=result.text)
+    return result

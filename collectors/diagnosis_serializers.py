@@ -46,9 +46,11 @@ class ProgressSerializer(serializers.Serializer):
     )
     age_s = serializers.FloatField(allow_null=True, help_text="last_step_age: since the last step")
     threshold_s = serializers.FloatField(
-        allow_null=True, help_text="last_step_age: older than this is stuck"
+        allow_null=True, help_text="last_step_age: a step younger than this proves motion"
     )
-    step_time_s = serializers.FloatField(allow_null=True, help_text="the job's median step time")
+    step_time_s = serializers.FloatField(
+        allow_null=True, help_text="the job's median time between step lines"
+    )
     advanced_ranks = serializers.CharField(
         allow_blank=True, help_text="two_snapshots: ranks whose step moved"
     )
@@ -57,6 +59,9 @@ class ProgressSerializer(serializers.Serializer):
     )
     step_before = serializers.IntegerField(allow_null=True)
     step_after = serializers.IntegerField(allow_null=True)
+    note = serializers.CharField(
+        required=False, allow_blank=True, help_text="why motion is proven, disproven or neither"
+    )
 
 
 class RankRowSerializer(serializers.Serializer):

@@ -35,7 +35,7 @@ def masked_node(node: NodeEvidence) -> NodeEvidence:
             setattr(masked, kind.field, {k: mask_piece(kind, v) for k, v in value.items()})
         elif value is not None:
             setattr(masked, kind.field, mask_piece(kind, value))
-    masked.status = mask_text(node.status)
+    masked.status = replace(node.status, note=mask_text(node.status.note))
     return masked
 
 

@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q, QuerySet
 
 from analysis.diagnosis import Diagnosis
+from analysis.evidence import EvidenceStatus
 from clusters.models import Cluster, Node
 from incidents.models import Incident
 
@@ -145,6 +146,7 @@ class NodeCollection(models.Model):
     node_name = models.CharField(max_length=128)
     address = models.CharField(max_length=253)
     status = models.CharField(max_length=16, choices=NodeStatus.choices, default=NodeStatus.PENDING)
+    # Failed: why. OK: why its evidence stopped short, or "" when it is whole.
     reason = models.TextField(blank=True)
     # The task that owns the work; a redelivered copy of the same task may resume it,
     # any other task leaves it alone.
@@ -161,6 +163,13 @@ class NodeCollection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_name}: {self.status}"
+
+    @property
+    def evidence_status(self) -> EvidenceStatus:
+        """What the analysis is told of this node's evidence."""
+        if self.status == NodeStatus.OK:
+            return EvidenceStatus(True, self.reason)
+        return EvidenceStatus(False, self.reason or f"no evidence ({self.status})")
 
     @property
     def duration_s(self) -> float | None:

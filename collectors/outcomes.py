@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from analysis.evidence import NodeEvidence
+from analysis.evidence import NodeEvidence, not_gathered
 
 
 class FailureKind(StrEnum):
@@ -41,7 +41,7 @@ _TRANSIENT = frozenset(
 @dataclass(frozen=True)
 class NodeFailure:
     kind: FailureKind
-    # For people, and what NodeEvidence.status holds: "unreachable: connection refused by ...".
+    # For people, and the note of NodeEvidence.status: "unreachable: connection refused by ...".
     text: str
 
     @property
@@ -52,21 +52,15 @@ class NodeFailure:
 @dataclass
 class NodeVisit:
     """One visit to one node: the evidence gathered (maybe partial), and why it failed if it
-    did. `evidence.status` is `failure.text` when there is a failure."""
+    did: then `evidence.status` is not gathered, with `failure.text` as its note."""
 
     evidence: NodeEvidence
     failure: NodeFailure | None = None
 
     @classmethod
     def failed(cls, evidence: NodeEvidence, failure: NodeFailure) -> NodeVisit:
-        evidence.status = failure.text
+        evidence.status = not_gathered(failure.text)
         return cls(evidence, failure)
-
-
-def status_gathered(status: str) -> bool:
-    """Whether a node status read back from outside (a bundle's manifest) says evidence was
-    gathered: "ok" or "partial: ...". Collected nodes carry a NodeFailure instead."""
-    return status.split(":", 1)[0] in ("ok", "partial")
 
 
 # --- the node step's outcomes --------------------------------------------------------------
@@ -79,7 +73,7 @@ class NotClaimed:
 
 @dataclass(frozen=True)
 class Collected:
-    """The node's evidence is stored (complete, or partial with the reason in its status)."""
+    """The node's evidence is stored (complete, or partial with why in its status's note)."""
 
     snapshot_id: int
     # This step finished the snapshot's last node: its analysis is due.

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.evidence import NodeEvidence
+from analysis.evidence import GATHERED, EvidenceStatus, NodeEvidence, stopped_short
 from clusters.sshspec import (
     DEFAULT_PROCESS_PATTERN,
     PASSPHRASE_KEY_MESSAGE,
@@ -273,7 +273,7 @@ def parse_probe_output(node: str, output: bytes, *, nonce: str = "standalone") -
     reader.feed(output)
     evidence = evidence_from_frames(node, reader)
     if not reader.ended:
-        evidence.status = f"partial: {reader.error or 'probe output ended early'}"
+        evidence.status = stopped_short(reader.error or "probe output ended early")
     return evidence
 
 
@@ -353,6 +353,7 @@ def _connect(
     for name in _host_key_names(target.address, target.port):
         client.get_host_keys().add(name, pinned.get_name(), pinned)
     timeout = plan.connect_timeout_s
+    started = time.monotonic()
     try:
         client.connect(
             hostname=target.address,
@@ -382,7 +383,7 @@ def _connect(
         ) from exc
     except paramiko.SSHException as exc:
         client.close()
-        raise _ssh_failure(str(exc), target, timeout) from exc
+        raise _ssh_failure(str(exc), target, timeout, time.monotonic() - started) from exc
     except (OSError, EOFError) as exc:
         client.close()
         raise CollectionError(
@@ -392,11 +393,25 @@ def _connect(
     return client
 
 
-def _ssh_failure(message: str, target: NodeTarget, timeout: float) -> CollectionError:
+def _ssh_failure(
+    message: str, target: NodeTarget, timeout: float, elapsed: float
+) -> CollectionError:
     where = f"{target.address}:{target.port}"
+    if "banner" in message and elapsed < 0.9 * timeout:
+        # Not a silent server: the port accepted and hung up (a proxy or forwarder with
+        # nothing behind it, sshd's MaxStartups, a TCP wrapper), as fast as a refusal.
+        return CollectionError(
+            FailureKind.UNREACHABLE,
+            f"unreachable: {where} accepted the connection and closed it after "
+            f"{elapsed:.1f}s without an SSH banner (is sshd behind that port?)",
+        )
     if "banner" in message:
         return CollectionError(
             FailureKind.UNREACHABLE, f"unreachable: no SSH banner from {where} within {timeout:g}s"
+        )
+    if "Indecipherable protocol version" in message:
+        return CollectionError(
+            FailureKind.UNREACHABLE, f"unreachable: {where} answers, but not as an SSH server"
         )
     if "No existing session" in message:  # start_client gave up waiting for key exchange
         return CollectionError(
@@ -520,16 +535,16 @@ def _failure(run: _ProbeRun) -> NodeFailure | None:
     )
 
 
-def _gathered_status(run: _ProbeRun) -> str:
-    """ "ok", or "partial: <why>" for evidence that stopped short."""
+def _gathered_status(run: _ProbeRun) -> EvidenceStatus:
+    """Gathered, whole or stopped short (and why)."""
     if run.reader.ended:
-        return "ok"
+        return GATHERED
     if run.stopped:
-        return f"partial: {run.stopped}"
+        return stopped_short(run.stopped)
     if run.exit_status in (124, 137):  # `timeout` on the node stopped the probe
-        return f"partial: the probe used up its {run.remote_budget}s on the node"
+        return stopped_short(f"the probe used up its {run.remote_budget}s on the node")
     detail = as_text(run.stderr).strip()[-500:]
-    return f"partial: probe exited with status {run.exit_status} before finishing: {detail}"
+    return stopped_short(f"probe exited with status {run.exit_status} before finishing: {detail}")
 
 
 def _probe_node(

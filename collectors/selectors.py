@@ -70,7 +70,7 @@ def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
     for collection_id, name, compressed, truncated in artifacts.iterator(chunk_size=2000):
         by_collection[collection_id].append((name, inflate(compressed), truncated))
     nodes = [
-        evidence_from_artifacts(c.node_name, by_collection[c.pk], status=c.reason or c.status)
+        evidence_from_artifacts(c.node_name, by_collection[c.pk], status=c.evidence_status)
         for c in collections
     ]
     return SnapshotEvidence(

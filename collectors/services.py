@@ -50,7 +50,6 @@ from .outcomes import (
     NotClaimed,
     Retryable,
     SweepOutcome,
-    status_gathered,
 )
 
 log = logging.getLogger(__name__)
@@ -155,8 +154,8 @@ def snapshot_store_bundle(
                     snapshot=snapshot,
                     node_name=node.node,
                     address="(bundle)",
-                    status=NodeStatus.OK if status_gathered(node.status) else NodeStatus.FAILED,
-                    reason=mask_text(node.status),
+                    status=NodeStatus.OK if node.status.gathered else NodeStatus.FAILED,
+                    reason=mask_text(node.status.note),
                     started_at=now,
                     finished_at=now,
                 )
@@ -266,7 +265,7 @@ def _record_node_result(
         NodeCollection.objects.filter(pk=collection.pk, status=NodeStatus.RUNNING, task_id=task_id),
         final,
         # A failure's text can quote the node's stderr: shown to every viewer, so masked.
-        reason=mask_text(evidence.status),
+        reason=mask_text(evidence.status.note),
         finished_at=timezone.now(),
     )
     if not finished:

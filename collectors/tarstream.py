@@ -4,7 +4,8 @@ Python's `tarfile` reads a GNU long-name or PAX header's payload whole before an
 at it: a header declaring a 2 GiB name, compressed to 2 MB, took 4.3 GB of memory. This reader
 parses the 512-byte headers itself and checks every size against `TarLimits` before it reads
 (let alone allocates) what the size announces: names, PAX records, member counts, each file, the
-total, and the compression ratio. It yields regular files and directories; everything else
+total (every payload counts: files, directories' data, long names and PAX headers), and the
+compression ratio. It yields regular files and directories; everything else
 (links, devices, sparse files, volume headers) is refused, as is anything that is not a tar
 archive (a bad header checksum) or that ends mid-member.
 
@@ -158,7 +159,8 @@ def _members(reader: _Reader, limits: TarLimits) -> Iterator[TarMember]:
             raise TarRefused(f"more than {limits.max_members} entries")
         kind, name, size = _parse_header(block, headers)
         if kind in (b"L", b"x", b"g"):
-            _read_extension(reader, limits, kind, size, pending)
+            _read_extension(reader, limits, kind, size, pending)  # bounded by its own cap first
+            total = _counted(total, size, limits)  # payloads count, whatever they are
             continue
         name = pending.pop("path", name)
         if "size" in pending:
@@ -169,18 +171,23 @@ def _members(reader: _Reader, limits: TarLimits) -> Iterator[TarMember]:
             raise TarRefused(f"{shown}: links are not allowed")
         if size > limits.max_file_bytes:
             raise TarRefused(f"{shown}: {size} bytes is over the {limits.max_file_bytes} limit")
+        if kind not in (b"0", b"\0", b"7", b"5"):
+            raise TarRefused(f"{shown}: only regular files are allowed")
+        total = _counted(total, size, limits)  # a directory's "content" counts too
         if kind == b"5":
             reader.skip(_padded(size), shown)
             yield TarMember(shown, True, b"")
             continue
-        if kind not in (b"0", b"\0", b"7"):
-            raise TarRefused(f"{shown}: only regular files are allowed")
-        total += size
-        if total > limits.max_total_bytes:
-            raise TarRefused(f"more than {limits.max_total_bytes} bytes once unpacked")
         content = reader.read(size, shown)
         reader.skip(_padded(size) - size, shown)
         yield TarMember(shown, False, content)
+
+
+def _counted(total: int, size: int, limits: TarLimits) -> int:
+    total += size
+    if total > limits.max_total_bytes:
+        raise TarRefused(f"more than {limits.max_total_bytes} bytes once unpacked")
+    return total
 
 
 def _read_extension(

@@ -146,6 +146,20 @@ def node_check(spec: dict, what: str) -> dict:
     return result.to_json()
 
 
+@shared_task(time_limit=120, soft_time_limit=110)
+def node_check_record(node_pk: int) -> None:
+    """A node added or changed: its connection checked in the background, the answer kept on
+    it for the node list (safe to run twice: the second check replaces the first)."""
+    from . import connection
+
+    connection.check_and_record(node_pk)
+
+
+def node_check_queue(*, sender, node, **kwargs) -> None:
+    """clusters' node_connection_changed (sent after the commit): queue the check."""
+    node_check_record.delay(node.pk)
+
+
 def node_check_on_worker(spec: dict, what: str) -> dict:
     """Ask a worker and wait a few seconds; without an answer, say that nothing is known."""
     from celery.exceptions import TimeoutError as CeleryTimeout

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
+from core.bodycap import body_cap
+from core.downloads import disposition
 from core.errors import Invalid
 from core.feedback import CHANGED_EVENT, answer
 from core.roles import Role, role_required
@@ -17,8 +19,11 @@ from .bundles import BundleRefused, read_bundle_fileobj
 from .evidence_kinds import as_text
 from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
+from .scheduler import JobRefused
 
 MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
+# The form's own bytes around the file (boundaries, the CSRF field, headers).
+MULTIPART_SLACK = 1 << 20
 
 
 @require_POST
@@ -27,13 +32,18 @@ def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
     to = f"{incident.get_absolute_url()}#snapshot"
     try:
-        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
-    except services.SnapshotRefused as exc:
+        plan = None
+        if incident.cluster.uses_scheduler and incident.scheduler_job:
+            # The job is read on a worker (keys, known_hosts), as when the incident opened.
+            plan = tasks.job_plan_on_worker(incident.cluster, incident.scheduler_job)
+        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user, job_plan=plan)
+    except (services.SnapshotRefused, JobRefused) as exc:
         return answer(request, to=to, text=str(exc), level="error", changed=False)
+    about = f"snapshot-{snapshot.pk}"
     if not created:
         text = f"Snapshot {snapshot.pk} is already running; showing it."
-        return answer(request, to=to, text=text, level="info")
-    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.")
+        return answer(request, to=to, text=text, level="info", about=about)
+    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.", about=about)
 
 
 @require_POST
@@ -91,6 +101,7 @@ def _standing(snapshot: Snapshot) -> dict:
     }
 
 
+@body_cap(MAX_BUNDLE_UPLOAD_BYTES, field="bundle", what="bundle", slack=MULTIPART_SLACK)
 @require_POST
 @role_required(Role.RESPONDER)
 def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:
@@ -114,23 +125,43 @@ def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:
     return answer(request, to=to, text=f"Imported as snapshot {snapshot.pk}; analysing.")
 
 
+def raw_asked(request: HttpRequest) -> bool:
+    """Evidence as collected is read only on a POST (CSRF-checked): another site can make a
+    logged-in responder's browser send a GET, never this."""
+    return request.method == "POST" and request.POST.get("raw") == "1"
+
+
+def _raw_confirm(request: HttpRequest, what: str) -> HttpResponse | None:
+    """A GET asking for raw evidence (an old link, or another site's) reads nothing: it gets
+    a page with the button that asks for it by POST."""
+    if request.method != "GET" or request.GET.get("raw") != "1":
+        return None
+    keep = {k: v for k, v in request.GET.items() if k in ("download", "line")}
+    return render(request, "collectors/raw_confirm.html", {"what": what, "keep": keep})
+
+
+@require_http_methods(["GET", "POST"])
 @role_required(Role.RESPONDER)
 def bundle_export(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
-    """The snapshot as a bundle, secrets masked; `?raw=1` exports it as collected. Both are
+    """The snapshot as a bundle, secrets masked; POST raw=1 exports it as collected. Both are
     written to the audit log."""
     snapshot = get_object_or_404(
         Snapshot.objects.select_related("incident", "cluster"), pk=snapshot_pk
     )
-    raw = request.GET.get("raw") == "1"
+    confirm = _raw_confirm(request, f"the whole of snapshot {snapshot.pk} as a bundle")
+    if confirm is not None:
+        return confirm
+    raw = raw_asked(request)
     content = selectors.snapshot_bundle(snapshot, raw=raw)
     audit.evidence_exported(request, snapshot, raw=raw, via="page")
     response = HttpResponse(content, content_type="application/gzip")
     kind = "-raw" if raw else ""
     filename = f"{snapshot.incident.reference}-snapshot-{snapshot.pk}{kind}.tar.gz"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Content-Disposition"] = disposition(filename)
     return response
 
 
+@require_http_methods(["GET", "POST"])
 @role_required(Role.RESPONDER)
 def artifact_raw(
     request: HttpRequest,
@@ -140,7 +171,7 @@ def artifact_raw(
     as_page: bool = False,
     quote: int | None = None,
 ) -> HttpResponse:
-    """One artifact as text, secrets masked; `?raw=1` as collected (audited). Responders
+    """One artifact as text, secrets masked; POST raw=1 as collected (audited). Responders
     only: viewers read the (masked) diagnosis. Every way to read an artifact comes through
     here: the plain text (download), the viewer page (`as_page`: line numbers, the verdict's
     quoted lines marked) and a quote of the verdict (`quote`: the artifact that holds it)."""
@@ -153,7 +184,10 @@ def artifact_raw(
             collection__snapshot_id=snapshot_pk,
         )
         line = None
-    raw = request.GET.get("raw") == "1"
+    confirm = _raw_confirm(request, f"{artifact.name} of {artifact.collection.node_name}")
+    if confirm is not None:
+        return confirm
+    raw = raw_asked(request)
     if raw:
         audit.raw_evidence_read(request, artifact)
         content = artifact.content
@@ -166,9 +200,8 @@ def artifact_raw(
         return render(request, "collectors/artifact.html", context)
     # Shown as text, never rendered: it comes from the nodes.
     response = HttpResponse(content, content_type="text/plain; charset=utf-8")
-    disposition = "attachment" if request.GET.get("download") == "1" else "inline"
-    filename = artifact.name.replace("/", "_").replace('"', "")
-    response["Content-Disposition"] = f'{disposition}; filename="{filename}.txt"'
+    download = request.GET.get("download") == "1" or request.POST.get("download") == "1"
+    response["Content-Disposition"] = disposition(f"{artifact.name}.txt", attachment=download)
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, no-store"
     return response

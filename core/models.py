@@ -66,6 +66,8 @@ class AuditAction(models.TextChoices):
     TOKEN_CREATED = "token_created", "Created an API token"
     TOKEN_REVOKED = "token_revoked", "Revoked an API token"
     LOGIN_LOCKED = "login_locked", "Login locked out"
+    WATCH_CHANGED = "watch_changed", "Changed a cluster's watch"
+    HEARTBEAT_TOKEN = "heartbeat_token", "Issued a watch heartbeat token"
 
 
 class AuditEvent(models.Model):

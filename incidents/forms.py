@@ -24,6 +24,13 @@ def _people():
 
 class IncidentOpenForm(forms.ModelForm):
     commander = forms.ModelChoiceField(queryset=_people(), required=False)
+    slurm_job = forms.CharField(
+        required=False,
+        max_length=64,
+        label="Slurm job id",
+        help_text="On a Slurm cluster: the job's id (4417203, 4417203_7, 4417203+1). Its nodes "
+        "are asked of the controller and snapshot at once.",
+    )
 
     class Meta:
         model = Incident
@@ -36,6 +43,14 @@ class IncidentOpenForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["commander"].queryset = _people()
+        clusters = self.fields["cluster"]
+        clusters.queryset = Cluster.objects.order_by("name")
+        only = list(clusters.queryset[:2])
+        if len(only) == 1:  # nothing to choose: the one cluster, not "---------"
+            clusters.empty_label = None
+            clusters.initial = only[0].pk
+        else:
+            clusters.empty_label = "Choose a cluster"
 
 
 class IncidentEditForm(forms.ModelForm):
@@ -82,11 +97,25 @@ class IncidentFilterForm(forms.Form):
     )
     severity = forms.ChoiceField(choices=[("", "Any"), *Severity.choices], required=False)
     cluster = forms.ChoiceField(required=False)
+    # What people type in a URL for "every status" and "the active ones".
+    STATUS_ALIASES = {"any": "all", "*": "all", "active": ""}
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, data=None, *args, **kwargs):
+        if data is not None and "status" in data:
+            data = data.copy()
+            status = data["status"].strip().lower()
+            data["status"] = self.STATUS_ALIASES.get(status, status)
+        super().__init__(data, *args, **kwargs)
         names = Cluster.objects.order_by("name").values_list("name", flat=True)
         self.fields["cluster"].choices = [("", "Any"), *((n, n) for n in names)]
+
+    def chosen(self) -> dict:
+        """The filters that are valid; a wrong one is dropped (and its error shown), never
+        turned into a filter that silently matches nothing."""
+        if not self.is_bound:
+            return {}
+        self.is_valid()
+        return {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
 
 
 class PostMortemForm(forms.ModelForm):

@@ -164,6 +164,9 @@ class PostMortem(models.Model):
     # The number of the newest PostMortemVersion (0: never saved through the service).
     version = models.PositiveIntegerField(default=0)
 
+    class Meta:
+        verbose_name = "post-mortem"
+
     def __str__(self) -> str:
         return f"post-mortem of {self.incident.reference}"
 
@@ -193,6 +196,7 @@ class PostMortemVersion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "post-mortem version"
         ordering = ["postmortem", "number"]
         constraints = [
             models.UniqueConstraint(

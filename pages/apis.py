@@ -7,12 +7,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from clusters.models import ClusterSource
 from collectors import tasks as snapshot_tasks
 from collectors.apis import SnapshotSerializer
-from core.errors import Invalid
 from incidents import apis as incident_apis
 from incidents import services as incident_services
+
+from .opening import job_plan_for_opening
 
 
 class IncidentOpenSerializer(incident_apis.IncidentSerializer):
@@ -43,7 +43,7 @@ class IncidentListApi(incident_apis.IncidentListApi):
         fields = dict(data.validated_data)
         take_snapshot = fields.pop("snapshot")
         job = fields.pop("slurm_job", "").strip()
-        plan = _job_plan(fields["cluster"], job)
+        plan = job_plan_for_opening(fields["cluster"], job)
         with transaction.atomic():  # a refused job opens nothing
             incident = incident_services.incident_open(opened_by=request.user, **fields)
             body = incident_apis.IncidentDetailSerializer(incident).data
@@ -55,22 +55,3 @@ class IncidentListApi(incident_apis.IncidentListApi):
                 body["scheduler_job"] = incident.scheduler_job
                 body["scheduler_job_info"] = incident.scheduler_job_info
         return Response(body, status=status.HTTP_201_CREATED)
-
-
-def _job_plan(cluster, job: str) -> dict | None:
-    """A Slurm cluster's incident starts from its job: read on a worker before anything is
-    written, so a job that cannot be snapshot changes nothing."""
-    if not cluster.uses_scheduler:
-        if job:
-            raise Invalid(
-                f"Cluster {cluster.name} lists its own nodes; it takes no Slurm job.",
-                field="slurm_job",
-            )
-        return None
-    if cluster.source != ClusterSource.SLURM:
-        raise Invalid(f"Cluster {cluster.name} is a {cluster.source} cluster.", field="cluster")
-    if not job:
-        raise Invalid(
-            f"Cluster {cluster.name} snapshots a Slurm job: give its id.", field="slurm_job"
-        )
-    return snapshot_tasks.job_plan_on_worker(cluster, job)

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from clusters import services as cluster_services
 from clusters.forms import NodeForm
-from clusters.models import Cluster, Node
+from clusters.models import Cluster, Node, NodeCheck
 from collectors.connection import spec_of
 from collectors.tasks import node_check_on_worker
 from core.feedback import answer
@@ -43,7 +43,13 @@ def node_add(request: HttpRequest, name: str) -> HttpResponse:
 @role_required(Role.ADMIN)
 def node_test(request: HttpRequest, name: str, node_pk: int) -> HttpResponse:
     node = get_object_or_404(Node.objects.select_related("cluster"), pk=node_pk, cluster__name=name)
-    result = node_check_on_worker(spec_of(node), "connection")
+    spec = spec_of(node)
+    result = node_check_on_worker(spec, "connection")
+    state = {True: NodeCheck.OK, False: NodeCheck.FAILED, None: NodeCheck.UNKNOWN}[result["ok"]]
+    if result["ok"] is not None:  # "nobody answered" says nothing about the node
+        cluster_services.node_check_record(
+            node_pk=node.pk, spec=spec, state=state, text=result["text"]
+        )
     level = {True: "success", False: "error", None: "info"}[result["ok"]]
     where = f" (from {result['worker']})" if result.get("worker") else ""
     return answer(

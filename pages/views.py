@@ -21,7 +21,7 @@ _CALLS = (EventKind.DECISION, EventKind.ANSWER)
 
 def incident_list(request: HttpRequest) -> HttpResponse:
     filters = IncidentFilterForm(request.GET or None)
-    chosen = filters.cleaned_data if filters.is_valid() else {}
+    chosen = filters.chosen()
     status = chosen.get("status", "")
     incidents = incident_selectors.incident_list(
         status="" if status in ("", "all") else status,

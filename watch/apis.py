@@ -16,10 +16,10 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from core.api_auth import TokenAuthentication
-from core.errors import NotFound
+from core.errors import Invalid, NotFound
 from core.roles import Role, has_role
 
-from . import services
+from . import limits, services
 from .models import Watch
 
 
@@ -97,6 +97,15 @@ class HeartbeatApi(APIView):
                 raise NotFound(f"No cluster named {name}.")
             watch = services.watch_for(cluster)
         rank = data.validated_data.get("rank")
+        world = watch.cluster.expected_world_size or 0
+        if rank is not None and world and rank >= world:
+            raise Invalid(f"rank {rank} is outside the cluster's world of {world}", field="rank")
+        if not limits.heartbeat_admit(watch):
+            raise exceptions.Throttled(
+                wait=1,
+                detail="Too many heartbeats: at most one per "
+                "rank and step, and this many a second per cluster.",
+            )
         heartbeat = services.heartbeat_record(
             watch=watch,
             step=data.validated_data["step"],

@@ -23,10 +23,21 @@ class WatchForm(forms.Form):
         required=False, max_length=500, validators=[validate_webhook_url], label="Webhook URL",
         help_text="Slack-compatible incoming webhook, told of every raise (JSON POST).",
     )  # fmt: skip
+    slurm_job = forms.CharField(
+        required=False, max_length=64, label="Slurm job id",
+        help_text="On a Slurm cluster: the job to follow (its nodes and state each period).",
+    )  # fmt: skip
     step_nodes = forms.CharField(
         required=False, max_length=2000, label="Step nodes",
         help_text="Nodes whose logs carry step lines, comma-separated; empty: learned.",
     )  # fmt: skip
+
+    def __init__(self, *args, admin: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not admin:  # where the page goes is an admin's choice (docs/security.md)
+            field = self.fields["webhook_url"]
+            field.disabled = True
+            field.help_text = "Set by an admin: where the watch's page goes."
 
     def clean_step_nodes(self) -> list[str]:
         raw = self.cleaned_data.get("step_nodes") or ""

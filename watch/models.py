@@ -43,6 +43,10 @@ class Watch(models.Model):
     checkpoint_allowance_s = models.FloatField(
         default=900.0, help_text="Extra time (s) while a checkpoint is being written."
     )
+    # On a Slurm cluster: the job watched. Each period reads it first (its nodes, its state);
+    # a job that ended stops the watch, one RUNNING with no step for the floor is stalled.
+    slurm_job = models.CharField(max_length=64, blank=True)
+    job_no_step_since = models.DateTimeField(null=True, blank=True)
     step_nodes = models.JSONField(
         default=list,
         blank=True,
@@ -76,9 +80,17 @@ class Watch(models.Model):
     nodes = models.JSONField(default=dict, blank=True)
     last_raise_at = models.DateTimeField(null=True, blank=True)
     enabled_at = models.DateTimeField(null=True, blank=True)
+    # A "Run preflight" in flight (its claim, held until the task ends or the lease runs out):
+    # a second click queues nothing (watch/limits.py).
+    preflight_claim = models.CharField(max_length=64, blank=True)
+    preflight_until = models.DateTimeField(null=True, blank=True)
+    # The job's heartbeats in the current second (watch/limits.py: over the limit, 429).
+    heartbeat_window_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_window_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["cluster__name"]
+        verbose_name_plural = "watches"
 
     def __str__(self) -> str:
         return f"watch of {self.cluster.name} ({'on' if self.enabled else 'off'})"

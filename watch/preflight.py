@@ -37,9 +37,7 @@ def preflight_report(evidence: SnapshotEvidence) -> dict:
         for item in shell_init_findings({n: f.shell_init for n, f in parsed.nodes.items()})
     ]
     nccl = nccl_config_diffs(parsed)
-    unreachable = sorted(
-        node.node for node in evidence.nodes if node.status and not _gathered(node.status)
-    )
+    unreachable = sorted(node.node for node in evidence.nodes if not node.status.gathered)
     world = parsed.expected_world_size
     # Before the job starts there is nothing to count; once one rank runs, all must.
     missing = sorted(set(range(world)) - set(env)) if world and env else []
@@ -63,10 +61,6 @@ def preflight_report(evidence: SnapshotEvidence) -> dict:
         "nccl_diffs": nccl,
         "unreachable": unreachable,
     }
-
-
-def _gathered(status: str) -> bool:
-    return status == "ok" or status.startswith("partial")
 
 
 def _summary(ok, diffs, shell, nccl, unreachable, ranks: int, absent: dict) -> str:

@@ -14,7 +14,7 @@ import logging
 import secrets
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -24,15 +24,18 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from analysis.evidence import SnapshotEvidence
+from analysis.evidence import SnapshotEvidence, not_gathered
+from analysis.schedulers import slurm as slurm_ids
 from clusters.models import Cluster, Node
 from collectors import remote
 from collectors.models import Snapshot, SnapshotStatus
-from core.errors import Invalid, NotFound
+from core.errors import Forbidden, Invalid, NotFound
+from core.roles import Role, has_role
 from incidents.models import EventKind, Incident, Severity, Status
 from incidents.services import incident_open, timeline_event_record
 
-from . import preflight, progress, reading, webhooks
+from . import audit, preflight, progress, reading, webhooks
+from . import slurm as slurm_watch
 from .models import (
     Heartbeat,
     NotifyStatus,
@@ -77,12 +80,21 @@ def watch_configure(
     step_time_multiplier: float,
     floor_s: float,
     checkpoint_allowance_s: float,
-    webhook_url: str = "",
+    webhook_url: str | None = None,
     step_nodes: list[str] | None = None,
+    slurm_job: str | None = None,
+    via: str = "page",
+    ip: str | None = None,
 ) -> Watch:
     """Turn a cluster's watch on or off and set its thresholds. Turning it on starts learning
-    afresh; turning it off closes its open raise."""
+    afresh; turning it off closes its open raise. `webhook_url`: None keeps it; only an admin
+    changes where the page goes (docs/security.md, the role matrix). Audited."""
     watch = Watch.objects.select_for_update().get(pk=watch_for(cluster).pk)
+    before = {"enabled": watch.enabled, "webhook_url": watch.webhook_url}
+    if webhook_url is not None and webhook_url != watch.webhook_url:
+        if not has_role(by, Role.ADMIN):
+            raise Forbidden("Only an admin sets the webhook URL (where the watch's page goes).")
+        watch.webhook_url = webhook_url
     names = set(cluster.nodes.values_list("name", flat=True))
     unknown = sorted(set(step_nodes or ()) - names)
     if unknown:
@@ -91,8 +103,9 @@ def watch_configure(
     watch.step_time_multiplier = step_time_multiplier
     watch.floor_s = floor_s
     watch.checkpoint_allowance_s = checkpoint_allowance_s
-    watch.webhook_url = webhook_url
     watch.step_nodes = sorted(step_nodes or ())
+    if slurm_job is not None:
+        watch.slurm_job = _watched_job(cluster, slurm_job)
     watch.enabled = enabled
     if enabled and not was:
         _reset_progress(watch)
@@ -104,21 +117,35 @@ def watch_configure(
         _close_open_raise(watch, why="the watch was turned off", by=by)
     watch.full_clean()
     watch.save()
+    audit.watch_changed(watch=watch, by=by, before=before, via=via, ip=ip)
     return watch
+
+
+def _watched_job(cluster: Cluster, job: str) -> str:
+    job = job.strip()
+    if job and not cluster.uses_scheduler:
+        raise Invalid(f"{cluster.name} lists its own nodes: it has no Slurm job", field="slurm_job")
+    if job and not slurm_ids.JOB_ID.match(job):
+        raise Invalid(f"{job[:40]!r} is not a Slurm job id", field="slurm_job")
+    return job
 
 
 def _reset_progress(watch: Watch) -> None:
     watch.last_step = watch.last_step_at = watch.step_time_s = None
     watch.recent_step_time_s = watch.threshold_s = watch.checkpoint_since = None
     watch.step_times, watch.nodes, watch.state_reason = [], {}, ""
+    watch.job_no_step_since = None
 
 
-def heartbeat_token_issue(*, watch: Watch) -> str:
-    """A new token for the job's heartbeats (the old one stops working); shown once."""
+def heartbeat_token_issue(
+    *, watch: Watch, by: AbstractBaseUser | None = None, via: str = "page", ip: str | None = None
+) -> str:
+    """A new token for the job's heartbeats (the old one stops working); shown once. Audited."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(24)
     Watch.objects.filter(pk=watch.pk).update(
         heartbeat_token_hash=token_hash(token), heartbeat_token_prefix=token[:12]
     )
+    audit.heartbeat_token_issued(watch=watch, by=by, prefix=token[:12], via=via, ip=ip)
     return token
 
 
@@ -208,11 +235,20 @@ def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
     watch = Watch.objects.select_related("cluster").filter(pk=watch_id, claim=claim).first()
     if watch is None or not watch.enabled:
         return TickOutcome(ran=False)
-    nodes = list(watch.cluster.nodes.order_by("name"))
+    job = slurm_watch.follow(watch, timezone.now()) if watch.slurm_job else None
+    if job is not None and job.state:
+        return _store_job_only(watch, claim, job)
+    nodes = job.nodes if job is not None else list(watch.cluster.nodes.order_by("name"))
     searching = _searching(watch, nodes)
     readings = read_nodes(watch, nodes)
     now = timezone.now()
     judgement = progress.judge(readings, _before(watch), _settings(watch), now, _heartbeats(watch))
+    if job is not None and job.stalled and judgement.raise_reason is None:
+        judgement = replace(
+            judgement, state=WatchState.STALLED, reason=job.reason, raise_reason="stalled"
+        )
+    if job is not None:
+        Watch.objects.filter(pk=watch.pk, claim=claim).update(job_no_step_since=job.no_step_since)
     with transaction.atomic():
         stored = _store(watch, claim, readings, judgement, now, searching)
         if not stored:
@@ -223,6 +259,10 @@ def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
         if judgement.raise_reason is None:
             return TickOutcome(ran=True, state=judgement.state)
     found, created = raise_open(watch=watch, judgement=judgement, now=now)
+    if watch.slurm_job:  # the raise's snapshots are of the job
+        Incident.objects.filter(pk=found.incident_id, scheduler_job="").update(
+            scheduler_job=watch.slurm_job
+        )
     return TickOutcome(
         ran=True,
         state=judgement.state,
@@ -230,6 +270,20 @@ def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
         raise_created=created,
         needs_first_snapshot=found.first_snapshot_id is None,
     )
+
+
+def _store_job_only(watch: Watch, claim: str, job: slurm_watch.JobFollow) -> TickOutcome:
+    """A period that read only the Slurm job: pending, unreadable, or ended. A job that ended
+    is not hung: its open raise closes and the watch stops."""
+    changes = {"checked_at": timezone.now(), "state": job.state, "state_reason": job.reason[:500]}
+    if job.ended:
+        changes.update(enabled=False, claim="", claimed_until=None, job_no_step_since=None)
+    with transaction.atomic():
+        if not Watch.objects.filter(pk=watch.pk, claim=claim).update(**changes):
+            return TickOutcome(ran=False)
+        if job.ended:
+            _close_open_raise(watch, why=job.reason)
+    return TickOutcome(ran=True, state=job.state)
 
 
 def _moved_past(judgement: progress.Judgement, open_raise: WatchRaise) -> bool:
@@ -659,7 +713,7 @@ def preflight_evidence_over_ssh(cluster: Cluster) -> SnapshotEvidence:
         visits = list(pool.map(lambda node: remote.collect_node(_target(node), plan), nodes))
     for visit in visits:
         if visit.failure:
-            visit.evidence.status = visit.failure.text
+            visit.evidence.status = not_gathered(visit.failure.text)
     return SnapshotEvidence(
         nodes=[visit.evidence for visit in visits],
         expected_world_size=cluster.expected_world_size,

@@ -19,7 +19,7 @@ from django.db import transaction
 import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from collectors.tasks import snapshot_start
 
-from . import services
+from . import limits, services
 from .models import NotifyStatus
 
 FOLLOW_EVERY_S = 2
@@ -124,5 +124,10 @@ def watch_notify(self, raise_id: int) -> str:
 
 
 @shared_task(soft_time_limit=services.TICK_SOFT_S, time_limit=services.TICK_HARD_S)
-def preflight_cluster(cluster_id: int) -> bool:
-    return services.preflight_over_ssh(cluster_id=cluster_id).ok
+def preflight_cluster(cluster_id: int, claim: str = "") -> bool:
+    try:
+        return services.preflight_over_ssh(cluster_id=cluster_id).ok
+    finally:
+        # A worker killed before this line leaves the claim to expire (limits.LEASE).
+        if claim:
+            limits.preflight_release(cluster_id=cluster_id, claim=claim)

@@ -9,10 +9,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from clusters.models import Cluster
+from core.clients import client_ip
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
 
-from . import selectors, services
+from . import limits, selectors, services
 from .forms import WatchForm
 
 
@@ -28,7 +29,7 @@ def watch_settings_form(request: HttpRequest, name: str) -> HttpResponse:
     watch = services.watch_for(cluster) if has_role(request.user, Role.RESPONDER) else None
     form = None
     if watch is not None:
-        form = WatchForm(initial=_initial(watch))
+        form = WatchForm(initial=_initial(watch), admin=has_role(request.user, Role.ADMIN))
     return render(request, "watch/_settings.html", {"cluster": cluster, "form": form})
 
 
@@ -40,6 +41,7 @@ def _initial(watch) -> dict:
         "checkpoint_allowance_s": watch.checkpoint_allowance_s,
         "webhook_url": watch.webhook_url,
         "step_nodes": ", ".join(watch.step_nodes),
+        "slurm_job": watch.slurm_job,
     }
 
 
@@ -47,10 +49,16 @@ def _initial(watch) -> dict:
 @role_required(Role.RESPONDER)
 def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-    form = WatchForm(request.POST)
+    admin = has_role(request.user, Role.ADMIN)
+    form = WatchForm(request.POST, initial=_initial(services.watch_for(cluster)), admin=admin)
     if form.is_valid():
+        fields = dict(form.cleaned_data)
+        if not admin:
+            fields.pop("webhook_url")  # shown to responders, set by admins
         try:
-            watch = services.watch_configure(cluster=cluster, by=request.user, **form.cleaned_data)
+            watch = services.watch_configure(
+                cluster=cluster, by=request.user, ip=client_ip(request), **fields
+            )
         except AppError as exc:
             form.add_error(None, str(exc))
         else:
@@ -66,7 +74,9 @@ def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
 @role_required(Role.RESPONDER)
 def heartbeat_token(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-    token = services.heartbeat_token_issue(watch=services.watch_for(cluster))
+    token = services.heartbeat_token_issue(
+        watch=services.watch_for(cluster), by=request.user, ip=client_ip(request)
+    )
     response = render(request, "watch/token.html", {"cluster": cluster, "token": token})
     response["Cache-Control"] = "no-store"
     return response
@@ -80,7 +90,16 @@ def preflight_start(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
     if not cluster.nodes.exists():
         messages.error(request, f"{cluster.name} has no nodes to compare.")
-    else:
-        preflight_cluster.delay(cluster.pk)
-        messages.success(request, "Preflight started: the result appears in the watch panel.")
+        return redirect(cluster)
+    claim = limits.preflight_claim(cluster)
+    if claim is None:
+        messages.info(request, "A preflight of this cluster is already running: its result "
+                      "appears in the watch panel.")  # fmt: skip
+        return redirect(cluster)
+    try:
+        preflight_cluster.delay(cluster.pk, claim)
+    except Exception:
+        limits.preflight_release(cluster_id=cluster.pk, claim=claim)
+        raise
+    messages.success(request, "Preflight started: the result appears in the watch panel.")
     return redirect(cluster)

@@ -207,10 +207,13 @@ def _pids(facts: Facts, ranks) -> list[int]:
 def unreachable(facts: Facts) -> Finding | None:
     """Nodes that gave nothing while the others wait: their ranks are unobserved, the node is
     the place to look (a lost node looks exactly like this)."""
-    silent = sorted(n for n, f in facts.nodes.items() if f.status != "ok")
+    # Not gathered: a node whose evidence stopped short still speaks for what it holds.
+    silent = sorted(n for n, f in facts.nodes.items() if not f.status.gathered)
     if not silent or not (facts.in_collective or facts.unobserved):
         return None
-    evidence = [Evidence("node_unreachable", n, None, facts.nodes[n].status) for n in silent[:5]]
+    evidence = [
+        Evidence("node_unreachable", n, None, facts.nodes[n].status.describe()) for n in silent[:5]
+    ]
     waiting = list(facts.in_collective)
     if waiting:
         evidence += quotes.stack(facts, waiting[0])
@@ -219,7 +222,8 @@ def unreachable(facts: Facts) -> Finding | None:
     return Finding(
         "A",
         0.6,
-        f"{', '.join(silent[:5])} gave no evidence ({facts.nodes[silent[0]].status}){unseen}"
+        f"{', '.join(silent[:5])} gave no evidence ({facts.nodes[silent[0]].status.describe()})"
+        f"{unseen}"
         f"{rest}. Is the node alive? Check it and its ranks directly.",
         suspect_nodes=tuple(silent),
         evidence=tuple(evidence),

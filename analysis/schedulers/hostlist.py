@@ -16,6 +16,7 @@ Bounded by construction: the count is known before anything is expanded, and a l
 from __future__ import annotations
 
 import itertools
+import re
 import string
 from collections.abc import Iterator
 
@@ -89,26 +90,41 @@ def _runs(numbers: list[int], width: int) -> Iterator[str]:
 Part = str | tuple[tuple[int, int, int], ...] | tuple[str, str]
 
 
+# One item: name characters and whole brackets; separators: commas and white space.
+_ITEM = re.compile(r"(?:[^,\s\[\]]|\[[^\[\]]*\])+")
+_SEPARATORS = re.compile(r"[,\s]*")
+
+
 def _split_top_level(text: str) -> list[str]:
-    items, depth, current = [], 0, []
+    items, position = [], 0
+    while position < len(text):
+        position = _SEPARATORS.match(text, position).end()
+        if position >= len(text):
+            break
+        item = _ITEM.match(text, position)
+        if item is None:
+            raise HostListError(_bracket_problem(text))
+        items.append(item.group())
+        position = item.end()
+        if position < len(text) and text[position] not in ", \t\n\r":
+            raise HostListError(_bracket_problem(text))
+    return items
+
+
+def _bracket_problem(text: str) -> str:
+    depth = 0
     for char in text:
         if char == "[":
             depth += 1
             if depth > 1:
-                raise HostListError(f"a bracket inside a bracket in {text!r}")
+                return f"a bracket inside a bracket in {text[:200]!r}"
         elif char == "]":
             depth -= 1
             if depth < 0:
-                raise HostListError(f"a ']' with no '[' in {text!r}")
-        if depth == 0 and (char == "," or char.isspace()):
-            items.append("".join(current))
-            current = []
-        else:
-            current.append(char)
+                return f"a ']' with no '[' in {text[:200]!r}"
     if depth:
-        raise HostListError(f"a '[' is not closed in {text!r}")
-    items.append("".join(current))
-    return [item for item in items if item]
+        return f"a '[' is not closed in {text[:200]!r}"
+    return f"{text[:200]!r} is not a host list"
 
 
 def _parse_item(item: str) -> list[Part]:
@@ -193,5 +209,16 @@ def _values(part: Part) -> Iterator[str]:
 
 
 def _names(parts: list[Part]) -> Iterator[str]:
+    brackets = [p for p in parts if not isinstance(p, str)]
+    if len(brackets) == 1 and isinstance(brackets[0][0], tuple):
+        # The common case, a prefix, one bracket of numbers and maybe a suffix: no products.
+        at = parts.index(brackets[0])
+        head, tail = "".join(parts[:at]), "".join(parts[at + 1 :])
+        for start, end, width in brackets[0]:
+            if width:
+                yield from (f"{head}{n:0{width}d}{tail}" for n in range(start, end + 1))
+            else:
+                yield from (f"{head}{n}{tail}" for n in range(start, end + 1))
+        return
     for combination in itertools.product(*(list(_values(part)) for part in parts)):
         yield "".join(combination)

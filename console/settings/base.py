@@ -75,6 +75,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Refuses a body over its cap from Content-Length, before CSRF reads (and spools) it.
+    "core.bodycap.BodyCapMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "core.middleware.AppErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -220,6 +222,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "collectors.tasks.collect_node": {"queue": "ssh"},
     "collectors.tasks.node_check": {"queue": "ssh"},
+    "collectors.tasks.node_check_record": {"queue": "ssh"},
     "collectors.tasks.job_plan_read": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
 }
@@ -260,6 +263,21 @@ def env_egress_rules(name: str) -> list[str]:
     return entries
 
 
+def env_networks(name: str) -> list[str]:
+    from core.clients import parse_networks
+
+    entries = env_list(name, [])
+    try:
+        parse_networks(tuple(entries))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+    return entries
+
+
+# Reverse proxies whose X-Forwarded-For is believed (addresses or CIDRs; core/clients.py): the
+# client address every per-client control uses (login throttle, share links, /metrics, audit).
+TRUSTED_PROXIES = env_networks("HANGDESK_TRUSTED_PROXIES")
+
 # Egress (core/egress.py, docs/security.md "Egress"): every outbound connection a user can aim
 # (webhooks, pagers, metrics stores, Slurm controllers, Ray heads). Webhooks, pagers and metrics
 # reach public addresses only; SSH also private and loopback ones. ALLOW: CIDRs, host names and
@@ -283,6 +301,8 @@ WATCH_WEBHOOK_HOSTS = env_egress_rules("HANGDESK_WATCH_WEBHOOK_HOSTS")
 WATCH_WEBHOOK_ATTEMPTS = 5
 WATCH_WEBHOOK_BACKOFF_S = 5  # then 10, 20, 40 s (Celery's exponential retry backoff)
 WATCH_WEBHOOK_TIMEOUT_S = 5.0
+# Heartbeats one watch takes a second: this, or the cluster's expected world size if larger.
+WATCH_HEARTBEATS_PER_S = 10
 CELERY_BEAT_SCHEDULE["watch-dispatch"] = {
     "task": "watch.tasks.watch_dispatch",
     "schedule": WATCH_PERIOD_S,

@@ -3,7 +3,7 @@
 import copy
 
 from analysis import extract_ranks
-from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.evidence import NodeEvidence, SnapshotEvidence, not_gathered
 from tests.analysis.sample_evidence import SAMPLES, load_snapshot, pid_of_rank
 
 
@@ -97,6 +97,6 @@ def test_it_survives_a_snapshot_of_garbage():
         shell_init="::::",
     )
     broken = copy.deepcopy(node)
-    broken.status = "unreachable: timed out"
+    broken.status = not_gathered("unreachable: timed out")
     ranks = extract_ranks(SnapshotEvidence(nodes=[node, broken]))
     assert ranks == []

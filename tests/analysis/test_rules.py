@@ -9,7 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from analysis import rules
-from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.evidence import NodeEvidence, SnapshotEvidence, not_gathered
 from analysis.facts import build_facts
 from analysis.ranks import parse_snapshot
 from analysis.verdict import SECOND_SNAPSHOT
@@ -210,7 +210,9 @@ def test_init_is_silent_on_logs_without_steps_that_show_collectives_completed():
 
 def test_unreachable_points_at_a_node_that_gave_nothing():
     snapshot = split_nodes(same_stack_everywhere(load_snapshot("outside")))
-    snapshot.nodes[1] = NodeEvidence(node="lab-node-1", status="unreachable: timed out")
+    snapshot.nodes[1] = NodeEvidence(
+        node="lab-node-1", status=not_gathered("unreachable: timed out")
+    )
     verdict = rules.unreachable(facts_of(snapshot))
     assert verdict is not None and verdict.suspect_nodes == ("lab-node-1",)
     assert verdict.suspects == ()

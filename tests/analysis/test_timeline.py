@@ -4,6 +4,7 @@ import plotly.graph_objects as go
 
 from analysis import timeline_figure
 from analysis.diagnosis import Diagnosis
+from analysis.evidence import not_gathered
 from analysis.records import RankStatus
 from analysis.timeline import STATUS_STYLE
 from tests.analysis.sample_evidence import diagnosis_json, drop_rank_process, load_snapshot
@@ -101,7 +102,9 @@ def _unreachable_node() -> dict:
 
     snapshot = split_nodes(load_snapshot("outside"))
     lost = snapshot.nodes[1]
-    snapshot.nodes[1] = NodeEvidence(node=lost.node, status="unreachable: timed out after 10s")
+    snapshot.nodes[1] = NodeEvidence(
+        node=lost.node, status=not_gathered("unreachable: timed out after 10s")
+    )
     return diagnosis_json(snapshot)
 
 

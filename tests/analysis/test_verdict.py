@@ -6,7 +6,7 @@ import json
 import random
 from datetime import timedelta
 
-from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.evidence import NodeEvidence, SnapshotEvidence, not_gathered, stopped_short
 from tests.analysis.sample_evidence import (
     SAMPLES,
     diagnosis_json,
@@ -144,7 +144,10 @@ def test_it_says_healthy_from_one_snapshot_when_the_last_step_is_fresh():
 def test_it_calls_the_same_job_stuck_when_the_last_step_is_old():
     snapshot = load_snapshot("healthy", "snap1")
     snapshot.collected_at += timedelta(minutes=10)
-    assert diagnosis_json(snapshot)["classification"] != "healthy"
+    snapshot.nodes[0].collected_at += timedelta(minutes=10)  # the node was read then too
+    result = diagnosis_json(snapshot)
+    assert result["progress"]["progressing"] is False
+    assert result["classification"] != "healthy"
 
 
 def test_it_classifies_a_rendezvous_hang_as_init():
@@ -170,6 +173,7 @@ def test_it_sees_no_progress_between_two_identical_hung_snapshots():
         "stacks_changed": "",
         "step_before": 5,
         "step_after": 5,
+        "note": "nothing moved between the looks",
     }
     assert result["classification"] == "A"
 
@@ -232,7 +236,9 @@ def test_it_names_the_suspect_node_of_a_multi_node_job():
 def test_it_treats_ranks_of_an_unreachable_node_as_unobserved_and_the_node_as_suspect():
     snapshot = split_nodes(load_snapshot("outside"))
     lost = snapshot.nodes[1]
-    snapshot.nodes[1] = NodeEvidence(node=lost.node, status="unreachable: connection timed out")
+    snapshot.nodes[1] = NodeEvidence(
+        node=lost.node, status=not_gathered("unreachable: connection timed out")
+    )
     result = diagnosis_json(snapshot)
     assert result["classification"] == "A"
     assert result["missing_ranks"] == []
@@ -240,6 +246,30 @@ def test_it_treats_ranks_of_an_unreachable_node_as_unobserved_and_the_node_as_su
     assert result["suspect_ranks"] == []
     assert "lab-node-1" in result["suspect_nodes"]
     assert any(e["kind"] == "node_unreachable" for e in result["evidence"])
+
+
+def test_a_node_whose_evidence_stopped_short_still_speaks_for_what_it_holds():
+    # Bug (issue 17): "partial" (evidence intact up to the cut) read as "no evidence", so the
+    # unreachable rule spoke first and turned this B hang into A (tests/analysis/stored/
+    # schema2-partial.json is what the old engine stored for it).
+    snapshot = load_snapshot("mismatch")
+    snapshot.nodes[0].status = stopped_short("output cut at 300000 bytes")
+    result = diagnosis_json(snapshot)
+    assert result["classification"] == "B", result["summary"]
+    assert result["rule"] != "unreachable"
+    assert not any(e["kind"] == "node_unreachable" for e in result["evidence"])
+    assert result["missing_ranks"] == [] and result["unobserved_ranks"] == []
+    (problem,) = [p for p in result["parse_problems"] if p["source"] == "node"]
+    assert problem["problem"].endswith("output cut at 300000 bytes")
+    assert diagnosis_json(load_snapshot("mismatch"))["suspect_ranks"] == result["suspect_ranks"]
+
+
+def test_a_node_cut_short_proves_nobody_gone():
+    # Its process table may stop before a rank's row: absence needs a whole one.
+    snapshot = split_nodes(drop_rank_process(load_snapshot("outside"), 3))
+    snapshot.nodes[1].status = stopped_short("connection lost after 2 of 5 frames")
+    result = diagnosis_json(snapshot)
+    assert 3 not in result["missing_ranks"]
 
 
 def test_it_quotes_a_fatal_xid_on_the_suspect_node():

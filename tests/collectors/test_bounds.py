@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+from analysis.evidence import GATHERED, stopped_short
 from collectors.remote import collect_node
 
 from .conftest import wait_for
@@ -41,7 +42,7 @@ def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
         sshd.target(), ranks.plan(pyspy_command=str(hanging), command_timeout_s=2)
     ).evidence
     elapsed = time.monotonic() - started
-    assert evidence.status == "ok", evidence.status
+    assert evidence.status == GATHERED, evidence.status
     assert elapsed < 6, elapsed  # five hung py-spy calls, bounded together, not one by one
     for pid in [*ranks.pids, ranks.not_python_pid]:
         assert evidence.pyspy_errors[pid] == "py-spy dump --json timed out after 2s"
@@ -60,7 +61,7 @@ def test_it_keeps_partial_evidence_when_the_node_time_budget_runs_out(sshd, rank
     elapsed = time.monotonic() - started
     assert elapsed < 6, elapsed
     # 5 s in all: a second for the probe on the node, the rest for margins and shipping.
-    assert evidence.status == "partial: the probe used up its 1s on the node", evidence.status
+    assert evidence.status == stopped_short("the probe used up its 1s on the node"), evidence.status
     assert visit.failure is None  # partial evidence is evidence: not a failure
     # What was finished before the stop is kept, including steps that ran beside py-spy...
     assert set(evidence.environ) >= set(ranks.pids)
@@ -81,7 +82,7 @@ def test_it_keeps_the_end_of_a_huge_log_and_marks_it_truncated(sshd, ranks, tmp_
     evidence = collect_node(
         sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")], tail_bytes=64 * 1024)
     ).evidence
-    assert evidence.status == "ok"
+    assert evidence.status == GATHERED
     tail = evidence.logs[str(log)]
     assert len(tail) == 64 * 1024
     assert tail.endswith("step=39999 loss=1.0\n")
@@ -109,7 +110,7 @@ def test_it_stops_reading_a_node_that_sends_too_much(sshd, ranks, tmp_path):
         sshd.target(),
         ranks.plan(log_globs=[str(tmp_path / "*.log")], max_total_bytes=300_000),
     ).evidence
-    assert evidence.status == "partial: output cut at 300000 bytes"
+    assert evidence.status == stopped_short("output cut at 300000 bytes")
     assert "output" in evidence.truncated
     assert 1 <= len(evidence.logs) < 4
 
@@ -121,5 +122,5 @@ def test_it_skips_fifos_and_other_non_files_matched_by_a_glob(sshd, ranks, tmp_p
     started = time.monotonic()
     evidence = collect_node(sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")])).evidence
     assert time.monotonic() - started < 5
-    assert evidence.status == "ok"
+    assert evidence.status == GATHERED
     assert evidence.logs == {str(tmp_path / "real.log"): "fine\n"}

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from analysis.evidence import GATHERED
 from collectors.remote import collect_node
 
 from .conftest import FLIGHT_RECORDER_DUMP, NON_UTF8_LOG, WORLD_SIZE
@@ -26,7 +27,7 @@ def _env(raw: bytes) -> dict[bytes, bytes]:
 
 def test_it_reports_ok_with_hostname_and_time(collected):
     evidence, _ = collected
-    assert evidence.status == "ok", evidence.status
+    assert evidence.status == GATHERED, evidence.status
     assert evidence.hostname
     assert evidence.collected_at is not None
 
@@ -109,7 +110,7 @@ def test_it_runs_py_spy_for_all_processes_side_by_side(sshd, ranks, tmp_path):
     started = time.monotonic()
     evidence = collect_node(sshd.target(), ranks.plan(pyspy_command=str(slow_pyspy))).evidence
     elapsed = time.monotonic() - started
-    assert evidence.status == "ok"
+    assert evidence.status == GATHERED
     assert set(ranks.pids) <= set(evidence.pyspy)
     # The non-Python process costs two py-spy calls (JSON, then text): ~2 s in parallel.
     assert elapsed < 4.5, elapsed

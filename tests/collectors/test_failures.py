@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+from analysis.evidence import GATHERED, not_gathered
 from clusters.sshspec import fingerprint
-from collectors.outcomes import FailureKind, status_gathered
+from collectors.outcomes import FailureKind
 from collectors.remote import collect_node
 
 from .conftest import free_port, keygen, wait_for
@@ -24,7 +25,7 @@ def _failed(visit, kind: FailureKind):
     """The visit's evidence, after checking its failure is of `kind` and says the status."""
     assert visit.failure is not None, visit.evidence.status
     assert visit.failure.kind is kind, visit.failure
-    assert visit.failure.text == visit.evidence.status
+    assert visit.evidence.status == not_gathered(visit.failure.text)
     return visit.evidence
 
 
@@ -37,7 +38,7 @@ def _nothing_collected(evidence) -> None:
 def test_it_marks_a_refused_connection_unreachable(sshd, ranks):
     visit = collect_node(sshd.target(port=free_port()), ranks.plan())
     evidence = _failed(visit, FailureKind.UNREACHABLE)
-    assert evidence.status.startswith("unreachable: connection refused by 127.0.0.1:")
+    assert evidence.status.note.startswith("unreachable: connection refused by 127.0.0.1:")
     assert visit.failure.transient
     _nothing_collected(evidence)
 
@@ -79,8 +80,36 @@ def test_it_gives_up_on_a_node_that_never_speaks_ssh(sshd, ranks, silent_server)
     )
     assert time.monotonic() - started < 4
     evidence = _failed(visit, FailureKind.UNREACHABLE)
-    assert evidence.status.startswith("unreachable: no SSH banner"), evidence.status
+    assert evidence.status.note.startswith("unreachable: no SSH banner"), evidence.status
     assert visit.failure.transient
+
+
+@pytest.fixture
+def hanging_up_server():
+    """Accepts TCP connections and closes them at once, as a forwarder with nothing behind it."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                server.accept()[0].close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+    thread.join(timeout=5)
+
+
+def test_a_port_that_hangs_up_is_not_called_a_silent_server(sshd, ranks, hanging_up_server):
+    visit = collect_node(
+        sshd.target(port=hanging_up_server), ranks.plan(connect_timeout_s=10, total_timeout_s=20)
+    )
+    evidence = _failed(visit, FailureKind.UNREACHABLE)
+    assert "accepted the connection and closed it after 0." in evidence.status, evidence.status
+    assert "within 10s" not in evidence.status
 
 
 def test_it_gives_up_on_a_node_that_stalls_in_the_handshake(sshd, ranks, banner_only_server):
@@ -90,7 +119,9 @@ def test_it_gives_up_on_a_node_that_stalls_in_the_handshake(sshd, ranks, banner_
     )
     assert time.monotonic() - started < 4
     evidence = _failed(visit, FailureKind.UNREACHABLE)
-    assert evidence.status.startswith("unreachable: SSH handshake with 127.0.0.1:"), evidence.status
+    assert evidence.status.note.startswith("unreachable: SSH handshake with 127.0.0.1:"), (
+        evidence.status
+    )
 
 
 def test_it_refuses_a_node_whose_host_key_does_not_match(sshd, ranks, tmp_path):
@@ -100,7 +131,9 @@ def test_it_refuses_a_node_whose_host_key_does_not_match(sshd, ranks, tmp_path):
 
     expected, got = fingerprint(impostor.public_line), fingerprint(sshd.host_key.public_line)
     evidence = _failed(visit, FailureKind.HOST_KEY)
-    assert evidence.status == f"host key mismatch: expected {expected}, got {got} (ssh-ed25519)"
+    assert (
+        evidence.status.note == f"host key mismatch: expected {expected}, got {got} (ssh-ed25519)"
+    )
     assert not visit.failure.transient
     _nothing_collected(evidence)
     # Refused before authentication: sshd saw the connection close in pre-auth, no key offered.
@@ -117,7 +150,7 @@ def test_it_refuses_a_host_key_of_another_type(sshd, ranks, tmp_path):
     evidence = _failed(
         collect_node(sshd.target(host_key=impostor.public_line), ranks.plan()), FailureKind.HOST_KEY
     )
-    assert evidence.status.startswith(
+    assert evidence.status.note.startswith(
         f"host key mismatch: expected {fingerprint(impostor.public_line)}, got SHA256:"
     ), evidence.status
     _nothing_collected(evidence)
@@ -125,21 +158,21 @@ def test_it_refuses_a_host_key_of_another_type(sshd, ranks, tmp_path):
 
 def test_it_does_not_connect_without_a_valid_host_key(sshd, ranks):
     evidence = _failed(collect_node(sshd.target(host_key=""), ranks.plan()), FailureKind.HOST_KEY)
-    assert evidence.status.startswith("host key invalid: ")
+    assert evidence.status.note.startswith("host key invalid: ")
 
 
 def test_it_reports_an_unauthorised_client_key_as_auth_failure(sshd, ranks, tmp_path):
     stranger = keygen(tmp_path / "stranger_ed25519")
     visit = collect_node(sshd.target(key_path=str(stranger.private)), ranks.plan())
     evidence = _failed(visit, FailureKind.AUTH)
-    assert evidence.status.startswith("auth failed: root@node-under-test"), evidence.status
+    assert evidence.status.note.startswith("auth failed: root@node-under-test"), evidence.status
     assert not visit.failure.transient
     _nothing_collected(evidence)
 
 
 def test_it_reports_a_missing_key_file_without_connecting(sshd, ranks, tmp_path):
     visit = collect_node(sshd.target(key_path=str(tmp_path / "absent")), ranks.plan())
-    assert _failed(visit, FailureKind.AUTH).status == (
+    assert _failed(visit, FailureKind.AUTH).status.note == (
         f"auth failed: cannot load private key {tmp_path / 'absent'}: No such file or directory"
     )
 
@@ -154,8 +187,8 @@ def test_it_never_puts_private_key_material_in_the_status(sshd, ranks, tmp_path)
     evidence = _failed(
         collect_node(sshd.target(key_path=str(broken)), ranks.plan()), FailureKind.AUTH
     )
-    assert evidence.status.startswith(f"auth failed: cannot load private key {broken}")
-    assert secret not in evidence.status
+    assert evidence.status.note.startswith(f"auth failed: cannot load private key {broken}")
+    assert secret not in evidence.status.note
 
 
 @pytest.fixture
@@ -178,14 +211,14 @@ def ssh_agent(tmp_path, monkeypatch):
 def test_it_authenticates_with_the_ssh_agent_when_no_key_path_is_given(sshd, ranks, ssh_agent):
     subprocess.run(["ssh-add", "-q", str(sshd.client_key.private)], check=True, timeout=10)
     visit = collect_node(sshd.target(key_path=None), ranks.plan())
-    assert visit.failure is None and visit.evidence.status == "ok", visit.evidence.status
+    assert visit.failure is None and visit.evidence.status == GATHERED, visit.evidence.status
     assert set(ranks.pids) <= set(visit.evidence.pyspy)
 
 
 def test_it_reports_auth_failure_without_key_path_or_agent(sshd, ranks, monkeypatch):
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     evidence = _failed(collect_node(sshd.target(key_path=None), ranks.plan()), FailureKind.AUTH)
-    assert evidence.status == (
+    assert evidence.status.note == (
         "auth failed: root@node-under-test: no key_path and no key in the ssh-agent"
     )
 
@@ -193,8 +226,9 @@ def test_it_reports_auth_failure_without_key_path_or_agent(sshd, ranks, monkeypa
 def test_it_reports_an_unusable_plan_instead_of_raising(sshd, ranks):
     visit = collect_node(sshd.target(), ranks.plan(log_globs=["relative/*.log"]))
     evidence = _failed(visit, FailureKind.INVALID_PLAN)
-    assert evidence.status == "invalid plan: glob must be an absolute path on one line: " + repr(
-        "relative/*.log"
+    assert (
+        evidence.status.note
+        == "invalid plan: glob must be an absolute path on one line: " + repr("relative/*.log")
     )
     assert not visit.failure.transient
     _nothing_collected(evidence)
@@ -207,10 +241,3 @@ def test_only_network_failures_are_worth_a_retry():
         FailureKind.CONNECTION_LOST,
         FailureKind.SSH_ERROR,
     }
-
-
-def test_a_status_read_from_a_bundle_says_whether_evidence_was_gathered():
-    assert status_gathered("ok")
-    assert status_gathered("partial: output cut at 10 bytes")
-    assert not status_gathered("node removed from the cluster")
-    assert not status_gathered("connection lost: reset (partial evidence kept)")

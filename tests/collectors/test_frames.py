@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analysis.evidence import stopped_short
 from collectors.remote import FrameReader, evidence_from_frames, parse_probe_output
 
 
@@ -71,5 +72,5 @@ def test_it_counts_every_byte_against_the_total_cap():
 
 def test_a_stream_without_end_is_partial():
     evidence = parse_probe_output("n", STREAM[: STREAM.index(b"HD1 log.1 ")], nonce="abc")
-    assert evidence.status == "partial: probe output ended early"
+    assert evidence.status == stopped_short("probe output ended early")
     assert evidence.hostname == "gpu-3"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analysis.evidence import GATHERED
 from collectors.remote import collect_node, render_probe
 
 HOSTILE = "'; touch {0}/quote #\"; touch {0}/dquote; $(touch {0}/subst) `touch {0}/backtick`"
@@ -18,7 +19,7 @@ def test_it_never_executes_a_hostile_pattern_glob_or_py_spy_command(sshd, ranks,
         pyspy_command=f"/nonexistent/py-spy{hostile}",
     )
     evidence = collect_node(sshd.target(), plan).evidence
-    assert evidence.status == "ok", evidence.status
+    assert evidence.status == GATHERED, evidence.status
     assert list(canary.iterdir()) == []
     # The pattern still worked as a regular expression: the real ranks were found.
     assert set(ranks.pids) <= set(evidence.environ)

@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from analysis.evidence import GATHERED
 from collectors.remote import parse_probe_output
 
 BASELINE = Path(__file__).parents[2] / "bench" / "bench_collect_baseline.sh"
@@ -46,6 +47,6 @@ def test_the_baseline_script_collects_the_same_evidence_over_openssh(sshd, ranks
     assert "baseline: 3 nodes, 3 complete" in result.stdout
     for index in range(3):
         evidence = parse_probe_output(f"node-{index}", (out / f"node-{index}.out").read_bytes())
-        assert evidence.status == "ok"
+        assert evidence.status == GATHERED
         assert set(ranks.pids) <= set(evidence.pyspy)
         assert set(ranks.pids) <= set(evidence.environ)

@@ -6,6 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from analysis.evidence import GATHERED
 from collectors.remote import CollectionPlan, parse_probe_output, render_probe
 
 NVIDIA_SMI_TABLE = """\
@@ -57,7 +58,7 @@ def test_it_falls_back_to_plain_dmesg_and_captures_nvidia_smi(tmp_path):
     )
     result = _run_probe(tmp_path)
     evidence = parse_probe_output("n", result.stdout)
-    assert evidence.status == "ok", result.stderr
+    assert evidence.status == GATHERED, result.stderr
     assert evidence.system["dmesg source"] == "dmesg"
     assert "Out of memory: Killed process 4242" in evidence.dmesg
     assert "dmesg -T: dmesg: unknown option -- T" in evidence.system["probe errors"]
@@ -77,7 +78,7 @@ def test_it_leaves_no_temporary_files_behind(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     result = _run_probe(tmp_path, tmpdir=scratch)
-    assert parse_probe_output("n", result.stdout).status == "ok"
+    assert parse_probe_output("n", result.stdout).status == GATHERED
     assert list(scratch.iterdir()) == []
 
 

@@ -56,7 +56,9 @@ def test_the_node_fails_with_a_clear_reason_instead_of_an_internal_error(
     locked = _key(tmp_path / "locked", kind, "correct horse", *extra)
     visit = collect_node(sshd.target(key_path=str(locked)), ranks.plan())
     assert visit.failure is not None and visit.failure.kind is FailureKind.AUTH
-    assert visit.evidence.status == f"auth failed: private key {locked}: {PASSPHRASE_KEY_MESSAGE}"
+    assert (
+        visit.evidence.status.note == f"auth failed: private key {locked}: {PASSPHRASE_KEY_MESSAGE}"
+    )
     assert not visit.failure.transient  # retrying cannot help
 
 

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from clusters.models import Node
+from clusters.models import Cluster, Node
 from incidents.models import EventKind, Incident, Status
 from tests.conftest import HOST_KEY
 
@@ -93,6 +93,36 @@ def test_the_list_filters_by_status_severity_and_cluster(as_user, bob, cluster):
     assert "beta slow" not in active
     resolved = client.get("/?status=resolved&cluster=gpt-train").content.decode()
     assert "beta slow" in resolved and "alpha hang" not in resolved
+
+
+def test_a_status_typed_in_the_url_is_understood_or_refused_out_loud(as_user, bob, cluster):
+    client = as_user(bob)
+    client.post("/incidents/new/", {"title": "old hang", "cluster": cluster.pk, "severity": "SEV3"})
+    old = Incident.objects.get(title="old hang")
+    client.post(reverse("incidents:status", args=[old.pk]), {"to_status": "resolved"})
+    for spelled in ("any", "ANY", "all"):
+        page = client.get(f"/?status={spelled}").content.decode()
+        assert "old hang" in page and 'id="filter-errors"' not in page, spelled
+    page = client.get("/?status=gone&severity=SEV2").content.decode()
+    assert 'id="filter-errors"' in page and "Filter “status” ignored" in page
+    assert "No incidents match these filters." in page  # SEV2 kept, the wrong status said
+
+
+def test_opening_an_incident_on_the_only_cluster_needs_no_choice(as_user, bob, cluster):
+    page = as_user(bob).get("/incidents/new/").content.decode()
+    select = page.split('name="cluster"', 1)[1].split("</select>", 1)[0]
+    assert "---------" not in select
+    assert f'<option value="{cluster.pk}" selected>' in select
+    Cluster.objects.create(name="second", process_pattern="train.py")
+    select = as_user(bob).get("/incidents/new/").content.decode().split('name="cluster"', 1)[1]
+    assert "Choose a cluster" in select.split("</select>", 1)[0]
+
+
+def test_the_admin_names_its_models_in_english(client, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="root-password-1")
+    client.force_login(root)
+    page = client.get("/admin/").content.decode()
+    assert "Watches" in page and "Watchs" not in page
 
 
 def test_an_admin_creates_a_cluster_and_adds_a_node(as_user, alice):

@@ -1,6 +1,8 @@
 """Node checks on a worker: the key file where the worker looks for it, and the collector's
 SSH handshake against a real OpenSSH server."""
 
+import re
+
 import pytest
 
 from clusters.models import Node
@@ -54,3 +56,74 @@ def test_test_connection_asks_a_worker(as_user, alice, cluster, sshd, celery_wor
     body = response.content.decode()
     assert 'class="flash success"' in body, body
     assert "login accepted" in body
+
+
+@pytest.mark.django_db
+def test_an_added_or_changed_node_is_checked_in_the_background_and_listed_with_its_state(
+    as_user,
+    alice,
+    cluster,
+    sshd,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    """Issue 19: a wrong host key or an unreachable address used to be saved with "added"
+    and nothing showed it until a snapshot failed."""
+    from clusters import services
+    from collectors import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.node_check_record, "delay", queued.append)
+    target = sshd.target()
+    fields = {
+        "address": target.address,
+        "port": target.port,
+        "username": target.username,
+        "key_path": target.key_path,
+        "host_key": target.host_key,
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        good = services.node_create(cluster=cluster, name="good", **fields)
+        wrong = services.node_create(
+            cluster=cluster, name="wrong", **{**fields, "host_key": sshd.client_key.public_line}
+        )
+    assert queued == [good.pk, wrong.pk]
+    page = as_user(alice).get(f"/clusters/{cluster.name}/").content.decode()
+    for name in ("good", "wrong"):
+        assert re.search(rf"<td>{name}</td>\s*<td class=\"node-check checking\"", page), name
+    assert 'hx-trigger="every 2s"' in page
+
+    for pk in queued:  # what the worker does
+        tasks.node_check_record(pk)
+    Node.objects.exclude(pk__in=queued).delete()  # the fixture's own nodes, never checked here
+    page = as_user(alice).get(f"/clusters/{cluster.name}/node-list/").content.decode()
+    assert "<strong>connects</strong>" in page
+    assert "<strong>fails</strong>" in page and "host key mismatch" in page
+    assert "every 2s" not in page  # nothing runs: the list stops asking
+
+    # Moved to a port nobody listens on: checked again, and it says so.
+    with django_capture_on_commit_callbacks(execute=True):
+        services.node_update(node=good, port=1)
+    assert queued[-1] == good.pk
+    good.refresh_from_db()
+    assert good.check_state == "checking"
+    tasks.node_check_record(good.pk)
+    good.refresh_from_db()
+    assert good.check_state == "failed" and "connection refused" in good.check_text
+    # A rename is no new way to reach it: no new check.
+    with django_capture_on_commit_callbacks(execute=True):
+        services.node_update(node=good, name="renamed")
+    assert queued.count(good.pk) == 2
+
+
+@pytest.mark.django_db
+def test_an_answer_for_a_node_that_changed_meanwhile_is_not_kept(cluster, sshd):  # noqa: F811
+    from clusters.services import node_check_record
+    from collectors.connection import spec_of
+
+    node = _node(cluster, sshd)
+    checked = spec_of(node)
+    Node.objects.filter(pk=node.pk).update(port=2, check_state="checking")
+    assert not node_check_record(node_pk=node.pk, spec=checked, state="ok", text="fine")
+    node.refresh_from_db()
+    assert node.check_state == "checking"

@@ -9,44 +9,16 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from analysis.evidence import not_gathered
 from collectors.bundles import read_bundle_bytes
-from collectors.models import Artifact, Snapshot
+from collectors.models import Artifact
 from collectors.services import snapshot_analyse
 from collectors.tasks import snapshot_import_bundle
 from core.models import AuditAction, AuditEvent
 from core.services import api_token_create
-from incidents.services import incident_open
-from tests.analysis.sample_evidence import load_snapshot
+from tests.security.conftest import HF, PASSWORD
 
 pytestmark = pytest.mark.django_db
-
-HF = "hf_" + "Zq8RkW2mXv7LpT4nYb9CdF3sGh6JkQ1e"
-PASSWORD = "correct-horse-battery"
-
-
-@pytest.fixture
-def incident(bob, cluster):
-    return incident_open(opened_by=bob, title="hung", cluster=cluster, severity="SEV1")
-
-
-@pytest.fixture
-def bobs_token(bob):
-    """What the README tells a job to do: keep a responder's token in its environment."""
-    return api_token_create(user=bob, name="watchdog")[1]
-
-
-@pytest.fixture
-def leaky_snapshot(incident, bobs_token, django_capture_on_commit_callbacks) -> Snapshot:
-    evidence = load_snapshot("mismatch")
-    node = evidence.nodes[0]
-    for pid in node.environ:
-        node.environ[pid] += f"HANGDESK_TOKEN={bobs_token}\0HF_TOKEN={HF}\0".encode()
-    node.ps += f"\n 4242     1 S   100 python train.py --password={PASSWORD} --hf-token {HF}\n"
-    with django_capture_on_commit_callbacks():
-        snapshot = snapshot_import_bundle(incident=incident, evidence=evidence)
-    snapshot_analyse(snapshot_id=snapshot.pk)
-    snapshot.refresh_from_db()
-    return snapshot
 
 
 def _environ_artifact(snapshot) -> Artifact:
@@ -74,6 +46,7 @@ def test_a_viewer_cannot_read_a_responders_token_from_an_environ_artifact(
     url = reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk])
     assert client.get(url).status_code == 403
     assert client.get(url + "?raw=1").status_code == 403
+    assert client.post(url, {"raw": "1"}).status_code == 403
     pages = [
         client.get(leaky_snapshot.incident.get_absolute_url()),
         client.get(reverse("snapshots:detail", args=[leaky_snapshot.pk])),
@@ -113,7 +86,7 @@ def test_a_responder_reads_evidence_masked_and_raw_only_on_purpose_and_audited(
     assert b"HANGDESK_TOKEN=[REDACTED:" in masked.content
     assert b"RANK=" in masked.content  # the rest of the environment is readable
     assert not AuditEvent.objects.filter(action=AuditAction.RAW_EVIDENCE_READ).exists()
-    raw = client.get(url + "?raw=1")
+    raw = client.post(url, {"raw": "1"})
     assert bobs_token.encode() in raw.content
     event = AuditEvent.objects.get(action=AuditAction.RAW_EVIDENCE_READ)
     assert event.username == "bob"
@@ -188,7 +161,8 @@ def test_a_node_failure_quoting_a_secret_is_stored_masked(incident, carol):
     from collectors.services import snapshot_store_bundle
 
     failed = NodeEvidence(
-        node="gpu-9", status=f"probe failed: exit status 1: env: HF_TOKEN={HF}: not found"
+        node="gpu-9",
+        status=not_gathered(f"probe failed: exit status 1: env: HF_TOKEN={HF}: not found"),
     )
     snapshot = snapshot_store_bundle(
         incident=incident, evidence=SnapshotEvidence(nodes=[failed], cluster="lab")

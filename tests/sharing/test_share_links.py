@@ -115,6 +115,7 @@ def test_a_responder_creates_a_link_that_works_logged_out_and_reaches_nothing_el
     assert set(re.findall(r'src="([^"]+)"', html)) <= {
         "/static/vendor/plotly/plotly.min.js",
         "/static/document-chart.js",
+        "/static/chart-fit.js",
     }
     # And the token opens nothing else.
     for other in (

@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.evidence import NodeEvidence, SnapshotEvidence, not_gathered
 from collectors.bundles import (
     BundleLimits,
     BundleRefused,
@@ -32,7 +32,7 @@ def _evidence() -> SnapshotEvidence:
         system={"loadavg": "0.5 0.4 0.3 1/100 123"},
         truncated=["logs:/var/log/train/rank0.log", "output"],
     )
-    gone = NodeEvidence(node="gpu-1", status="unreachable: connection refused")
+    gone = NodeEvidence(node="gpu-1", status=not_gathered("unreachable: connection refused"))
     return SnapshotEvidence(nodes=[node, gone], expected_world_size=2, cluster="gpt-train")
 
 
@@ -46,7 +46,10 @@ def test_a_bundle_reads_back_as_the_evidence_it_was_written_from():
         assert getattr(first, field) == getattr(source, field), field
     assert first.shell_init == source.shell_init and first.system == source.system
     assert first.truncated == ["logs:/var/log/train/rank0.log", "output"]
-    assert (second.node, second.status) == ("gpu-1", "unreachable: connection refused")
+    assert (second.node, second.status) == (
+        "gpu-1",
+        not_gathered("unreachable: connection refused"),
+    )
 
 
 def test_a_directory_of_plain_files_is_a_bundle(tmp_path):
@@ -155,3 +158,21 @@ def test_an_artifact_cut_by_the_node_is_flagged_and_a_huge_one_is_cut_here():
     assert cut and data.endswith(b"[... truncated by hangdesk at 8388608 bytes ...]\n")
     meta = json.loads(flags["node.json"][1])
     assert "dmesg" in meta["truncated"]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"2026-11-29 09:15:14 INFO [rank3] step=4\n", "it is plain text (a log?"),
+        (b'{"classification": "A"}', "it is JSON text"),
+        (b"PK\x03\x04" + b"\0" * 40, "it is a zip archive"),
+        (b"", "the file is empty"),
+        (bytes(range(256)), "neither a tar archive nor a gzip, bzip2 or xz stream"),
+    ],
+)
+def test_a_file_that_is_no_bundle_is_refused_in_plain_words(content, said):
+    with pytest.raises(BundleRefused) as refused:
+        read_bundle_bytes(content)
+    message = str(refused.value)
+    assert message.startswith("this is not an evidence bundle: ") and said in message
+    assert "docs/bundle-format.md" in message and "header" not in message

@@ -11,6 +11,7 @@ import tarfile
 
 import pytest
 
+from analysis.evidence import GATHERED
 from collectors.bundles import BundleLimits, BundleRefused, read_bundle, read_bundle_bytes
 from collectors.tarstream import TarLimits, TarRefused, read_tar
 from tests import hostile
@@ -120,7 +121,7 @@ def test_wrong_types_in_the_manifest_are_ignored(manifest):
         tar_file(b"manifest.json", json.dumps(manifest).encode()), tar_file(b"gpu-0/ps.txt", PS)
     )
     evidence = read_bundle_bytes(archive)
-    assert evidence.nodes[0].status == "ok" and evidence.expected_world_size is None
+    assert evidence.nodes[0].status == GATHERED and evidence.expected_world_size is None
     assert evidence.cluster == "" and evidence.collected_at is None
 
 
@@ -139,7 +140,7 @@ def test_a_deeply_nested_node_json_is_ignored():
         (tar_gz(tar_header(b"gpu-0/ps.txt", 4096) + b"short"), "ps.txt: the archive ends early"),
         (tar_gz(b"\x01" * 512), "not a readable tar archive: entry 1 has an unreadable checksum"),
         (tar_gz(tar_header(b"gpu-0/ps.txt", 0)[:-1] + b"!"), "bad header checksum"),
-        (b"", "no member in it"),
+        (b"", "not an evidence bundle: the file is empty"),
         (b"\x1f\x8b\x08\x00garbage", "not a readable tar archive"),
         (tar_gz(tar_header(b"gpu-0/fifo", 0, b"6")), "only regular files are allowed"),
     ],

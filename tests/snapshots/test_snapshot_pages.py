@@ -59,7 +59,7 @@ def test_raw_evidence_is_served_as_plain_text(as_user, bob, incident):
         collection=collection, name="dmesg.txt", compressed=zlib.compress(hostile), size=9
     )
     url = reverse("snapshots:artifact", args=[snapshot.pk, artifact.pk])
-    response = client.get(url + "?raw=1")  # as collected (the default view masks secrets)
+    response = client.post(url, {"raw": "1"})  # as collected (the default view masks secrets)
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response.content == hostile

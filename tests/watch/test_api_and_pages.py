@@ -96,8 +96,8 @@ def test_a_responder_turns_the_watch_on(as_user, bob, cluster):
     assert b"Learned step time" in panel.content and b"watch-step-figure" in panel.content
 
 
-def test_a_bad_webhook_url_is_refused_on_the_form(as_user, bob, cluster):
-    answer = as_user(bob).post(
+def test_a_bad_webhook_url_is_refused_on_the_form(as_user, alice, cluster):
+    answer = as_user(alice).post(
         reverse("watch:settings", args=[cluster.name]),
         {"enabled": "on", "step_time_multiplier": "4", "floor_s": "90",
          "checkpoint_allowance_s": "600", "webhook_url": "file:///etc/passwd"},

@@ -6,7 +6,8 @@ Run it with an older source tree first on the path (the tree's own analysis and 
     .venv/bin/python tests/analysis/stored/capture.py /tmp/old schema1
 
 Each scenario is one of the tree's captured lab samples, analysed by that tree's
-`analysis.diagnose` exactly as its worker did before storing the result.
+`analysis.diagnose` exactly as its worker did before storing the result. The trees it was made
+for (schema 1 and 2) still gave a node's status as a text ("partial: ...").
 """
 
 from __future__ import annotations
