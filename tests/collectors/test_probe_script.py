@@ -111,7 +111,7 @@ def test_it_asks_ncclras_for_json_and_ships_what_it_printed(tmp_path):
         f'[ "$1" = -f ] && [ "$2" = json ] || exit 2\ncat "{captured}"\n',
     )
     evidence = parse_probe_output("n", _run_probe_with(tmp_path, _quiet_plan()).stdout)
-    assert evidence.status == "ok"
+    assert evidence.status == GATHERED
     assert evidence.ncclras == captured.read_text()
 
 
@@ -136,7 +136,7 @@ def test_an_ncclras_that_hangs_or_streams_is_cut_off_and_the_rest_is_shipped(tmp
     hung = _run_probe_with(tmp_path, _quiet_plan(command_timeout_s=2))
     evidence = parse_probe_output("n", hung.stdout)
     assert time.monotonic() - started < 30
-    assert evidence.status == "ok" and evidence.ncclras is None and evidence.ps is not None
+    assert evidence.status == GATHERED and evidence.ncclras is None and evidence.ps is not None
     assert "ncclras exited 124" in evidence.system["probe errors"]
     _tool(tmp_path, "ncclras", "exec yes 'Group     Comms     Nodes'\n")
     streaming = _run_probe_with(tmp_path, _quiet_plan(artifact_cap_bytes=4096))
@@ -146,5 +146,5 @@ def test_an_ncclras_that_hangs_or_streams_is_cut_off_and_the_rest_is_shipped(tmp
 
 def test_a_node_without_ncclras_ships_no_ras_and_no_error(tmp_path):
     evidence = parse_probe_output("n", _run_probe_with(tmp_path, _quiet_plan()).stdout)
-    assert evidence.status == "ok" and evidence.ncclras is None
+    assert evidence.status == GATHERED and evidence.ncclras is None
     assert "ncclras" not in evidence.system.get("probe errors", "")
