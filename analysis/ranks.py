@@ -257,6 +257,24 @@ def _latest(values) -> datetime | None:
     return max(present) if present else None
 
 
+# srun's own numbering of its tasks, in every task's environment.
+SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})
+
+
+def _slurm_task_rank(variables: dict[str, str], *, use: bool) -> None:
+    """A job started by `srun` with one task per rank whose script takes its rank from
+    SLURM_PROCID (setting RANK in os.environ, which /proc/PID/environ never shows): the task
+    id is the rank, SLURM_LOCALID the local rank, SLURM_NTASKS the world size. Only on a node
+    where no process has RANK: under `srun torchrun` the launcher's SLURM_PROCID is the node's
+    index, and its children carry RANK. Slurm's variables are dropped either way (they differ
+    between ranks by design: no environment difference)."""
+    task = {name: variables.pop(name) for name in SLURM_TASK_VARIABLES if name in variables}
+    if use and "SLURM_PROCID" in task:
+        variables["RANK"] = task["SLURM_PROCID"]
+        variables.setdefault("LOCAL_RANK", task.get("SLURM_LOCALID", ""))
+        variables.setdefault("WORLD_SIZE", task.get("SLURM_NTASKS", ""))
+
+
 def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> NodeFacts:
     node = node_ev.node
     if not node_ev.status.gathered:
@@ -269,11 +287,16 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
     by_pid: dict[int, PsRow] = {row.pid: row for row in ps_rows}
     rank_pids: dict[int, int] = {}
     # Only what the analysis reads: RANK and its kin, the rendezvous and the comms settings.
-    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"}
+    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"} | SLURM_TASK_VARIABLES
+    parsed = {}
     for pid in sorted(node_ev.environ):
         variables, env_problems = parse_environ_subset(node_ev.environ[pid], wanted, COMMS_PREFIXES)
         for text in env_problems:
             problem(node, f"environ {pid}", text)
+        parsed[pid] = variables
+    slurm_tasks = not any("RANK" in variables for variables in parsed.values())
+    for pid, variables in parsed.items():
+        _slurm_task_rank(variables, use=slurm_tasks)
         rank = int_or_none(variables.pop("RANK", None))
         if rank is None:
             continue  # a launcher or helper process, not a rank
