@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from collectors import remote  # noqa: E402
-from collectors.budget import SNAPSHOT_BUDGET  # noqa: E402
+from hangdesk.plan import SAMPLE_S  # noqa: E402
 from lab import cluster  # noqa: E402
 from tests.helpers import free_port  # noqa: E402
 from tests.labkit import Lab  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> None:
         ranks_per_node=args.ranks_per_node, master_port=free_port(), step_time=0.4,
     )  # fmt: skip
     lab = Lab(cluster.up(opts), state, master_port=opts.master_port)
-    window = SNAPSHOT_BUDGET.sample_s
+    window = SAMPLE_S
     try:
         time.sleep(5)  # past the warm-up
         without, with_window = [], []

@@ -17,14 +17,16 @@ from analysis import guide
 from analysis.secrets import mask_json, mask_text
 from collectors import selectors as snapshot_selectors
 from incidents.markdown import render_markdown
-from incidents.models import Incident, PostMortem, PostMortemVersion
+from incidents.models import Incident, PostMortem, PostMortemStatus, PostMortemVersion
 from incidents.postmortem_text import (
     EDITABLE,
     SECTIONS,
     action_items_markdown,
     code_fence,
 )
-from incidents.postmortems import decision_words, postmortem_decisions
+from incidents.postmortems import decision_words, latest_published, postmortem_decisions
+
+from . import frozen
 
 # How much of the evidence a document quotes.
 VERDICT_LINES = 8
@@ -40,16 +42,23 @@ def document(
     version: PostMortemVersion | None = None,
     *,
     evidence: bool = False,
+    shared: bool = False,
 ) -> dict[str, Any]:
-    """Everything the document shows. `version`: the saved version to show (the shared page
-    shows the latest published one); without it, the post-mortem as it stands."""
+    """Everything the document shows. `version`: the saved version to show; a published one
+    shows what it froze when it was published (sharing/frozen.py), never what the incident
+    holds today. Without it, the post-mortem as it stands. `shared` (a share link): the
+    verdict, chart and evidence only with `evidence`, and no console user names."""
     content = (
         dict(version.content) if version else {name: getattr(postmortem, name) for name in EDITABLE}
     )
     content = {name: mask_text(value or "") for name, value in content.items()}
-    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
-    diagnosis = mask_json(snapshot.diagnosis) if snapshot and snapshot.diagnosis else None
+    if version is not None and version.status == PostMortemStatus.PUBLISHED:
+        parts = frozen.frozen_parts(version, lambda: live_parts(incident))
+    else:
+        parts = {**live_parts(incident), "frozen_at": None}
     classification = content.get("classification") or ""
+    shows_verdict = evidence or not shared
+    people = _anonymous if shared else (lambda row: row)
     return {
         "incident": incident,
         "postmortem": postmortem,
@@ -57,27 +66,58 @@ def document(
         "status": version.status if version else postmortem.status,
         "number": version.number if version else postmortem.version,
         "saved_at": version.created_at if version else postmortem.updated_at,
-        "author": _name(version.author if version else postmortem.written_by),
+        "author": "" if shared else _name(version.author if version else postmortem.written_by),
         "classification": classification,
         "class_name": guide.class_name(classification) if classification else "",
         "sections": _sections(content),
         "content": content,
+        "verdict": parts["verdict"] if shows_verdict else None,
+        "decisions": [people(row) for row in parts["decisions"] or []],
+        "pinned": [people(row) for row in parts["pinned"] or []],
+        "figure": parts["figure"] if shows_verdict else None,
+        "evidence": parts["evidence"] if evidence else None,
+        "frozen_at": parts["frozen_at"],
+        "evidence_withheld": not shows_verdict,  # a link made without the evidence summary
+    }
+
+
+def live_parts(incident: Incident) -> dict[str, Any]:
+    """What the document shows beside the written sections, from the incident as it stands:
+    what a published version freezes."""
+    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
+    diagnosis = mask_json(snapshot.diagnosis) if snapshot and snapshot.diagnosis else None
+    figure = None
+    if diagnosis:
+        figure = analysis.timeline_figure(analysis.Diagnosis.from_json(diagnosis))
+    return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
+        "figure": figure,
+        "evidence": _evidence_summary(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [
             {
                 "at": e.at,
                 "kind": e.get_kind_display(),
                 "actor": e.actor,
+                "person": e.author_id is not None,
                 "summary": mask_text(e.summary),
             }
             for e in incident.events.filter(pinned=True).select_related("author").order_by("at")
         ],
-        "figure": analysis.timeline_figure(analysis.Diagnosis.from_json(diagnosis))
-        if diagnosis
-        else None,
-        "evidence": _evidence_summary(diagnosis) if evidence and diagnosis else None,
     }
+
+
+def freeze_published(incident: Incident, postmortem: PostMortem) -> None:
+    """Freeze the latest published version's document now, if it is not yet (called when a
+    version is published)."""
+    version = latest_published(postmortem)
+    if version is not None and not frozen.is_frozen(version):
+        frozen.freeze(version, live_parts(incident))
+
+
+def _anonymous(row: dict[str, Any]) -> dict[str, Any]:
+    """A note as a share link shows it: a person is "a responder", never their user name."""
+    return {**row, "actor": "a responder"} if row.get("person", True) else row
 
 
 def _name(user) -> str:
@@ -118,6 +158,7 @@ def _decision(event) -> dict[str, Any]:
     return {
         "at": event.at,
         "actor": event.actor,
+        "person": event.author_id is not None,
         "words": mask_text(decision_words(event)),
         "agreed": bool(details.get("agreed")),
         "note": mask_text(details.get("note") or ""),

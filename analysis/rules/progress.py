@@ -16,8 +16,8 @@ def no_evidence(facts: Facts) -> Finding | None:
     return Finding(
         "unknown",
         0.0,
-        "Nothing in this snapshot names a rank or a node: no process, stack, step, error "
-        "line or kernel event was found.",
+        "Nothing in this snapshot names a rank or a node: no process, stack, step, error line, "
+        "flight-recorder dump or kernel event was found.",
         check="Check the cluster's process pattern and log globs: the probe found no training "
         "process and no log on any node.",
         rule="none",

@@ -7,10 +7,10 @@ import io
 import tarfile
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
-from collectors import evidence_kinds as kinds
-from collectors.artifacts import artifacts_from_evidence, evidence_from_artifacts
 from collectors.bundles import read_bundle_bytes, write_bundle
 from collectors.remote import FrameReader, evidence_from_frames
+from hangdesk import evidence_kinds as kinds
+from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
 
 def _frame(key: str, body: bytes) -> bytes:
@@ -27,6 +27,7 @@ FRAMES = {
     "dmesg": b"[  1.0] NVRM: Xid 79\n",
     "nvsmi": b"| 0  NVIDIA H100 |\n",
     "shellinit": b"/etc/profile:export NCCL_DEBUG=INFO\n",
+    "ncclras": b'{"nccl_version": "2.29.1", "communicators": []}\n',
     "sys.loadavg": b"0.5 0.4 0.3 1/100 123\n",
     "log.1.path": b"/var/log/train/rank3.log",
     "log.1": b"step=1 \xff\n",
@@ -69,6 +70,7 @@ def test_a_piece_cut_on_the_node_is_stored_as_cut():
         "environ/42",
         "flight_recorder//var/log/fr/trace_rank_3",
         "logs//var/log/train/rank3.log",
+        "ncclras.txt",
         "nvidia-smi.txt",
         "ps.txt",
         "pyspy/42.json",

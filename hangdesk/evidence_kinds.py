@@ -1,7 +1,7 @@
 """The kinds of raw evidence, and every name each one goes by: one table.
 
 A row names a kind four ways, and every layer takes its names from here:
-- the probe's frame key (probe.sh writes it, `remote.py` reads it): `ps`, `env.<pid>`,
+- the probe's frame key (probe.sh writes it, `frames.py` reads it): `ps`, `env.<pid>`,
   `log.<n>` (with `log.<n>.path` carrying the log's path), ...
 - the `NodeEvidence` field it fills, which is also how `NodeEvidence.truncated` names a piece
   cut at a cap: `ps`, `environ:<pid>`, `logs:<path>`, ...
@@ -43,6 +43,8 @@ PS = EvidenceKind("ps", "ps", "ps.txt")
 DMESG = EvidenceKind("dmesg", "dmesg", "dmesg.txt")
 NVIDIA_SMI = EvidenceKind("nvidia_smi", "nvsmi", "nvidia-smi.txt")
 SHELL_INIT = EvidenceKind("shell_init", "shellinit", "shell-init.txt")
+# What `ncclras` answered (JSON or text, as the client printed it; the analysis tells which).
+NCCLRAS = EvidenceKind("ncclras", "ncclras", "ncclras.txt")
 ENVIRON = EvidenceKind("environ", "env", "environ", key="pid", binary=True)
 # A dump is stored as <pid>.json or <pid>.txt, by its content (JSON or the text dump).
 PYSPY = EvidenceKind("pyspy", "pyspy", "pyspy", key="pid")
@@ -60,6 +62,7 @@ KINDS = (
     DMESG,
     NVIDIA_SMI,
     SHELL_INIT,
+    NCCLRAS,
     ENVIRON,
     PYSPY,
     PYSPY_ERRORS,
