@@ -22,7 +22,10 @@ def tied_evidence(facts: Facts) -> bool:
     if facts.snap.dumps or facts.snap.watchdog or facts.peer_blames:
         return True
     return any(
-        node.status != "ok" or node.kernel.oom_kills or node.kernel.xids or node.kernel.segfaults
+        not node.status.gathered
+        or node.kernel.oom_kills
+        or node.kernel.xids
+        or node.kernel.segfaults
         for node in facts.nodes.values()
     )
 
