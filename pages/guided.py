@@ -8,12 +8,16 @@ is read from the artifacts already collected, masked, and shown to responders on
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from analysis import branches, guide
+from analysis.diagnosis import Diagnosis
+from analysis.records import RankRow
 from analysis.secrets import mask_environment, mask_text
 from collectors.models import Artifact, Snapshot
 from core.errors import AppError
@@ -53,9 +57,10 @@ def guided_context(
     incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
 ) -> dict | None:
     """What the guided panel shows, or None before a snapshot has a diagnosis."""
-    if snapshot is None or not snapshot.diagnosis:
+    diagnosis = snapshot.read_diagnosis() if snapshot is not None else None
+    if diagnosis is None:
         return None
-    state = guided_state(events, snapshot.pk, snapshot.diagnosis)
+    state = guided_state(events, snapshot.pk, diagnosis)
     branch, answers = state["branch"], state["answers"]
     questions = []
     for q in branch["questions"]:
@@ -65,7 +70,7 @@ def guided_context(
             {
                 **q,
                 "suggested_label": labels.get(q["suggested"], q["suggested"]),
-                "evidence": [{**e, "text": mask_text(e.get("text") or "")} for e in q["evidence"]],
+                "evidence": [replace(e, text=mask_text(e.text)) for e in q["evidence"]],
                 "answer": found if isinstance(found, Standing) else None,
                 "reasked": found if isinstance(found, Reasked) else None,
                 "selected": answer_value(found, q),
@@ -102,7 +107,7 @@ def guided_answer(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpRespon
     snapshot = _snapshot(pk, snapshot_pk)
     incident = snapshot.incident
     events = list(incident.events.order_by("at", "pk"))
-    state = guided_state(events, snapshot.pk, snapshot.diagnosis or {})
+    state = guided_state(events, snapshot.pk, snapshot.read_diagnosis() or Diagnosis.empty())
     classification = state["classification"]
     qid = request.POST.get("q", "")
     question = next((q for q in state["branch"]["questions"] if q["id"] == qid), None)
@@ -197,10 +202,9 @@ def rank_logs(snapshot: Snapshot, node: str, rank: int) -> list[dict]:
 def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> HttpResponse:
     """A rank's log tail and its node's dmesg, from the snapshot's collected evidence."""
     snapshot = _snapshot(pk, snapshot_pk)
-    row = next(
-        (r for r in (snapshot.diagnosis or {}).get("per_rank") or [] if r.get("rank") == rank), {}
-    )
-    node = row.get("node") or ""
+    diagnosis = snapshot.read_diagnosis()
+    row = diagnosis.rank_row(rank) if diagnosis else None
+    node = (row.node if row else None) or ""
     dmesg = _artifacts(snapshot, node, name="dmesg.txt") if node else []
     dmesg_lines, dmesg_more = _tail(dmesg[0].content) if dmesg else ([], False)
     return render(
@@ -219,10 +223,10 @@ def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> H
     )
 
 
-def _environ(snapshot: Snapshot, row: dict) -> dict[str, str] | None:
-    if not row.get("node") or not row.get("pid"):
+def _environ(snapshot: Snapshot, row: RankRow | None) -> dict[str, str] | None:
+    if row is None or not row.node or not row.pid:
         return None
-    found = _artifacts(snapshot, row["node"], name=f"environ/{row['pid']}")
+    found = _artifacts(snapshot, row.node, name=f"environ/{row.pid}")
     if not found:
         return None
     text = found[0].content.decode("utf-8", "replace")
@@ -248,10 +252,10 @@ def env_rows(suspect: dict[str, str], healthy: dict[str, str]) -> list[dict]:
 def guided_env(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
     """The suspect rank's environment beside a healthy rank's, on another node if possible."""
     snapshot = _snapshot(pk, snapshot_pk)
-    diagnosis = snapshot.diagnosis or {}
+    diagnosis = snapshot.read_diagnosis() or Diagnosis.empty()
     who = branches.suspect(diagnosis)
     healthy = branches.healthy_rank(diagnosis)
-    suspect_env = _environ(snapshot, who["row"])
+    suspect_env = _environ(snapshot, who.row)
     healthy_env = _environ(snapshot, healthy) if healthy else None
     rows = env_rows(suspect_env or {}, healthy_env or {})
     return render(

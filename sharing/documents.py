@@ -9,12 +9,15 @@ its Markdown export and the shared page.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import analysis
 from analysis import guide
-from analysis.secrets import mask_json, mask_text
+from analysis.diagnosis import Diagnosis
+from analysis.secrets import mask_text
+from analysis.verdict import Evidence
 from collectors import selectors as snapshot_selectors
 from incidents.markdown import render_markdown
 from incidents.models import Incident, PostMortem, PostMortemVersion
@@ -48,7 +51,8 @@ def document(
     )
     content = {name: mask_text(value or "") for name, value in content.items()}
     snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
-    diagnosis = mask_json(snapshot.diagnosis) if snapshot and snapshot.diagnosis else None
+    stored = snapshot.read_diagnosis() if snapshot else None
+    diagnosis = stored.masked() if stored else None
     classification = content.get("classification") or ""
     return {
         "incident": incident,
@@ -73,9 +77,7 @@ def document(
             }
             for e in incident.events.filter(pinned=True).select_related("author").order_by("at")
         ],
-        "figure": analysis.timeline_figure(analysis.Diagnosis.from_json(diagnosis))
-        if diagnosis
-        else None,
+        "figure": analysis.timeline_figure(diagnosis) if diagnosis else None,
         "evidence": _evidence_summary(diagnosis) if evidence and diagnosis else None,
     }
 
@@ -95,21 +97,21 @@ def _sections(content: dict[str, str]) -> list[dict[str, Any]]:
     return sections
 
 
-def _verdict(d: dict, snapshot) -> dict[str, Any]:
+def _verdict(d: Diagnosis, snapshot) -> dict[str, Any]:
     return {
         "snapshot": snapshot.pk,
         "at": snapshot.finished_at,
-        "classification": d.get("classification", ""),
-        "class_name": guide.class_name(d.get("classification", "")),
-        "confidence": d.get("confidence"),
-        "summary": d.get("summary", ""),
-        "world_size": d.get("world_size"),
-        "ranks_seen": d.get("ranks_seen"),
-        "missing": d.get("missing_ranks_compact", ""),
-        "suspects": d.get("suspect_ranks_compact", ""),
-        "suspect_nodes": d.get("suspect_nodes") or [],
-        "last_completed_step": d.get("last_completed_step"),
-        "lines": (d.get("evidence") or [])[:VERDICT_LINES],
+        "classification": d.classification,
+        "class_name": guide.class_name(d.classification),
+        "confidence": d.confidence,
+        "summary": d.summary,
+        "world_size": d.world_size,
+        "ranks_seen": d.ranks_seen,
+        "missing": d.missing_ranks_compact,
+        "suspects": d.suspect_ranks_compact,
+        "suspect_nodes": list(d.suspect_nodes),
+        "last_completed_step": d.last_completed_step,
+        "lines": list(d.evidence[:VERDICT_LINES]),
     }
 
 
@@ -124,19 +126,16 @@ def _decision(event) -> dict[str, Any]:
     }
 
 
-def _evidence_summary(d: dict) -> dict[str, Any]:
-    groups = []
-    for g in (d.get("stack_groups") or [])[:STACK_GROUPS]:
-        groups.append({**g, "stack": (g.get("stack") or [])[:STACK_FRAMES]})
+def _evidence_summary(d: Diagnosis) -> dict[str, Any]:
     return {
-        "stack_groups": groups,
-        "env_diffs": [x for x in d.get("env_diffs") or [] if not x.get("expected_per_rank")][
-            :ENV_DIFFS
+        "stack_groups": [
+            replace(g, stack=g.stack[:STACK_FRAMES]) for g in d.stack_groups[:STACK_GROUPS]
         ],
-        "nccl_config_diffs": (d.get("nccl_config_diffs") or [])[:ENV_DIFFS],
-        "shell_init": (d.get("shell_init") or [])[:ENV_DIFFS],
-        "first_mismatch": (d.get("flight_recorder") or {}).get("first_mismatch"),
-        "lines": (d.get("evidence") or [])[:SUMMARY_LINES],
+        "env_diffs": list(d.real_env_diffs[:ENV_DIFFS]),
+        "nccl_config_diffs": list(d.nccl_config_diffs[:ENV_DIFFS]),
+        "shell_init": list(d.shell_init[:ENV_DIFFS]),
+        "first_mismatch": d.flight_recorder.first_mismatch if d.flight_recorder else None,
+        "lines": list(d.evidence[:SUMMARY_LINES]),
     }
 
 
@@ -207,11 +206,11 @@ def _md_verdict(verdict: dict | None) -> list[str]:
     return lines
 
 
-def _evidence_line(e: dict) -> str:
-    rank = f"rank {e['rank']}" if e.get("rank") is not None else ""
-    where = " ".join(p for p in (e.get("node") or "", rank) if p)
-    head = f"[{e.get('kind')}] {where}:" if where else f"[{e.get('kind')}]"
-    return f"{head} {e.get('text')}"
+def _evidence_line(e: Evidence) -> str:
+    rank = f"rank {e.rank}" if e.rank is not None else ""
+    where = " ".join(p for p in (e.node or "", rank) if p)
+    head = f"[{e.kind}] {where}:" if where else f"[{e.kind}]"
+    return f"{head} {e.text}"
 
 
 def _md_events(title: str, events: list[dict], field: str) -> list[str]:
@@ -227,17 +226,13 @@ def _md_events(title: str, events: list[dict], field: str) -> list[str]:
 def _md_evidence(summary: dict) -> list[str]:
     lines = ["## Evidence summary", "", "### Stack groups", ""]
     for g in summary["stack_groups"]:
-        frame = md_text(g.get("frame", ""))
-        lines.append(f"- ranks {md_text(g['ranks'])} ({g.get('kind')}): {frame}")
+        lines.append(f"- ranks {md_text(g.ranks)} ({g.kind}): {md_text(g.frame)}")
     lines += ["", "### Environment differences", ""]
     if not summary["env_diffs"]:
         lines.append("_Every NCCL\\_/TORCH\\_/CUDA\\_/GLOO\\_ variable is the same on all ranks._")
     for diff in summary["env_diffs"]:
-        values = "; ".join(
-            f"{md_text(v.get('value', ''))} on ranks {md_text(v.get('ranks', ''))}"
-            for v in diff.get("values") or []
-        )
-        lines.append(f"- {md_text(diff.get('name', ''))}: {values}")
+        values = "; ".join(f"{md_text(v.value)} on ranks {md_text(v.ranks)}" for v in diff.values)
+        lines.append(f"- {md_text(diff.name)}: {values}")
     if summary["lines"]:
         quoted = "\n".join(_evidence_line(e) for e in summary["lines"])
         lines += ["", "### Evidence lines", "", code_fence(quoted)]
