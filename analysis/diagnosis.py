@@ -79,6 +79,8 @@ class Diagnosis:
     watchdog: WatchdogSummary | None = None
     parse_problems: tuple[ParseProblem, ...] = ()
     collected_at: datetime | None = None
+    # When the job began (analysis/jobtime.py): lines stamped before it are an earlier run's.
+    job_started_at: datetime | None = None
 
     @property
     def suspect_ranks_compact(self) -> str:
@@ -151,6 +153,7 @@ class Diagnosis:
             "watchdog": watchdog.to_json() if watchdog else None,
             "parse_problems": [p.to_json() for p in self.parse_problems],
             "collected_at": iso(self.collected_at),
+            "job_started_at": iso(self.job_started_at),
         }
 
     @classmethod
@@ -192,6 +195,7 @@ class Diagnosis:
             watchdog=WatchdogSummary.from_json(watchdog) if isinstance(watchdog, Mapping) else None,
             parse_problems=records(ParseProblem, get("parse_problems")),
             collected_at=read_when(get("collected_at")),
+            job_started_at=read_when(get("job_started_at")),
         )
 
 
@@ -262,4 +266,5 @@ def diagnose_facts(facts: Facts) -> Diagnosis:
         watchdog=WatchdogSummary.from_json(facts.watchdog) if facts.watchdog else None,
         parse_problems=records(ParseProblem, facts.snap.problems),
         collected_at=facts.snap.collected_at,
+        job_started_at=facts.job_started,
     )

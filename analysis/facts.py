@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from analysis import jobtime
 from analysis.alignment import (
     dumps_by_rank,
     group_mismatches,
@@ -34,8 +35,6 @@ from analysis.ranks import (
 from analysis.records import as_opt_float, as_opt_int, as_str
 from analysis.stacks import base_name, compact_ranks
 
-# Clock skew between a node's kernel log and ps, and dmesg -T's drift after suspend.
-JOB_START_SLACK = timedelta(minutes=2)
 # "Healthy" needs a step within this many median step times (and at least the floor, since a
 # snapshot takes a moment and logs are flushed late).
 HEALTHY_STEP_MULTIPLE = 5
@@ -193,14 +192,15 @@ class Facts:
     def job_kills(self, node: NodeFacts) -> list:
         return job_kills(node, self.job_started)
 
+    def before_job(self, line: str) -> bool:
+        """A line stamped before the job began: an earlier run's, never quoted."""
+        return jobtime.line_before_job(line, self.job_started, self.snap.collected_at)
+
 
 def job_kills(node: NodeFacts, job_started: datetime | None) -> list:
     """OOM kills that can belong to this job: not stamped before its first rank started
     (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
-    if job_started is None:
-        return node.kernel.oom_kills
-    since = job_started - JOB_START_SLACK
-    return [k for k in node.kernel.oom_kills if k.at is None or k.at >= since]
+    return [k for k in node.kernel.oom_kills if not jobtime.before_job(k.at, job_started)]
 
 
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
@@ -210,7 +210,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
     in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
-    started = min((s.started_at for s in snap.ranks.values() if s.started_at), default=None)
+    started = jobtime.job_started((s.started_at for s in snap.ranks.values()), snap.log_starts)
     dumps = dumps_by_rank(snap.dumps)
     mismatches = group_mismatches(dumps)
     return Facts(
@@ -439,12 +439,12 @@ def _local_maps(snap: ParsedSnapshot) -> dict[str, dict[int, int]]:
 
 
 def _oom_by_pid(snap: ParsedSnapshot, started: datetime | None) -> dict[int, tuple[str, str, bool]]:
-    """pid -> (node, line, recent): every kill, since a pid match is decisive at any age."""
+    """pid -> (node, line, recent): every kill of this job (a pid match is decisive at any
+    age; a kill stamped before the job began is of another process, whatever its pid)."""
     pids = {}
     for node, node_facts in snap.nodes.items():
-        recent = {id(k) for k in job_kills(node_facts, started)}
-        for kill in node_facts.kernel.oom_kills:
-            pids[kill.pid] = (node, kill.line, id(kill) in recent)
+        for kill in job_kills(node_facts, started):
+            pids[kill.pid] = (node, kill.line, True)
     return pids
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence
+from analysis.jobtime import first_stamp
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
 from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
@@ -125,6 +126,8 @@ class ParsedSnapshot:
     rendezvous_errors: list[tuple[str, str]] = field(default_factory=list)
     # (node, fact): NCCL communicator set-up lines, placed once the world size is known.
     comm_inits: list[tuple[str, CommInitFact]] = field(default_factory=list)
+    # The first stamped line of each log collected whole (the job's start when ps has none).
+    log_starts: list[datetime] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -168,6 +171,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             for rank in facts.rank_pids.values()
             if parsed.ranks[rank].local_rank is not None
         }
+        cut = set(node_ev.truncated)
         for path in sorted(node_ev.logs):
             log = parse_log(path, node_ev.logs[path])
             parsed.logs.append((node_ev.node, log))
@@ -178,6 +182,9 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             if log.world_size:
                 world_sizes.append(log.world_size)
             _apply_log(node_ev.node, log, local_to_global, facts, parsed, problem, single_node)
+            if f"logs:{path}" not in cut and "output" not in cut:  # the log is held whole
+                start = first_stamp(node_ev.logs[path], node_ev.collected_at)
+                parsed.log_starts += [start] if start else []
         for path in sorted(node_ev.flight_recorder) if flight_recorder else ():
             dump = parse_flight_recorder(path, node_ev.flight_recorder[path])
             for text in dump.problems:

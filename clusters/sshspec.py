@@ -1,9 +1,10 @@
 """What a node's SSH spec must be before anyone connects: pure rules, no Django, no paramiko.
 
-The process pattern is matched by awk on the node (POSIX ERE), globs are expanded there
-(absolute paths only), and the host key is pinned: parsed here from the known_hosts-style line
-an admin pastes, by the SSH wire format (RFC 4253, 5656, 8709), down to the point on the curve.
-collectors/remote.py hands the parsed key to paramiko when it connects.
+The process pattern is matched by awk on the node (POSIX ERE) and globs are expanded there
+(absolute paths only): their rules live with the probe (hangdesk/plan.py). The host key is
+pinned: parsed here from the known_hosts-style line an admin pastes, by the SSH wire format
+(RFC 4253, 5656, 8709), down to the point on the curve. collectors/remote.py hands the parsed
+key to paramiko when it connects.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import re
 import stat
 from dataclasses import dataclass
 
-# POSIX ERE (the probe matches it with awk against the ps command line); also a valid Python
-# regex. Keep in step with the default in collectors/probe.sh.
-DEFAULT_PROCESS_PATTERN = (
-    r"torchrun|torch[.]distributed[.](run|launch)|pretrain_[A-Za-z0-9_]*[.]py|megatron"
-    r"|[A-Za-z0-9_]*train[A-Za-z0-9_]*[.]py"
+# The probe's own rules (the pattern awk matches, the globs the node expands), kept with the
+# probe; a node's spec must meet them.
+from hangdesk.plan import (  # noqa: F401 - re-exported for the spec's readers
+    DEFAULT_PROCESS_PATTERN,
+    validate_glob,
+    validate_process_pattern,
 )
 
 HOST_KEY_TYPES = (
@@ -34,34 +36,6 @@ HOST_KEY_TYPES = (
 
 # The longest line taken as a host key: a 16384-bit RSA key is under 3 KiB of base64.
 MAX_HOST_KEY_LINE = 16 * 1024
-
-
-def validate_process_pattern(pattern: str) -> str:
-    """A process pattern is matched remotely by awk (POSIX ERE); reject what cannot work."""
-    if not pattern or "\n" in pattern or "\0" in pattern:
-        raise ValueError("process pattern must be a non-empty single line")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"process pattern is not a valid regular expression: {exc}") from exc
-    python_only = _PYTHON_ONLY_REGEX.search(pattern)
-    if python_only:
-        raise ValueError(
-            f"process pattern uses {python_only.group()!r}, which awk on the node does not "
-            "understand: write it as a POSIX extended regex ([0-9] for \\d, (a|b) for (?:a|b))"
-        )
-    return pattern
-
-
-# Python regex syntax that POSIX awk either rejects or reads differently.
-_PYTHON_ONLY_REGEX = re.compile(r"\\[dDwWsSbBAZ]|\(\?|[*+?}]\?")
-
-
-def validate_glob(pattern: str) -> str:
-    """Globs are expanded on the node; they must be absolute single-line paths."""
-    if not pattern.startswith("/") or "\n" in pattern or "\0" in pattern:
-        raise ValueError(f"glob must be an absolute path on one line: {pattern!r}")
-    return pattern
 
 
 # --- host keys ---------------------------------------------------------------------------

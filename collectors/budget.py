@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
+from hangdesk.plan import COMMAND_S, CONNECT_S, VISIT_S
+
 
 @dataclass(frozen=True)
 class TaskLimits:
@@ -26,11 +28,11 @@ class TaskLimits:
 @dataclass(frozen=True)
 class SnapshotBudget:
     # TCP connect; the SSH handshake as a whole may take twice this.
-    connect_s: float = 10.0
+    connect_s: float = CONNECT_S
     # One command on the node (a py-spy dump, a log tail), stopped by `timeout` there.
-    command_s: float = 20.0
+    command_s: float = COMMAND_S
     # One node's whole visit, connect to last byte: the collector's hard deadline.
-    visit_s: float = 60.0
+    visit_s: float = VISIT_S
     # After the visit: storing up to 64 MiB of evidence and finishing the snapshot.
     store_s: float = 90.0
     # Analysing one snapshot and storing its verdict (4,096 ranks take a few seconds).

@@ -228,3 +228,8 @@ class DiagnosisSerializer(serializers.Serializer):
     watchdog = WatchdogSerializer(allow_null=True, help_text="stuck collective, laggards")
     parse_problems = ParseProblemSerializer(many=True)
     collected_at = serializers.DateTimeField(allow_null=True)
+    job_started_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when the job began (its first process, else its first whole log's first "
+        "line); kernel and log lines stamped before it are not quoted",
+    )

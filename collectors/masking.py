@@ -12,9 +12,8 @@ from dataclasses import replace
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.secrets import mask_text
-
-from . import evidence_kinds as kinds
-from .evidence_kinds import EvidenceKind, as_text
+from hangdesk import evidence_kinds as kinds
+from hangdesk.evidence_kinds import EvidenceKind, as_text
 
 
 def mask_piece(kind: EvidenceKind, content: str | bytes) -> str | bytes:

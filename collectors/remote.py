@@ -2,58 +2,63 @@
 
 The only module in the project that imports paramiko. `collect_node()` connects with the
 node's pinned host key (anything else is refused before authentication), sends the constant
-probe script `probe.sh` to `sh -s` with the plan's values as shell-quoted assignments in front
-of it, reads the framed output under a byte cap and a deadline, and turns it into a
-`NodeVisit`: the `NodeEvidence`, and a typed `NodeFailure` (outcomes.py) when the visit
-failed, whose kind says whether a retry may help. Expected failures never raise. Frame keys
-are read through the evidence-kind table (evidence_kinds.py).
-
-Wire format (written by probe.sh): a line `HDPROBE1 <nonce>` (anything before it, e.g. a
-chatty ~/.bashrc, is ignored), then frames `HD1 <key> <size>\\n` + <size> raw bytes, and
-finally `HD1 end 0`. Binary and non-UTF-8 content passes untouched.
+probe script (hangdesk/probe.sh, rendered by `hangdesk.frames.render_probe` with the plan's
+values shell-quoted in front of it) to `sh -s`, reads the framed output under a byte cap and a
+deadline with `hangdesk.frames.FrameReader`, and turns it into a `NodeVisit`: the
+`NodeEvidence`, and a typed `NodeFailure` (outcomes.py) when the visit failed, whose kind says
+whether a retry may help. Expected failures never raise. `hangdesk collect` runs the same
+script on the node itself (hangdesk/collect.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import re
 import secrets
-import shlex
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.evidence import GATHERED, EvidenceStatus, NodeEvidence, stopped_short
 from clusters.sshspec import (
-    DEFAULT_PROCESS_PATTERN,
     PASSPHRASE_KEY_MESSAGE,
     HostKey,
     InvalidHostKey,
     blob_fingerprint,
     parse_host_key,
     private_key_problem,
-    validate_glob,
-    validate_process_pattern,
 )
+from hangdesk.evidence_kinds import as_text
+from hangdesk.frames import (
+    FrameReader,
+    evidence_from_frames,
+    mark_unfinished,
+    parse_probe_output,
+    render_probe,
+)
+from hangdesk.plan import CollectionPlan, KiB
 
-from . import evidence_kinds as kinds
-from .budget import SNAPSHOT_BUDGET
-from .evidence_kinds import as_text
 from .outcomes import FailureKind, NodeFailure, NodeVisit
 
 if TYPE_CHECKING:  # imported where used: paramiko costs ~0.1 s, and Django loads this module
     import paramiko
 
-PROBE_PATH = Path(__file__).with_name("probe.sh")
-
-KiB = 1024
-MiB = 1024 * KiB
+# Re-exported: the console's callers name the plan and the reader through this module.
+__all__ = [
+    "CollectionError",
+    "CollectionPlan",
+    "FrameReader",
+    "NodeTarget",
+    "collect_node",
+    "evidence_from_frames",
+    "parse_probe_output",
+    "render_probe",
+    "run_script",
+]
 
 
 @dataclass
@@ -68,47 +73,6 @@ class NodeTarget:
     host_key: str
 
 
-@dataclass
-class CollectionPlan:
-    process_pattern: str = DEFAULT_PROCESS_PATTERN
-    log_globs: list[str] = field(default_factory=lambda: ["/var/log/train/*.log"])
-    flight_recorder_globs: list[str] = field(default_factory=lambda: ["/var/log/train/fr/*"])
-    pyspy_command: str = "py-spy"
-    tail_bytes: int = 256 * KiB
-    artifact_cap_bytes: int = 2 * MiB
-    # From the snapshot's time budget (budget.py), like the task limits that must outlast them.
-    command_timeout_s: float = SNAPSHOT_BUDGET.command_s
-    total_timeout_s: float = SNAPSHOT_BUDGET.visit_s
-    connect_timeout_s: float = SNAPSHOT_BUDGET.connect_s
-    # Bytes read from one node in total; a node that sends more is cut off.
-    max_total_bytes: int = 64 * MiB
-    max_processes: int = 128
-    max_files: int = 256
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first unusable setting (collect_node() reports it as
-        an "invalid plan" status rather than raising)."""
-        validate_process_pattern(self.process_pattern)
-        for pattern in [*self.log_globs, *self.flight_recorder_globs]:
-            validate_glob(pattern)
-        if not self.pyspy_command or "\n" in self.pyspy_command or "\0" in self.pyspy_command:
-            raise ValueError("pyspy_command must be one command path on one line")
-        sizes = (
-            "tail_bytes",
-            "artifact_cap_bytes",
-            "max_total_bytes",
-            "max_processes",
-            "max_files",
-        )
-        for name in sizes:
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be positive")
-        # A command timeout above the total is allowed: the total bounds everything anyway.
-        for name in ("command_timeout_s", "total_timeout_s", "connect_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive")
-
-
 # --- failures ----------------------------------------------------------------------------
 
 
@@ -118,158 +82,6 @@ class CollectionError(Exception):
     def __init__(self, kind: FailureKind, text: str) -> None:
         super().__init__(text)
         self.failure = NodeFailure(kind, text)
-
-
-# --- the probe script --------------------------------------------------------------------
-
-
-def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
-    """The full script for `sh -s`: shell-quoted settings, then the constant probe.
-
-    Also usable with plain OpenSSH: `ssh node 'sh -s' < script` (see bench/).
-    """
-    plan.validate()
-    settings = {
-        "HD_PATTERN": plan.process_pattern,
-        "HD_LOG_GLOBS": "\n".join(plan.log_globs),
-        "HD_FR_GLOBS": "\n".join(plan.flight_recorder_globs),
-        "HD_PYSPY": plan.pyspy_command,
-        "HD_TAIL_BYTES": str(int(plan.tail_bytes)),
-        "HD_CAP_BYTES": str(int(plan.artifact_cap_bytes)),
-        "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),
-        "HD_MAX_PROCS": str(int(plan.max_processes)),
-        "HD_MAX_FILES": str(int(plan.max_files)),
-        "HD_NONCE": nonce,
-    }
-    preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())
-    return preamble.encode() + PROBE_PATH.read_bytes()
-
-
-# --- reading the framed output -----------------------------------------------------------
-
-_HEADER = re.compile(rb"HD1 ([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*) (\d{1,12})")
-_MAX_HEADER = 200
-_MAX_NOISE = 16 * KiB
-
-
-class FrameReader:
-    """Incremental parser of the probe's frames, bounded per frame and in total."""
-
-    def __init__(self, nonce: str, *, frame_cap: int, total_cap: int) -> None:
-        self.marker = f"HDPROBE1 {nonce}\n".encode()
-        self.frame_cap = frame_cap
-        self.total_cap = total_cap
-        self.frames: dict[str, bytes] = {}
-        self.cut: set[str] = set()  # keys cut locally at frame_cap
-        self.noise = bytearray()  # bytes before the start marker (e.g. a chatty .bashrc)
-        self.total = 0
-        self.started = False
-        self.ended = False
-        self.error: str | None = None
-        self._buf = bytearray()
-        self._key: str | None = None
-        self._body = bytearray()
-        self._left = 0
-
-    @property
-    def over_cap(self) -> bool:
-        return self.total > self.total_cap
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        if self.ended or self.error is not None:
-            return
-        self._buf += data
-        while self._buf and self.error is None and not self.ended:
-            if not self.started:
-                if not self._seek_start():
-                    return
-            elif self._key is None:
-                if not self._read_header():
-                    return
-            else:
-                self._read_body()
-
-    def _seek_start(self) -> bool:
-        at = self._buf.find(self.marker)
-        if at < 0:
-            keep = len(self.marker) - 1
-            spill = self._buf[:-keep] if len(self._buf) > keep else b""
-            self.noise += spill[: max(0, _MAX_NOISE - len(self.noise))]
-            del self._buf[: len(spill)]
-            return False
-        self.noise += self._buf[:at][: max(0, _MAX_NOISE - len(self.noise))]
-        del self._buf[: at + len(self.marker)]
-        self.started = True
-        return True
-
-    def _read_header(self) -> bool:
-        end = self._buf.find(b"\n", 0, _MAX_HEADER)
-        if end < 0:
-            if len(self._buf) >= _MAX_HEADER:
-                self.error = "malformed probe output (header too long)"
-            return False
-        match = _HEADER.fullmatch(bytes(self._buf[:end]))
-        del self._buf[: end + 1]
-        if match is None:
-            self.error = "malformed probe output (bad frame header)"
-            return False
-        key, size = match.group(1).decode(), int(match.group(2))
-        if key == "end":
-            self.ended = True
-            return False
-        self._key, self._left, self._body = key, size, bytearray()
-        if size == 0:
-            self._finish_frame()
-        return True
-
-    def _read_body(self) -> None:
-        take = min(self._left, len(self._buf))
-        room = max(0, self.frame_cap - len(self._body))
-        self._body += self._buf[: min(take, room)]
-        if take > room:
-            self.cut.add(self._key or "")
-        del self._buf[:take]
-        self._left -= take
-        if self._left == 0:
-            self._finish_frame()
-
-    def _finish_frame(self) -> None:
-        assert self._key is not None
-        self.frames[self._key] = bytes(self._body)
-        self._key, self._body = None, bytearray()
-
-
-def evidence_from_frames(node: str, reader: FrameReader) -> NodeEvidence:
-    """Map the probe's frames onto NodeEvidence through the evidence-kind table (fields are
-    left empty when absent)."""
-    frames = reader.frames
-    evidence = NodeEvidence(node=node)
-    names: dict[str, str] = {}  # frame key -> the piece's name in `truncated`
-    for key, data in frames.items():
-        if key == "hostname":
-            evidence.hostname = as_text(data).strip()
-            continue
-        found = kinds.frame_piece(key, frames)
-        if found is not None:
-            kinds.put(evidence, *found, data, errors="backslashreplace")
-            names[key] = kinds.piece_name(*found)
-    cut = {key.removeprefix("trunc.") for key in frames if key.startswith("trunc.")}
-    cut |= reader.cut
-    evidence.truncated = sorted(names.get(key, key) for key in cut)
-    if reader.noise.strip():
-        evidence.system["output before probe"] = as_text(bytes(reader.noise))
-    return evidence
-
-
-def parse_probe_output(node: str, output: bytes, *, nonce: str = "standalone") -> NodeEvidence:
-    """Evidence from a complete probe output captured some other way (e.g. plain ssh)."""
-    reader = FrameReader(nonce, frame_cap=len(output), total_cap=len(output))
-    reader.feed(output)
-    evidence = evidence_from_frames(node, reader)
-    if not reader.ended:
-        evidence.status = stopped_short(reader.error or "probe output ended early")
-    return evidence
 
 
 # --- SSH ---------------------------------------------------------------------------------
@@ -591,12 +403,7 @@ def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> Node
         return NodeVisit.failed(evidence, exc.failure)
     evidence = evidence_from_frames(target.name, run.reader)
     evidence.collected_at = collected_at
-    if not run.reader.ended:
-        for pid in _pids(evidence.ps):
-            if pid not in evidence.pyspy and pid not in evidence.pyspy_errors:
-                evidence.pyspy_errors[pid] = "not collected: the probe stopped before py-spy ended"
-        if run.reader.over_cap:
-            evidence.truncated.append("output")
+    mark_unfinished(evidence, run.reader)
     if run.stderr.strip():
         evidence.system["probe stderr"] = as_text(run.stderr)
     evidence.system["collection"] = (
@@ -643,12 +450,3 @@ def run_script(
         run.reader.total,
         time.monotonic() - started,
     )
-
-
-def _pids(ps: str | None) -> list[int]:
-    pids = []
-    for line in (ps or "").splitlines()[1:]:
-        first = line.split(maxsplit=1)[:1]
-        if first and first[0].isdecimal() and len(first[0]) <= 10:  # not "²", not 5,000 digits
-            pids.append(int(first[0]))
-    return pids

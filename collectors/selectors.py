@@ -12,9 +12,9 @@ import analysis
 from analysis import guide
 from analysis.evidence import SnapshotEvidence
 from analysis.records import RankStatus
+from hangdesk.artifacts import evidence_from_artifacts
 from incidents.models import Incident
 
-from .artifacts import evidence_from_artifacts
 from .models import (
     ACTIVE_SNAPSHOT_STATUSES,
     Artifact,

@@ -24,11 +24,11 @@ from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.secrets import mask_json, mask_text
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
+from hangdesk.artifacts import artifacts_from_evidence
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
 
 from . import remote, selectors
-from .artifacts import artifacts_from_evidence
 from .budget import SNAPSHOT_BUDGET
 from .models import (
     FINISHED_NODE_STATUSES,
@@ -270,13 +270,15 @@ def _record_node_result(
     )
     if not finished:
         return False
-    # Replace, never append: a redelivered task stores the node's evidence exactly once.
-    Artifact.objects.filter(collection=collection).delete()
-    _store_artifacts(collection, evidence)
+    node_evidence_store(collection=collection, evidence=evidence)
     return True
 
 
-def _store_artifacts(collection: NodeCollection, evidence: NodeEvidence) -> None:
+def node_evidence_store(*, collection: NodeCollection, evidence: NodeEvidence) -> None:
+    """Store one node's evidence for its snapshot: the one way a node's evidence enters the
+    console, whether an SSH visit gathered it or the node pushed a bundle. Replaces, never
+    appends: a redelivered task or a node that sends again stores its evidence once."""
+    Artifact.objects.filter(collection=collection).delete()
     Artifact.objects.bulk_create(_artifacts(collection, evidence))
 
 

@@ -11,12 +11,12 @@ from core.downloads import disposition
 from core.errors import Invalid
 from core.feedback import CHANGED_EVENT, answer
 from core.roles import Role, role_required
+from hangdesk.evidence_kinds import as_text
 from incidents.guided import guided_state
 from incidents.models import Incident
 
 from . import audit, evidence_viewer, selectors, services, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
-from .evidence_kinds import as_text
 from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
 from .scheduler import JobRefused

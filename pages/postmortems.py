@@ -17,9 +17,9 @@ from core.roles import Role, has_role, role_required
 from incidents import postmortems
 from incidents.forms import PostMortemForm
 from incidents.markdown import render_markdown
-from incidents.models import Incident, PostMortem
+from incidents.models import Incident, PostMortem, PostMortemStatus
 from incidents.postmortem_text import EDITABLE, SECTIONS, action_items_markdown
-from sharing.documents import document
+from sharing.documents import document, freeze_published
 
 
 def _incident(pk: int) -> Incident:
@@ -38,7 +38,12 @@ def postmortem_page(request: HttpRequest, pk: int) -> HttpResponse:
         form = PostMortemForm(request.POST or None, instance=instance)
         if request.method == "POST" and form.is_valid():
             try:
-                postmortems.postmortem_save(incident=incident, by=request.user, **form.cleaned_data)
+                saved = postmortems.postmortem_save(
+                    incident=incident, by=request.user, **form.cleaned_data
+                )
+                if saved.status == PostMortemStatus.PUBLISHED:
+                    # What a share link will show: the verdict, chart and notes as of now.
+                    freeze_published(incident, saved)
             except postmortems.PublishRefused as exc:
                 # The text is kept as a version: the editor opens on it, saying why.
                 messages.error(request, str(exc))

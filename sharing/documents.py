@@ -9,25 +9,29 @@ its Markdown export and the shared page.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import analysis
 from analysis import guide
 from analysis.diagnosis import Diagnosis
+from analysis.records import EnvDiff, FrMismatch, NcclConfigDiff, ShellInitLine, StackGroup, records
 from analysis.secrets import mask_text
 from analysis.verdict import Evidence
 from collectors import selectors as snapshot_selectors
 from incidents.markdown import render_markdown
-from incidents.models import Incident, PostMortem, PostMortemVersion
+from incidents.models import Incident, PostMortem, PostMortemStatus, PostMortemVersion
 from incidents.postmortem_text import (
     EDITABLE,
     SECTIONS,
     action_items_markdown,
     code_fence,
 )
-from incidents.postmortems import decision_words, postmortem_decisions
+from incidents.postmortems import decision_words, latest_published, postmortem_decisions
+
+from . import frozen
 
 # How much of the evidence a document quotes.
 VERDICT_LINES = 8
@@ -43,17 +47,23 @@ def document(
     version: PostMortemVersion | None = None,
     *,
     evidence: bool = False,
+    shared: bool = False,
 ) -> dict[str, Any]:
-    """Everything the document shows. `version`: the saved version to show (the shared page
-    shows the latest published one); without it, the post-mortem as it stands."""
+    """Everything the document shows. `version`: the saved version to show; a published one
+    shows what it froze when it was published (sharing/frozen.py), never what the incident
+    holds today. Without it, the post-mortem as it stands. `shared` (a share link): the
+    verdict, chart and evidence only with `evidence`, and no console user names."""
     content = (
         dict(version.content) if version else {name: getattr(postmortem, name) for name in EDITABLE}
     )
     content = {name: mask_text(value or "") for name, value in content.items()}
-    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
-    stored = snapshot.read_diagnosis() if snapshot else None
-    diagnosis = stored.masked() if stored else None
+    if version is not None and version.status == PostMortemStatus.PUBLISHED:
+        parts = _typed(frozen.frozen_parts(version, lambda: live_parts(incident)))
+    else:
+        parts = {**live_parts(incident), "frozen_at": None}
     classification = content.get("classification") or ""
+    shows_verdict = evidence or not shared
+    people = _anonymous if shared else (lambda row: row)
     return {
         "incident": incident,
         "postmortem": postmortem,
@@ -61,25 +71,67 @@ def document(
         "status": version.status if version else postmortem.status,
         "number": version.number if version else postmortem.version,
         "saved_at": version.created_at if version else postmortem.updated_at,
-        "author": _name(version.author if version else postmortem.written_by),
+        "author": "" if shared else _name(version.author if version else postmortem.written_by),
         "classification": classification,
         "class_name": guide.class_name(classification) if classification else "",
         "sections": _sections(content),
         "content": content,
+        "verdict": parts["verdict"] if shows_verdict else None,
+        "decisions": [people(row) for row in parts["decisions"] or []],
+        "pinned": [people(row) for row in parts["pinned"] or []],
+        "figure": parts["figure"] if shows_verdict else None,
+        "evidence": parts["evidence"] if evidence else None,
+        "frozen_at": parts["frozen_at"],
+        "evidence_withheld": not shows_verdict,  # a link made without the evidence summary
+    }
+
+
+def live_parts(incident: Incident) -> dict[str, Any]:
+    """What the document shows beside the written sections, from the incident as it stands:
+    what a published version freezes."""
+    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
+    stored = snapshot.read_diagnosis() if snapshot else None
+    diagnosis = stored.masked() if stored else None
+    return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
+        "figure": analysis.timeline_figure(diagnosis) if diagnosis else None,
+        "evidence": EvidenceSummary.of(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [
             {
                 "at": e.at,
                 "kind": e.get_kind_display(),
                 "actor": e.actor,
+                "person": e.author_id is not None,
                 "summary": mask_text(e.summary),
             }
             for e in incident.events.filter(pinned=True).select_related("author").order_by("at")
         ],
-        "figure": analysis.timeline_figure(diagnosis) if diagnosis else None,
-        "evidence": _evidence_summary(diagnosis) if evidence and diagnosis else None,
     }
+
+
+def freeze_published(incident: Incident, postmortem: PostMortem) -> None:
+    """Freeze the latest published version's document now, if it is not yet (called when a
+    version is published)."""
+    version = latest_published(postmortem)
+    if version is not None and not frozen.is_frozen(version):
+        frozen.freeze(version, live_parts(incident))
+
+
+def _typed(parts: dict[str, Any]) -> dict[str, Any]:
+    """Frozen parts as the live ones are: the quoted lines and the evidence summary typed
+    again (they were frozen as their JSON)."""
+    verdict, summary = parts.get("verdict"), parts.get("evidence")
+    if isinstance(verdict, Mapping):
+        parts["verdict"] = {**verdict, "lines": records(Evidence, verdict.get("lines"))}
+    if isinstance(summary, Mapping):
+        parts["evidence"] = EvidenceSummary.from_json(summary)
+    return parts
+
+
+def _anonymous(row: dict[str, Any]) -> dict[str, Any]:
+    """A note as a share link shows it: a person is "a responder", never their user name."""
+    return {**row, "actor": "a responder"} if row.get("person", True) else row
 
 
 def _name(user) -> str:
@@ -111,7 +163,7 @@ def _verdict(d: Diagnosis, snapshot) -> dict[str, Any]:
         "suspects": d.suspect_ranks_compact,
         "suspect_nodes": list(d.suspect_nodes),
         "last_completed_step": d.last_completed_step,
-        "lines": list(d.evidence[:VERDICT_LINES]),
+        "lines": d.evidence[:VERDICT_LINES],
     }
 
 
@@ -120,23 +172,59 @@ def _decision(event) -> dict[str, Any]:
     return {
         "at": event.at,
         "actor": event.actor,
+        "person": event.author_id is not None,
         "words": mask_text(decision_words(event)),
         "agreed": bool(details.get("agreed")),
         "note": mask_text(details.get("note") or ""),
     }
 
 
-def _evidence_summary(d: Diagnosis) -> dict[str, Any]:
-    return {
-        "stack_groups": [
-            replace(g, stack=g.stack[:STACK_FRAMES]) for g in d.stack_groups[:STACK_GROUPS]
-        ],
-        "env_diffs": list(d.real_env_diffs[:ENV_DIFFS]),
-        "nccl_config_diffs": list(d.nccl_config_diffs[:ENV_DIFFS]),
-        "shell_init": list(d.shell_init[:ENV_DIFFS]),
-        "first_mismatch": d.flight_recorder.first_mismatch if d.flight_recorder else None,
-        "lines": list(d.evidence[:SUMMARY_LINES]),
-    }
+@dataclass(frozen=True)
+class EvidenceSummary:
+    """The part of the diagnosis a document quotes on request, bounded."""
+
+    stack_groups: tuple[StackGroup, ...]
+    env_diffs: tuple[EnvDiff, ...]
+    nccl_config_diffs: tuple[NcclConfigDiff, ...]
+    shell_init: tuple[ShellInitLine, ...]
+    first_mismatch: FrMismatch | None
+    lines: tuple[Evidence, ...]
+
+    @classmethod
+    def of(cls, d: Diagnosis) -> EvidenceSummary:
+        return cls(
+            stack_groups=tuple(
+                replace(g, stack=g.stack[:STACK_FRAMES]) for g in d.stack_groups[:STACK_GROUPS]
+            ),
+            env_diffs=d.real_env_diffs[:ENV_DIFFS],
+            nccl_config_diffs=d.nccl_config_diffs[:ENV_DIFFS],
+            shell_init=d.shell_init[:ENV_DIFFS],
+            first_mismatch=d.flight_recorder.first_mismatch if d.flight_recorder else None,
+            lines=d.evidence[:SUMMARY_LINES],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        first = self.first_mismatch
+        return {
+            "stack_groups": [g.to_json() for g in self.stack_groups],
+            "env_diffs": [x.to_json() for x in self.env_diffs],
+            "nccl_config_diffs": [x.to_json() for x in self.nccl_config_diffs],
+            "shell_init": [x.to_json() for x in self.shell_init],
+            "first_mismatch": first.to_json() if first else None,
+            "lines": [e.to_json() for e in self.lines],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvidenceSummary:
+        first = data.get("first_mismatch")
+        return cls(
+            stack_groups=records(StackGroup, data.get("stack_groups")),
+            env_diffs=records(EnvDiff, data.get("env_diffs")),
+            nccl_config_diffs=records(NcclConfigDiff, data.get("nccl_config_diffs")),
+            shell_init=records(ShellInitLine, data.get("shell_init")),
+            first_mismatch=FrMismatch.from_json(first) if isinstance(first, Mapping) else None,
+            lines=records(Evidence, data.get("lines")),
+        )
 
 
 # --- Markdown export ---------------------------------------------------------------------------
@@ -223,17 +311,17 @@ def _md_events(title: str, events: list[dict], field: str) -> list[str]:
     return [*lines, ""]
 
 
-def _md_evidence(summary: dict) -> list[str]:
+def _md_evidence(summary: EvidenceSummary) -> list[str]:
     lines = ["## Evidence summary", "", "### Stack groups", ""]
-    for g in summary["stack_groups"]:
+    for g in summary.stack_groups:
         lines.append(f"- ranks {md_text(g.ranks)} ({g.kind}): {md_text(g.frame)}")
     lines += ["", "### Environment differences", ""]
-    if not summary["env_diffs"]:
+    if not summary.env_diffs:
         lines.append("_Every NCCL\\_/TORCH\\_/CUDA\\_/GLOO\\_ variable is the same on all ranks._")
-    for diff in summary["env_diffs"]:
+    for diff in summary.env_diffs:
         values = "; ".join(f"{md_text(v.value)} on ranks {md_text(v.ranks)}" for v in diff.values)
         lines.append(f"- {md_text(diff.name)}: {values}")
-    if summary["lines"]:
-        quoted = "\n".join(_evidence_line(e) for e in summary["lines"])
+    if summary.lines:
+        quoted = "\n".join(_evidence_line(e) for e in summary.lines)
         lines += ["", "### Evidence lines", "", code_fence(quoted)]
     return [*lines, ""]

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from incidents.models import Incident
+from incidents.models import Incident, PostMortemVersion
 
 
 class ShareLink(models.Model):
@@ -49,6 +49,24 @@ class ShareLink(models.Model):
         return "active"
 
 
+class PublishedDocument(models.Model):
+    """A published post-mortem version's document as it stood when it was published: the
+    console's verdict with its evidence lines, the rank chart's data, the evidence summary,
+    the decisions and the pinned timeline (sharing/frozen.py). A share link shows this, never
+    what the incident holds today. Versions published before it existed are frozen when first
+    shared or opened (`frozen_at` says when)."""
+
+    version = models.OneToOneField(
+        PostMortemVersion, on_delete=models.CASCADE, related_name="published_document"
+    )
+    schema = models.PositiveSmallIntegerField(default=1)
+    frozen_at = models.DateTimeField()
+    content = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{self.version} as published"
+
+
 class ShareView(models.Model):
     """One opening of a share link: when, from where, with what."""
 
@@ -59,6 +77,7 @@ class ShareView(models.Model):
 
     class Meta:
         ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["at"])]  # pruned by age (sharing/services.py)
 
     def __str__(self) -> str:
         return f"{self.link} opened {self.at:%Y-%m-%d %H:%M:%S} from {self.ip}"

@@ -18,6 +18,7 @@ from incidents.models import EventKind, Incident, PostMortem
 from incidents.postmortems import latest_published
 from incidents.services import timeline_event_record
 
+from .documents import freeze_published
 from .models import ShareHit, ShareLink, ShareView
 
 DEFAULT_DAYS = 7
@@ -48,6 +49,7 @@ def share_link_create(
     postmortem = PostMortem.objects.filter(incident=incident).first()
     if postmortem is None or latest_published(postmortem) is None:
         raise Conflict("Publish the post-mortem first: a share link shows its published version.")
+    freeze_published(incident, postmortem)  # a version published before freezing existed
     token = secrets.token_urlsafe(TOKEN_BYTES)
     link = ShareLink.objects.create(
         incident=incident,
@@ -100,8 +102,17 @@ def share_link_open(*, token: str, ip: str | None, user_agent: str) -> ShareLink
     )
     if link is None:
         return None
-    ShareView.objects.create(link=link, ip=ip or None, user_agent=user_agent[:USER_AGENT_CHARS])
+    now = timezone.now()
+    ShareView.objects.filter(at__lt=now - view_keep()).delete()  # outside readers' data ages out
+    ShareView.objects.create(
+        link=link, at=now, ip=ip or None, user_agent=user_agent[:USER_AGENT_CHARS]
+    )
     return link
+
+
+def view_keep() -> timedelta:
+    """How long a view (when, address, user agent) is kept: SHARE_VIEW_KEEP_DAYS (90)."""
+    return timedelta(days=getattr(settings, "SHARE_VIEW_KEEP_DAYS", 90))
 
 
 def view_limit() -> tuple[int, timedelta]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -31,13 +31,17 @@ def _incident(pk: int) -> Incident:
     return get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
 
 
-def _links(incident: Incident) -> list[ShareLink]:
-    views = ShareView.objects.order_by("-at", "-pk")
-    return list(
-        incident.share_links.select_related("created_by", "revoked_by").prefetch_related(
-            Prefetch("views", queryset=views)
-        )
+def _links(incident: Incident, *, with_views: bool) -> list[ShareLink]:
+    """The links with their view counts; each view (when, address, user agent: outside
+    readers' data) only for responders, who manage the links."""
+    links = incident.share_links.select_related("created_by", "revoked_by").annotate(
+        view_count=Count("views")
     )
+    if with_views:
+        links = links.prefetch_related(
+            Prefetch("views", queryset=ShareView.objects.order_by("-at", "-pk"))
+        )
+    return list(links)
 
 
 def share_links(request: HttpRequest, pk: int) -> HttpResponse:
@@ -69,7 +73,7 @@ def share_links(request: HttpRequest, pk: int) -> HttpResponse:
             "incident": incident,
             "postmortem": postmortem,
             "published": published,
-            "links": _links(incident),
+            "links": _links(incident, with_views=can_share),
             "views_listed": VIEWS_LISTED,
             "form": form,
             "can_share": can_share,
@@ -104,7 +108,7 @@ def shared(request: HttpRequest, token: str) -> HttpResponse:
     version = latest_published(postmortem) if postmortem else None
     if version is None:
         return render(request, "sharing/gone.html", {}, status=404)
-    doc = document(link.incident, postmortem, version, evidence=link.include_evidence)
+    doc = document(link.incident, postmortem, version, evidence=link.include_evidence, shared=True)
     return render(request, "sharing/shared.html", {"doc": doc, "expires_at": link.expires_at})
 
 

@@ -7,10 +7,10 @@ import io
 import tarfile
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
-from collectors import evidence_kinds as kinds
-from collectors.artifacts import artifacts_from_evidence, evidence_from_artifacts
 from collectors.bundles import read_bundle_bytes, write_bundle
 from collectors.remote import FrameReader, evidence_from_frames
+from hangdesk import evidence_kinds as kinds
+from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
 
 def _frame(key: str, body: bytes) -> bytes:

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from clusters.sshspec import DEFAULT_PROCESS_PATTERN, validate_process_pattern
-from collectors.remote import PROBE_PATH
+from hangdesk.frames import PROBE_PATH
 
 TRAINING = [
     "/usr/bin/python3 /opt/venv/bin/torchrun --nproc-per-node 8 train.py",

@@ -6,9 +6,12 @@ says why and writes nothing."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -26,7 +29,9 @@ from tests.helpers import wait_for
 from watch import services as watch_services
 from watch.models import Watch, WatchRaise
 
-pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
+# Only the tests that need a real worker flush the database after them (transaction=True).
+pytestmark = [pytest.mark.lab, pytest.mark.django_db]
+with_worker = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,14 @@ def slurm_lab(lab_factory):
     if missing:
         pytest.fail(f"real Slurm is needed: {missing}")  # scripts/system-packages installs it
     lab = lab_factory("rank-exit", slurm=True)
-    lab.wait_for_dumps([0, 1, 2], timeout=90)  # the job hangs: its peers dumped
+    out = (
+        lab.state_dir / "nodes" / "lab-node-0" / "log" / f"slurm-{lab.info['slurm']['job_id']}.out"
+    )
+    wait_for(  # the job hangs: rank 3 is gone (srun says so), the others wait in all_reduce
+        lambda: out.exists() and "task 3: Killed" in out.read_text(),
+        timeout=90,
+        what="rank 3's exit",
+    )
     yield lab
     assert lab.down() == []
 
@@ -69,6 +81,7 @@ def _api(user):
     return client
 
 
+@with_worker
 def test_an_incident_opened_with_only_a_job_id_snapshots_its_nodes_and_quotes_slurm(
     slurm_lab, celery_worker_process, bob
 ):
@@ -104,6 +117,7 @@ def test_an_incident_opened_with_only_a_job_id_snapshots_its_nodes_and_quotes_sl
     assert any(e.startswith(f"Slurm job {job} (hangdesk-lab, root, partition lab)") for e in events)
 
 
+@with_worker
 def test_the_form_opens_from_a_job_id_the_head_shows_the_job_and_exports_carry_it(
     slurm_lab, celery_worker_process, client, bob
 ):
@@ -238,3 +252,20 @@ def test_the_watch_raises_on_a_job_running_with_no_step_and_stops_on_one_that_en
     assert not watch.enabled and f"Slurm job {finished} ended: COMPLETED" in watch.state_reason
     assert not WatchRaise.objects.filter(watch=watch).exists()
     assert not Incident.objects.filter(cluster=done).exists()
+
+
+@with_worker
+def test_docs_slurm_commands_run_as_written_on_the_lab(slurm_lab, celery_worker_process, capsys):
+    """docs/slurm.md's console lines, on this module's Slurm lab (its nodes.json and job)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "slurm.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", doc, re.S).group(1)
+    lines = [line for line in block.splitlines() if " manage.py " in line]
+    assert len(lines) == 2
+    for line in lines:
+        argv = shlex.split(line.split(" manage.py ", 1)[1])
+        argv = [
+            str(slurm_lab.state_dir / "nodes.json") if a == ".lab/nodes.json" else a for a in argv
+        ]
+        call_command(*argv)
+    assert "A:" in capsys.readouterr().out  # the snapshot's verdict: a rank left
+    assert Snapshot.objects.get().scheduler["job"]["id"] == slurm_lab.info["slurm"]["job_id"] == "1"

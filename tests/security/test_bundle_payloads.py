@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from collectors.tarstream import TarLimits, TarRefused, read_tar
+from hangdesk.tarstream import TarLimits, TarRefused, read_tar
 from tests.hostile import tar_end, tar_file, tar_header
 
 SMALL = TarLimits(max_total_bytes=1 << 20, max_pax_bytes=512 << 10, max_name_bytes=512 << 10)

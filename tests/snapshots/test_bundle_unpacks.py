@@ -10,15 +10,16 @@ import subprocess
 import pytest
 from django.core.management import call_command
 
-from collectors.bundles import MemberNames, read_bundle_bytes, write_bundle
+from collectors.bundles import read_bundle_bytes, write_bundle
 from collectors.models import Snapshot
 from collectors.services import snapshot_analyse
 from collectors.tasks import snapshot_import_bundle
+from hangdesk.bundles import MemberNames
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot
 
 TAR = shutil.which("tar")
-# The facts the probe collects on every node (collectors/probe.sh), named as it names them.
+# The facts the probe collects on every node (hangdesk/probe.sh), named as it names them.
 PROBE_FACTS = {
     "df -h /dev/shm": "Filesystem Size Used Avail Use% Mounted on\nshm 64M 0 64M 0% /dev/shm\n",
     "df -h /": "Filesystem Size Used Avail Use% Mounted on\n/dev/vda1 40G 9G 31G 23% /\n",

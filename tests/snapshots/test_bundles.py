@@ -147,7 +147,7 @@ def test_the_manifest_is_plain_json_a_person_can_read():
 
 
 def test_an_artifact_cut_by_the_node_is_flagged_and_a_huge_one_is_cut_here():
-    from collectors.artifacts import ARTIFACT_CAP_BYTES, artifacts_from_evidence
+    from hangdesk.artifacts import ARTIFACT_CAP_BYTES, artifacts_from_evidence
 
     node = _evidence().nodes[0]
     node.dmesg = "x" * (ARTIFACT_CAP_BYTES + 10)

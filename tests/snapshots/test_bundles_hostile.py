@@ -13,7 +13,7 @@ import pytest
 
 from analysis.evidence import GATHERED
 from collectors.bundles import BundleLimits, BundleRefused, read_bundle, read_bundle_bytes
-from collectors.tarstream import TarLimits, TarRefused, read_tar
+from hangdesk.tarstream import TarLimits, TarRefused, read_tar
 from tests import hostile
 from tests.hostile import MiB, tar_file, tar_gz, tar_header
 

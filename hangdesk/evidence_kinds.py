@@ -1,7 +1,7 @@
 """The kinds of raw evidence, and every name each one goes by: one table.
 
 A row names a kind four ways, and every layer takes its names from here:
-- the probe's frame key (probe.sh writes it, `remote.py` reads it): `ps`, `env.<pid>`,
+- the probe's frame key (probe.sh writes it, `frames.py` reads it): `ps`, `env.<pid>`,
   `log.<n>` (with `log.<n>.path` carrying the log's path), ...
 - the `NodeEvidence` field it fills, which is also how `NodeEvidence.truncated` names a piece
   cut at a cap: `ps`, `environ:<pid>`, `logs:<path>`, ...
