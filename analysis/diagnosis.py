@@ -18,10 +18,10 @@ from typing import Any
 from analysis import report
 from analysis.evidence import SnapshotEvidence
 from analysis.facts import Facts, Progress, build_facts
+from analysis.fr_records import FlightRecorderSummary
 from analysis.ranks import parse_snapshot
 from analysis.records import (
     EnvDiff,
-    FlightRecorderSummary,
     NcclConfigDiff,
     ParseProblem,
     RankRow,

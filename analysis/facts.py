@@ -16,14 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from analysis import jobtime
-from analysis.alignment import (
-    dumps_by_rank,
-    group_mismatches,
-    read_watchdog,
-    summarise_alignment,
-)
+from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
 from analysis.envdiff import env_diffs, shell_init_findings
-from analysis.groups import CollectiveRecord, GroupStop, collective_records, group_stops
+from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
 from analysis.ranks import (
     TERMINATED_BY_LAUNCHER,
@@ -135,8 +130,8 @@ class Facts:
     rendezvous_errors: tuple[tuple[str, str], ...]  # (node, line): agents never met
     node_exits: tuple[tuple[str, str], ...]  # (node, line): a job process died, rank unknown
     progress: Progress
-    flight_recorder: dict | None
-    group_stops: tuple[GroupStop, ...]
+    flight_recorder: dict | None  # fr.to_json(), None without dumps: what the diagnosis keeps
+    group_stops: tuple[GroupStop, ...]  # fr.stops: each group's stop, cause first
     watchdog: dict | None
     collectives: dict[int, tuple[CollectiveRecord, ...]]
     env_diffs: list[dict]
@@ -153,6 +148,8 @@ class Facts:
     job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
+    # The flight-recorder dumps read together: groups, stops, culprits and victims.
+    fr: FlightRecorderReading | None = None
 
     @property
     def ranks(self) -> dict[int, RankState]:
@@ -211,8 +208,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
     in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
     started = jobtime.job_started((s.started_at for s in snap.ranks.values()), snap.log_starts)
-    dumps = dumps_by_rank(snap.dumps)
-    mismatches = group_mismatches(dumps)
+    fr = read_dumps(snap.dumps, snap.expected_world_size) if snap.dumps else None
     return Facts(
         snap=snap,
         prev=prev,
@@ -230,8 +226,8 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
             if not fact.stopped_by_launcher and fact.exit_code not in (0, *TERMINATED_BY_LAUNCHER)
         ),
         progress=_progress(snap, prev),
-        flight_recorder=summarise_alignment(dumps, mismatches),
-        group_stops=tuple(group_stops(dumps, mismatches)),
+        flight_recorder=fr.to_json() if fr and fr.dump_ranks else None,
+        group_stops=fr.stops if fr else (),
         watchdog=read_watchdog(snap.watchdog),
         collectives=collective_records(snap),
         env_diffs=env_diffs(snap.env, rank_node),
@@ -248,6 +244,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         job_started=started,
         ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
         signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
+        fr=fr,
     )
 
 
