@@ -17,7 +17,8 @@ from typing import Any
 import analysis
 from analysis import guide
 from analysis.diagnosis import Diagnosis
-from analysis.records import EnvDiff, FrMismatch, NcclConfigDiff, ShellInitLine, StackGroup, records
+from analysis.fr_records import FrMismatch
+from analysis.records import EnvDiff, NcclConfigDiff, ShellInitLine, StackGroup, records
 from analysis.secrets import mask_text
 from analysis.verdict import Evidence
 from collectors import selectors as snapshot_selectors
