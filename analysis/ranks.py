@@ -37,6 +37,9 @@ from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
+from analysis.signals import LineSource, Signal
+from analysis.signals.place import host_map, kernel_signals, placed, snapshot_signals
+from analysis.signals.summary import SignalFacts
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 # Where ranks meet at start-up: a rank with another value never joins the others.
@@ -128,6 +131,12 @@ class ParsedSnapshot:
     comm_inits: list[tuple[str, CommInitFact]] = field(default_factory=list)
     # The first stamped line of each log collected whole (the job's start when ps has none).
     log_starts: list[datetime] = field(default_factory=list)
+    # What the line reader (analysis.signals) found, summed per rank and node: when each
+    # rank's log last moved, its first failure, the peers it reports; NCCL RAS per node.
+    signals: SignalFacts = field(default_factory=SignalFacts)
+    # Every signal placed so far, and each node's ncclras output, until `signals` is built.
+    raw_signals: list[Signal] = field(default_factory=list)
+    ras_outputs: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -163,6 +172,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
     def problem(node: str, source: str, text: str) -> None:
         parsed.problems.append({"node": node, "source": source, "problem": text})
 
+    hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
     for node_ev in sorted(evidence.nodes, key=lambda n: n.node):
         facts = _parse_node(node_ev, parsed.ranks, parsed.env, world_sizes, problem)
         parsed.nodes[node_ev.node] = facts
@@ -171,9 +181,11 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             for rank in facts.rank_pids.values()
             if parsed.ranks[rank].local_rank is not None
         }
+        when = node_ev.collected_at or evidence.collected_at
         cut = set(node_ev.truncated)
         for path in sorted(node_ev.logs):
-            log = parse_log(path, node_ev.logs[path])
+            source = LineSource(path, node_ev.node, facts.rank_pids, hosts, when, single_node=False)
+            log = parse_log(path, node_ev.logs[path], source)
             parsed.logs.append((node_ev.node, log))
             if log.file_rank is not None and node_ev.logs[path].strip():
                 parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
@@ -193,6 +205,10 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
                 parsed.dumps.append(dump)
         for name in node_ev.truncated:
             problem(node_ev.node, name, "cut at the size cap: its head is missing")
+        kernel = LineSource("dmesg.txt", node_ev.node, facts.rank_pids, hosts, when)
+        parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, facts.rank_pids, kernel)
+        if node_ev.ncclras:
+            parsed.ras_outputs.append((node_ev.node, node_ev.ncclras))
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
@@ -203,6 +219,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             state.world_size = expected
     parsed.expected_world_size = expected
     parsed.has_process_evidence = any(f.has_process_evidence for f in parsed.nodes.values())
+    parsed.signals = snapshot_signals(parsed, expected)
+    parsed.mentioned.update(parsed.signals.by_rank)
     return parsed
 
 
@@ -407,6 +425,7 @@ def _apply_log(
         return local_to_global.get(local, local if single_node else None)
 
     _apply_steps(node, log, resolve, parsed.ranks, problem)
+    parsed.raw_signals += placed(log.signals, resolve, log.pid_ranks)
     for exit_fact in log.exits:
         if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks, log.pid_ranks):
             parsed.unplaced_exits.append((node, exit_fact))
