@@ -1,128 +1,347 @@
-"""Flight-recorder alignment and watchdog reading: which collective did not match.
+"""Flight-recorder dumps read together, and the watchdog's lines: where each group stops, and who.
 
-Ranks' entries are aligned by (process group, collective sequence id). Each rank keeps a ring
-buffer, so only sequence ids every rank still holds are compared; the first one where a rank is
-missing (A) or runs a different op or sizes (B) is the answer.
+Collectives are aligned per process group by sequence number (each group counts its own; seq 6
+of one group has nothing to do with seq 6 of another). A group's members come from the dumps'
+`pg_config` (a name shared by groups of different members, as `split_group` makes, is told
+apart by its members), or, where torch leaves them empty (gloo), from the world size for the
+default group and from the ranks that recorded the group's entries otherwise. Each rank keeps
+a ring buffer, so only sequence numbers every member still holds are compared.
+
+At the first sequence number where a group's members do not meet, the stop says how:
+members that never issued it (`missing_ranks`), or left no dump at all; ops, sizes or dtypes
+that break the op's law (`analysis.agreement`); a coalesced group whose inner ops differ;
+ranks that have not completed (or started) what the others did; or everyone waiting in it
+alike (`all_waiting`: the meeting itself fails). Point-to-point ops are matched by peer: a rank
+waiting in a recv waits for the sender, so the sender that never sent is the culprit.
+
+A rank absent from one group's collective because it waits in another group's (or in a
+send/recv) is that other stop's victim, not a culprit; ranks that wait for each other in two
+groups' collectives issued them in different orders (`different_order`). Stops are ordered
+cause first: a stop that names a rank waiting on nothing comes before the stops of the ranks
+waiting for it, and ties go to the stop whose entries were created first, never to a group's
+name.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from analysis import agreement
+from analysis.fr_causes import Entries, break_ties, cause_first, order_cycles
+from analysis.fr_model import (
+    FlightRecorderReading,
+    FrGroup,
+    GroupStop,
+    Wait,
+    make_stop,
+    no_dump_line,
+    side_of,
+)
+from analysis.fr_p2p import p2p_stops
 from analysis.parsers.flight_recorder import FrDump, FrEntry
 from analysis.parsers.logs import WatchdogFact
+from analysis.ranks import MAX_WORLD
 from analysis.stacks import compact_ranks
+from analysis.verdict import ranks_text
+
+__all__ = [
+    "FlightRecorderReading",
+    "GroupStop",
+    "align_flight_recorder",
+    "dumps_by_rank",
+    "read_dumps",
+    "read_watchdog",
+]
 
 
-def align_flight_recorder(dumps: list[FrDump]) -> dict | None:
-    """The first unmatched collective across ranks' dumps, or a note that all matched."""
-    per_rank = dumps_by_rank(dumps)
-    return summarise_alignment(per_rank, group_mismatches(per_rank))
-
-
-def summarise_alignment(per_rank: dict[int, FrDump], mismatches: list[dict]) -> dict | None:
-    if not per_rank:
-        return None
-    first: dict | None = None
-    for found in mismatches:
-        if first is None or (found["seq"], found["pg"]) < (first["seq"], first["pg"]):
-            first = found
-    last = {
-        rank: max((e.seq for e in dump.entries if e.completed), default=None)
-        for rank, dump in per_rank.items()
-    }
-    return {
-        "ranks_with_dumps": compact_ranks(sorted(per_rank)),
-        "dump_count": len(per_rank),
-        "first_mismatch": first,
-        "last_completed_seq": _group_values(last),
-    }
+def align_flight_recorder(dumps: list[FrDump], world: int | None = None) -> dict | None:
+    """The dumps read together, as the diagnosis JSON keeps it; None without any dump."""
+    reading = read_dumps(dumps, world)
+    return reading.to_json() if reading.dump_ranks else None
 
 
 def dumps_by_rank(dumps: list[FrDump]) -> dict[int, FrDump]:
     per_rank: dict[int, FrDump] = {}
     for dump in sorted(dumps, key=lambda d: d.path):
-        if dump.rank is not None and dump.rank not in per_rank:
+        if dump.rank is not None and dump.rank < MAX_WORLD and dump.rank not in per_rank:
             per_rank[dump.rank] = dump  # a rank may have a pickle and a JSON dump: use one
     return per_rank
 
 
-def group_mismatches(per_rank: dict[int, FrDump]) -> list[dict]:
-    """For each process group, its first collective that its members did not all run alike."""
-    table: dict[str, dict[int, dict[int, FrEntry]]] = defaultdict(lambda: defaultdict(dict))
-    config: dict[str, list[int]] = {}
-    for rank, dump in per_rank.items():
-        for entry in dump.entries:
-            if not entry.is_p2p:
-                table[entry.pg][entry.seq][rank] = entry
-        for pg, members in dump.pg_ranks.items():
-            config.setdefault(pg, members)
-    found = []
-    for pg in sorted(table):
-        members = _members(pg, config, table[pg], only_group=len(table) == 1)
-        holders = [r for r in members if r in per_rank]
-        if not holders:
-            continue
-        seqs = table[pg]
-        # Ring buffers forget old entries: start where every holder still has history.
-        start = max(min((s for s in seqs if r in seqs[s]), default=0) for r in holders)
-        for seq in sorted(s for s in seqs if s >= start):
-            mismatch = _compare(pg, seq, seqs[seq], holders)
-            if mismatch:
-                found.append(mismatch)
-                break
-    return found
+def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderReading:
+    per_rank = dumps_by_rank(dumps)
+    world = _world(per_rank, world)
+    groups, entries, pending, last = _groups(per_rank, world)
+    waiting = {rank: Wait(_key_of(entry, rank, groups), entry) for rank, entry in pending.items()}
+    stops: list[GroupStop] = []
+    for key, group in groups.items():
+        stop = _collective_stop(group, entries[key], per_rank, waiting)
+        if stop is not None:
+            stops.append(stop)
+        stops += p2p_stops(group, entries[key], per_rank, waiting)
+    stops = break_ties(stops, groups, entries)
+    stops = order_cycles(stops)
+    stops.sort(key=cause_first)
+    expected = set(range(world)) if world else {m for g in groups.values() for m in g.members}
+    return FlightRecorderReading(
+        dump_ranks=tuple(sorted(per_rank)),
+        world=world,
+        without_dump=tuple(sorted(expected - set(per_rank))),
+        groups=tuple(sorted(groups.values(), key=lambda g: (len(g.members) == 0, g.key))),
+        stops=tuple(stops),
+        last_completed=last,
+    )
 
 
-def _members(
-    pg: str, config: dict[str, list[int]], seqs: dict[int, dict[int, FrEntry]], only_group: bool
-) -> list[int]:
-    if config.get(pg):
-        return config[pg]
-    known = [ranks for ranks in config.values() if ranks]
-    if only_group and len(known) == 1:
-        # gloo dumps name their only group "" in pg_config while entries say "0".
-        return known[0]
-    # No membership recorded (recent gloo dumps leave `ranks` empty): a rank records a
-    # group's collectives only if it belongs to that group.
-    return sorted({rank for entries in seqs.values() for rank in entries})
+# ------------------------------------------------------------------ groups
 
 
-def _compare(pg: str, seq: int, entries: dict[int, FrEntry], holders: list[int]) -> dict | None:
-    missing = [r for r in holders if r not in entries]
-    by_signature: dict[str, list[int]] = defaultdict(list)
-    for rank, entry in entries.items():
-        by_signature[entry.signature].append(rank)
-    if not missing and len(by_signature) == 1:
-        return None
-    groups = sorted(by_signature.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    return {
-        "pg": pg,
-        "seq": seq,
-        "kind": "different_collective" if len(groups) > 1 else "missing_ranks",
-        "missing_ranks": compact_ranks(missing),
-        "missing_rank_list": sorted(missing),
-        "collectives": [
-            {
-                "signature": signature,
-                "op": entries[ranks[0]].op,
-                "ranks": compact_ranks(ranks),
-                "rank_list": sorted(ranks),
-                "frame": entries[ranks[0]].frame,
-            }
-            for signature, ranks in groups
-        ],
-    }
+def _is_default(name: str, desc: str) -> bool:
+    return name == "0" or desc == "default_pg"
 
 
-def _group_values(values: dict[int, int | None]) -> list[dict]:
-    grouped: dict[int | None, list[int]] = defaultdict(list)
-    for rank, value in values.items():
-        grouped[value].append(rank)
-    return [
-        {"seq": value, "ranks": compact_ranks(ranks)}
-        for value, ranks in sorted(grouped.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
+def _world(per_rank: dict[int, FrDump], world: int | None) -> int | None:
+    """The expected world, else the default group's size (pg_config lists the whole world)."""
+    if world:
+        return min(world, MAX_WORLD)
+    sizes = [
+        len(members)
+        for dump in per_rank.values()
+        for name, members in dump.pg_ranks.items()
+        if members and _is_default(name, dump.pg_desc.get(name, ""))
     ]
+    return max(sizes) if sizes else None
+
+
+def _groups(per_rank: dict[int, FrDump], world: int | None):
+    """The groups, each rank's entries of each (in record order), each rank's first pending
+    entry (where it is blocked) and its last completed collective, in one pass."""
+    # name -> the distinct member lists the dumps give it. Every dump of a job repeats the
+    # same tuples (the parser shares them), so `is` settles almost every comparison.
+    configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
+    configured = {rank: _configured(dump) for rank, dump in per_rank.items()}
+    for own in configured.values():
+        for name, members in own.items():
+            known = configs[name]
+            if not any(m is members or m == members for m in known):
+                known.append(members)
+    groups: dict[str, FrGroup] = {}
+    entries: Entries = defaultdict(dict)
+    pending: dict[int, FrEntry] = {}
+    last: dict[int, int | None] = {}
+    for rank, dump in per_rank.items():
+        by_name: dict[str, list[FrEntry]] = {}
+        done = None
+        for entry in dump.entries:
+            mine = by_name.get(entry.pg)
+            if mine is None:
+                mine = by_name[entry.pg] = []
+            mine.append(entry)
+            if not entry.completed:
+                pending.setdefault(rank, entry)
+            elif not entry.is_p2p and (done is None or entry.seq > done):
+                done = entry.seq
+        last[rank] = done
+        for mine in by_name.values():
+            entries[_group_key(mine[0], configured[rank], configs, world, groups)][rank] = mine
+    for key, group in groups.items():
+        if not group.members:
+            members = tuple(sorted(entries[key]))
+            groups[key] = FrGroup(key, group.name, group.desc, members, "entries")
+    if world:
+        _place_ranks_without_dumps(groups, set(range(world)) - set(per_rank))
+    return groups, entries, pending, last
+
+
+def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> None:
+    """Groups known only by their entries cannot show a member that left no dump. Groups of
+    one description (the tensor-parallel groups, the data-parallel ones) partition the world
+    into equal parts: when exactly one of them is short, the ranks without a dump that are in
+    none of them are its missing members."""
+    by_desc: dict[str, list[FrGroup]] = defaultdict(list)
+    for group in groups.values():
+        if group.desc not in ("", "undefined") and not _is_default(group.name, group.desc):
+            by_desc[group.desc].append(group)
+    for siblings in by_desc.values():
+        if len(siblings) < 2 or any(g.members_from != "entries" for g in siblings):
+            continue
+        size = max(len(g.members) for g in siblings)
+        short = [g for g in siblings if len(g.members) < size]
+        placed = {m for g in siblings for m in g.members}
+        left = sorted(silent - placed)
+        if len(short) != 1 or not left or len(left) != size - len(short[0].members):
+            continue
+        group = short[0]
+        members = tuple(sorted({*group.members, *left}))
+        groups[group.key] = FrGroup(group.key, group.name, group.desc, members, "siblings")
+
+
+def _configured(dump: FrDump) -> dict[str, tuple[int, ...]]:
+    """This dump's groups with their members (old gloo dumps name the default group "")."""
+    own = {
+        name: members
+        for name, members in dump.pg_ranks.items()
+        if members and members[-1] < MAX_WORLD
+    }
+    if "" in own and "0" not in own:
+        own["0"] = own.pop("")
+    return own
+
+
+def _group_key(entry: FrEntry, own, configs, world, groups: dict[str, FrGroup]) -> str:
+    name = entry.pg
+    members = own.get(name)
+    if members is None and len(configs.get(name, ())) == 1:
+        members = next(iter(configs[name]))
+    source = "pg_config"
+    if members is None and world and _is_default(name, entry.pg_desc):
+        members, source = tuple(range(world)), "world"
+    key = name if len(configs.get(name, ())) <= 1 else f"{name}[{compact_ranks(members or ())}]"
+    if key not in groups:
+        groups[key] = FrGroup(key, name, entry.pg_desc, members or (), source)
+    return key
+
+
+# ------------------------------------------------------------------ where each rank waits
+
+
+def _key_of(entry: FrEntry, rank: int, groups: dict[str, FrGroup]) -> str:
+    if entry.pg in groups:
+        return entry.pg
+    for key, group in groups.items():
+        if group.name == entry.pg and rank in group.members:
+            return key
+    return entry.pg
+
+
+def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
+    """Blocked in another group's op, or in a send/recv: absent from a collective for that."""
+    wait = waiting.get(rank)
+    return wait is not None and (wait.group != key or wait.entry.is_p2p)
+
+
+# ------------------------------------------------------------------ collectives
+
+
+def _collective_stop(group: FrGroup, entries, per_rank, waiting) -> GroupStop | None:
+    calls: dict[int, dict[int, list[FrEntry]]] = {}
+    for rank, mine in entries.items():
+        by_seq: dict[int, list[FrEntry]] = defaultdict(list)
+        for entry in mine:
+            if not entry.is_p2p:
+                by_seq[entry.seq].append(entry)
+        if by_seq:
+            calls[rank] = by_seq
+    if not calls:
+        return None
+    holders = [m for m in group.members if m in per_rank]
+    without = tuple(m for m in group.members if m not in per_rank)
+    # A member with a dump and none of this group's entries never issued one, unless its ring
+    # buffer wrapped (then it may have forgotten them: not compared).
+    comparable = [r for r in holders if r in calls or not per_rank[r].wrapped]
+    recorded = [r for r in comparable if r in calls]
+    if not recorded:
+        return None
+    top = {r: max(calls[r]) if r in calls else 0 for r in comparable}
+    start = max(min(calls[r]) for r in recorded)
+    seqs = sorted({s for r in recorded for s in calls[r] if s >= start})
+    size = len(group.members) or None
+    lowest_top = min(top.values(), default=0)
+    for seq in seqs:
+        present = {r: calls[r][seq] for r in recorded if seq in calls[r]}
+        if not present:
+            continue
+        absent = () if seq <= lowest_top else tuple(r for r in comparable if top[r] < seq)
+        stop = _meeting(group, seq, present, absent, without, size, waiting)
+        if stop is not None:
+            return stop
+    return None
+
+
+def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop | None:
+    """What is wrong with one sequence number of one group, if anything."""
+    pending = any(not e.completed for ops in present.values() for e in ops)
+    if absent:
+        return _missing(group, seq, present, absent, without, waiting, pending)
+    found = agreement.compare(present, size)
+    if found is not None:
+        return _disagreeing(group, seq, present, found)
+    done = [r for r, ops in present.items() if all(e.completed for e in ops)]
+    if len(done) == len(present):
+        return None
+    if done:
+        behind = tuple(sorted(set(present) - set(done)))
+        text = f"{ranks_text(done)} completed it; {ranks_text(behind)} did not"
+        return make_stop(group, seq, "not_completed", present, behind, text)
+    if without:
+        return _missing(group, seq, present, (), without, waiting, pending)
+    started = [r for r, ops in present.items() if all(e.started for e in ops)]
+    if started and len(started) < len(present):
+        late = tuple(sorted(set(present) - set(started)))
+        text = f"{ranks_text(started)} started it; on {ranks_text(late)} it never started"
+        return make_stop(group, seq, "not_started", present, late, text)
+    text = f"every member issued it alike ({ranks_text(present)}) and none completed it"
+    return make_stop(group, seq, "all_waiting", present, (), text)
+
+
+def _missing(group, seq, present, absent, without, waiting, pending) -> GroupStop:
+    key = group.key
+    elsewhere = tuple(r for r in absent if _elsewhere(r, key, waiting))
+    culprits = tuple(sorted({*(r for r in absent if r not in elsewhere), *without}))
+    never = [*absent, *without]
+    wait = "waits" if len(present) == 1 else "wait"
+    text = f"{ranks_text(never)} never issued it while {ranks_text(present)} did"
+    if pending:
+        text = f"{ranks_text(never)} never issued it; {ranks_text(present)} {wait} in it"
+    if without and not absent:
+        text = f"{ranks_text(without)} left no dump; {ranks_text(present)} {wait} in it"
+    lines = [_absent_line(r, group, waiting) for r in absent[:3]]
+    lines += [no_dump_line(without, group, present)] if without else []
+    return make_stop(
+        group,
+        seq,
+        "missing_ranks",
+        present,
+        culprits,
+        text,
+        absent=absent,
+        without=without,
+        elsewhere=elsewhere,
+        more_lines=lines,
+        pending=pending,
+    )
+
+
+def _disagreeing(group, seq, present, found: agreement.Disagreement) -> GroupStop:
+    sides = tuple(side_of(ranks, present, found.op_index) for ranks in found.sides)
+    runs = "; ".join(
+        f"{ranks_text(s.ranks)} {'runs' if len(s.ranks) == 1 else 'run'} {s.signature}"
+        for s in sides[:3]
+    )
+    inner = f"op {found.op_index + 1} of a coalesced group: " if found.op_index else ""
+    why = "" if found.kind == "different_collective" else f" ({found.detail})"
+    return make_stop(
+        group,
+        seq,
+        found.kind,
+        present,
+        found.culprits,
+        f"{inner}{runs}{why}",
+        sides=sides,
+        op_index=found.op_index,
+    )
+
+
+def _absent_line(rank: int, group: FrGroup, waiting: dict[int, Wait]) -> str:
+    wait = waiting.get(rank)
+    if wait is not None and wait.group != group.key:
+        return (
+            f"rank {rank}: waits in group {wait.group} #{wait.entry.seq} ({wait.entry.op}) instead"
+        )
+    return f"rank {rank}: its dump shows it never issued this collective of group {group.key}"
+
+
+# ------------------------------------------------------------------ watchdog lines
 
 
 def read_watchdog(facts: list[tuple[str, int | None, WatchdogFact]]) -> dict | None:

@@ -18,10 +18,10 @@ from typing import Any
 from analysis import report
 from analysis.evidence import SnapshotEvidence
 from analysis.facts import Facts, Progress, build_facts
+from analysis.fr_records import FlightRecorderSummary
 from analysis.ranks import parse_snapshot
 from analysis.records import (
     EnvDiff,
-    FlightRecorderSummary,
     NcclConfigDiff,
     ParseProblem,
     RankRow,
@@ -78,6 +78,8 @@ class Diagnosis:
     watchdog: WatchdogSummary | None = None
     parse_problems: tuple[ParseProblem, ...] = ()
     collected_at: datetime | None = None
+    # When the job began (analysis/jobtime.py): lines stamped before it are an earlier run's.
+    job_started_at: datetime | None = None
 
     @property
     def suspect_ranks_compact(self) -> str:
@@ -141,6 +143,7 @@ class Diagnosis:
             "watchdog": watchdog.to_json() if watchdog else None,
             "parse_problems": [p.to_json() for p in self.parse_problems],
             "collected_at": iso(self.collected_at),
+            "job_started_at": iso(self.job_started_at),
         }
 
     @classmethod
@@ -182,6 +185,7 @@ class Diagnosis:
             watchdog=WatchdogSummary.from_json(watchdog) if isinstance(watchdog, Mapping) else None,
             parse_problems=records(ParseProblem, get("parse_problems")),
             collected_at=read_when(get("collected_at")),
+            job_started_at=read_when(get("job_started_at")),
         )
 
 
@@ -252,4 +256,5 @@ def diagnose_facts(facts: Facts) -> Diagnosis:
         watchdog=WatchdogSummary.from_json(facts.watchdog) if facts.watchdog else None,
         parse_problems=records(ParseProblem, facts.snap.problems),
         collected_at=facts.snap.collected_at,
+        job_started_at=facts.job_started,
     )

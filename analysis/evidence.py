@@ -100,6 +100,9 @@ class NodeEvidence:
     flight_recorder: dict[str, bytes] = field(default_factory=dict)
     # `path:line` for every NCCL_ line found in shell start-up files.
     shell_init: str | None = None
+    # `ncclras -f json` (NCCL 2.28.7+) or `ncclras` text: the job's communicators as NCCL's RAS
+    # sees them, asked on this node; None when the node has no ncclras or gave nothing.
+    ncclras: str | None = None
     # Names of artifacts that were cut at the size cap.
     truncated: list[str] = field(default_factory=list)
     collected_at: datetime | None = None

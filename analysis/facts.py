@@ -12,17 +12,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from analysis.alignment import (
-    dumps_by_rank,
-    group_mismatches,
-    read_watchdog,
-    summarise_alignment,
-)
+from analysis import jobtime
+from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
 from analysis.envdiff import env_diffs, shell_init_findings
-from analysis.groups import CollectiveRecord, GroupStop, collective_records, group_stops
+from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
 from analysis.ranks import (
     TERMINATED_BY_LAUNCHER,
@@ -34,8 +30,6 @@ from analysis.ranks import (
 from analysis.records import as_opt_float, as_opt_int, as_str
 from analysis.stacks import base_name, compact_ranks
 
-# Clock skew between a node's kernel log and ps, and dmesg -T's drift after suspend.
-JOB_START_SLACK = timedelta(minutes=2)
 # "Healthy" needs a step within this many median step times (and at least the floor, since a
 # snapshot takes a moment and logs are flushed late).
 HEALTHY_STEP_MULTIPLE = 5
@@ -136,8 +130,8 @@ class Facts:
     rendezvous_errors: tuple[tuple[str, str], ...]  # (node, line): agents never met
     node_exits: tuple[tuple[str, str], ...]  # (node, line): a job process died, rank unknown
     progress: Progress
-    flight_recorder: dict | None
-    group_stops: tuple[GroupStop, ...]
+    flight_recorder: dict | None  # fr.to_json(), None without dumps: what the diagnosis keeps
+    group_stops: tuple[GroupStop, ...]  # fr.stops: each group's stop, cause first
     watchdog: dict | None
     collectives: dict[int, tuple[CollectiveRecord, ...]]
     env_diffs: list[dict]
@@ -154,6 +148,8 @@ class Facts:
     job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
+    # The flight-recorder dumps read together: groups, stops, culprits and victims.
+    fr: FlightRecorderReading | None = None
 
     @property
     def ranks(self) -> dict[int, RankState]:
@@ -193,14 +189,15 @@ class Facts:
     def job_kills(self, node: NodeFacts) -> list:
         return job_kills(node, self.job_started)
 
+    def before_job(self, line: str) -> bool:
+        """A line stamped before the job began: an earlier run's, never quoted."""
+        return jobtime.line_before_job(line, self.job_started, self.snap.collected_at)
+
 
 def job_kills(node: NodeFacts, job_started: datetime | None) -> list:
     """OOM kills that can belong to this job: not stamped before its first rank started
     (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
-    if job_started is None:
-        return node.kernel.oom_kills
-    since = job_started - JOB_START_SLACK
-    return [k for k in node.kernel.oom_kills if k.at is None or k.at >= since]
+    return [k for k in node.kernel.oom_kills if not jobtime.before_job(k.at, job_started)]
 
 
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
@@ -210,9 +207,8 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
     in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
-    started = min((s.started_at for s in snap.ranks.values() if s.started_at), default=None)
-    dumps = dumps_by_rank(snap.dumps)
-    mismatches = group_mismatches(dumps)
+    started = jobtime.job_started((s.started_at for s in snap.ranks.values()), snap.log_starts)
+    fr = read_dumps(snap.dumps, snap.expected_world_size) if snap.dumps else None
     return Facts(
         snap=snap,
         prev=prev,
@@ -230,8 +226,8 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
             if not fact.stopped_by_launcher and fact.exit_code not in (0, *TERMINATED_BY_LAUNCHER)
         ),
         progress=_progress(snap, prev),
-        flight_recorder=summarise_alignment(dumps, mismatches),
-        group_stops=tuple(group_stops(dumps, mismatches)),
+        flight_recorder=fr.to_json() if fr and fr.dump_ranks else None,
+        group_stops=fr.stops if fr else (),
         watchdog=read_watchdog(snap.watchdog),
         collectives=collective_records(snap),
         env_diffs=env_diffs(snap.env, rank_node),
@@ -248,6 +244,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         job_started=started,
         ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
         signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
+        fr=fr,
     )
 
 
@@ -439,12 +436,12 @@ def _local_maps(snap: ParsedSnapshot) -> dict[str, dict[int, int]]:
 
 
 def _oom_by_pid(snap: ParsedSnapshot, started: datetime | None) -> dict[int, tuple[str, str, bool]]:
-    """pid -> (node, line, recent): every kill, since a pid match is decisive at any age."""
+    """pid -> (node, line, recent): every kill of this job (a pid match is decisive at any
+    age; a kill stamped before the job began is of another process, whatever its pid)."""
     pids = {}
     for node, node_facts in snap.nodes.items():
-        recent = {id(k) for k in job_kills(node_facts, started)}
-        for kill in node_facts.kernel.oom_kills:
-            pids[kill.pid] = (node, kill.line, id(kill) in recent)
+        for kill in job_kills(node_facts, started):
+            pids[kill.pid] = (node, kill.line, True)
     return pids
 
 

@@ -1,19 +1,16 @@
-"""Where each rank stands in each process group's sequence of collectives.
+"""Where each rank stands in each process group's sequence of collectives, as its logs say.
 
-Every source feeds one per-rank record of (process group, sequence number, op, sizes, dtype):
-watchdog timeouts, DETAIL mismatch reports, the desync report (from the logs) and the flight
-recorder's dumps. Reasoning is per group: ranks that run a different op or size at the same
-sequence number of one group disagree (type B); a rank whose sequence number lags its group's
-is where that group stops. A rank that never reached a group's collective because it waits in
-another group's collective is a victim of that other group, not a culprit.
+Every log source feeds one per-rank record of (process group, sequence number, op, sizes,
+dtype): watchdog timeouts, DETAIL mismatch reports, the desync report (the flight recorder's
+dumps are read together by `analysis.alignment`). Reasoning is per group: ranks that run a
+different op or size at the same sequence number of one group disagree (type B); a rank whose
+sequence number lags its group's is where that group stops.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-
-from analysis.parsers.flight_recorder import FrDump
 
 
 def op_key(op: str | None) -> str:
@@ -167,69 +164,3 @@ def lagging_in_group(records: dict[int, tuple[CollectiveRecord, ...]]) -> dict[i
             if record.seq < top:  # type: ignore[operator]
                 behind.setdefault(rank, record.line)
     return behind
-
-
-@dataclass(frozen=True)
-class GroupStop:
-    """The first collective of one process group that its members did not all run alike."""
-
-    pg: str
-    seq: int
-    kind: str  # "missing_ranks" | "different_collective"
-    absent: tuple[int, ...]  # members with no entry for it
-    waiting_elsewhere: tuple[int, ...]  # of those, ranks blocked in another group's collective
-    mismatch: dict
-
-    @property
-    def culprits(self) -> tuple[int, ...]:
-        return tuple(r for r in self.absent if r not in self.waiting_elsewhere)
-
-
-def group_stops(per_rank: dict[int, FrDump], mismatches: list[dict]) -> list[GroupStop]:
-    """Each group's first unmatched collective (`alignment.group_mismatches`), with the
-    absent members that wait in another group's collective told apart."""
-    if not per_rank:
-        return []
-    waiting = _waiting_in(per_rank)
-    stops = []
-    for found in mismatches:
-        mismatch = _with_tie_broken(found, per_rank)
-        absent = tuple(mismatch["missing_rank_list"])
-        elsewhere = tuple(r for r in absent if waiting.get(r, mismatch["pg"]) != mismatch["pg"])
-        stops.append(
-            GroupStop(
-                pg=mismatch["pg"],
-                seq=mismatch["seq"],
-                kind=mismatch["kind"],
-                absent=absent,
-                waiting_elsewhere=elsewhere,
-                mismatch=mismatch,
-            )
-        )
-    return stops
-
-
-def _with_tie_broken(mismatch: dict, per_rank: dict[int, FrDump]) -> dict:
-    """Two halves of a group that disagree (a 2-rank tensor-parallel group): the side that
-    runs what the other groups run at this sequence number is the majority."""
-    collectives = mismatch["collectives"]
-    if len(collectives) < 2 or len(collectives[0]["rank_list"]) != len(collectives[1]["rank_list"]):
-        return mismatch
-    elsewhere = Counter(
-        entry.signature
-        for dump in per_rank.values()
-        for entry in dump.entries
-        if entry.seq == mismatch["seq"] and entry.pg != mismatch["pg"] and not entry.is_p2p
-    )
-    ordered = sorted(collectives, key=lambda c: (-len(c["rank_list"]), -elsewhere[c["signature"]]))
-    return {**mismatch, "collectives": ordered}
-
-
-def _waiting_in(per_rank: dict[int, FrDump]) -> dict[int, str]:
-    """rank -> the group of the collective it entered and never completed, if any."""
-    waiting = {}
-    for rank, dump in per_rank.items():
-        pending = [e for e in dump.entries if not e.completed and not e.is_p2p]
-        if pending:
-            waiting[rank] = min(pending, key=lambda e: e.time_created_ns or 0).pg
-    return waiting

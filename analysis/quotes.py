@@ -75,9 +75,13 @@ def departure(facts: Facts, rank: int) -> tuple[list[Evidence], bool]:
             strong = True
     kernel = facts.nodes[node].kernel if node in facts.nodes else None
     for xid in kernel.xids if kernel else ():
+        if facts.before_job(xid.line):
+            continue
         quoted.append(Evidence("xid", node, rank, f"{xid.line}  [{xid.meaning}]"))
         strong = strong or xid.fatal
     for seg in kernel.segfaults if kernel else ():
+        if facts.before_job(seg.line):
+            continue
         if pid is None or seg.pid == pid:
             quoted.append(Evidence("segfault", node, rank, seg.line))
             strong = True
@@ -96,7 +100,11 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Evidence]:
     quoted = []
     for node_name, log in facts.snap.logs:
         local = facts.local_maps.get(node_name, {})
-        mine = [fact for fact in log.errors if line_rank(fact, local) == rank]
+        mine = [
+            fact
+            for fact in log.errors
+            if line_rank(fact, local) == rank and not facts.before_job(fact.line)
+        ]
         quoted.extend(Evidence("log_error", node_name, rank, f.line) for f in mine[:limit])
     return quoted[:limit]
 

@@ -79,7 +79,8 @@ def node_evidence(facts: Facts, suspect_nodes: set[str]) -> list[Evidence]:
         if not node_facts.status.gathered:
             quoted.append(Evidence("node_unreachable", node, None, node_facts.status.describe()))
         for xid in node_facts.kernel.xids:
-            quoted.append(Evidence("xid", node, None, f"{xid.line}  [{xid.meaning}]"))
+            if not facts.before_job(xid.line):
+                quoted.append(Evidence("xid", node, None, f"{xid.line}  [{xid.meaning}]"))
         for kill in facts.job_kills(node_facts):
             quoted.append(Evidence("dmesg_oom", node, None, kill.line))
         busy = [g for g in node_facts.gpus.gpus if g.utilization is not None]

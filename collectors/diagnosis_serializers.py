@@ -10,6 +10,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from analysis import guide
+from analysis.fr_records import FR_STOP_KINDS
 from analysis.records import GroupKind, RankStatus
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION
 from analysis.verdict import CLASSES
@@ -143,15 +144,29 @@ class FrCollectiveSerializer(serializers.Serializer):
     ranks = serializers.CharField(help_text="compact")
     rank_list = _ranks("the ranks that ran it")
     frame = serializers.CharField(allow_blank=True, help_text="where the job called it")
+    state = serializers.CharField(
+        allow_blank=True, help_text="scheduled | started | completed, as torch recorded it"
+    )
 
 
 class FrMismatchSerializer(serializers.Serializer):
-    pg = serializers.CharField(help_text="the process group")
-    seq = serializers.IntegerField(help_text="its collective sequence id")
-    kind = serializers.ChoiceField(choices=["different_collective", "missing_ranks"])
+    pg = serializers.CharField(help_text="the process group's name")
+    group = serializers.CharField(help_text="its name, or name[members] for split groups")
+    desc = serializers.CharField(allow_blank=True)
+    members = serializers.CharField(allow_blank=True, help_text="compact")
+    seq = serializers.IntegerField(help_text="its collective (or send/recv) sequence id")
+    kind = serializers.ChoiceField(choices=list(FR_STOP_KINDS))
+    op = serializers.CharField()
+    op_index = serializers.IntegerField(help_text="the op of a coalesced group that differs")
     missing_ranks = serializers.CharField(allow_blank=True, help_text="compact")
-    missing_rank_list = _ranks("members whose dump has no entry at this sequence id")
+    missing_rank_list = _ranks("members that never issued it, or left no dump")
+    without_dump = _ranks("members that left no dump")
+    culprits = _ranks("where the group stops")
+    victims = _ranks("ranks waiting because of it")
+    waiting_elsewhere = _ranks("absent members blocked in another group's op (victims)")
+    detail = serializers.CharField(help_text="one sentence")
     collectives = FrCollectiveSerializer(many=True, help_text="most ranks first")
+    lines = serializers.ListField(child=serializers.CharField(), help_text="the lines behind it")
 
 
 class SeqRanksSerializer(serializers.Serializer):
@@ -159,10 +174,24 @@ class SeqRanksSerializer(serializers.Serializer):
     ranks = serializers.CharField()
 
 
+class FrGroupSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    pg = serializers.CharField()
+    desc = serializers.CharField(allow_blank=True)
+    members = serializers.CharField(allow_blank=True, help_text="compact")
+    members_from = serializers.ChoiceField(choices=["pg_config", "world", "entries", "siblings"])
+
+
 class FlightRecorderSerializer(serializers.Serializer):
     ranks_with_dumps = serializers.CharField()
     dump_count = serializers.IntegerField()
-    first_mismatch = FrMismatchSerializer(allow_null=True)
+    world_size = serializers.IntegerField(allow_null=True)
+    ranks_without_dump = serializers.CharField(allow_blank=True, help_text="compact")
+    first_mismatch = FrMismatchSerializer(
+        allow_null=True, help_text="the first stop that is not everyone waiting alike"
+    )
+    stops = FrMismatchSerializer(many=True, help_text="each group's stop, cause first")
+    groups = FrGroupSerializer(many=True)
     last_completed_seq = SeqRanksSerializer(many=True)
 
 
@@ -228,3 +257,8 @@ class DiagnosisSerializer(serializers.Serializer):
     watchdog = WatchdogSerializer(allow_null=True, help_text="stuck collective, laggards")
     parse_problems = ParseProblemSerializer(many=True)
     collected_at = serializers.DateTimeField(allow_null=True)
+    job_started_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when the job began (its first process, else its first whole log's first "
+        "line); kernel and log lines stamped before it are not quoted",
+    )

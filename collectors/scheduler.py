@@ -18,6 +18,7 @@ from pathlib import Path
 from analysis.schedulers import slurm
 from clusters.sshspec import MAX_KNOWN_HOSTS_FILE, KnownHostsError, known_host_key
 from clusters.validators import validate_remote_host
+from core import egress
 from core.errors import Invalid
 
 from . import remote
@@ -131,13 +132,15 @@ def _valid(job_id: str) -> str:
         raise JobRefused(str(exc)) from exc
 
 
-def _check_egress(host: str, port: int) -> None:
-    """The one egress policy, purpose "ssh", when this console has it (core/egress.py)."""
+def _check_egress(host: str, port: int, *, what: str = "the Slurm controller") -> None:
+    """The one egress policy (core/egress.py), purpose "ssh": private and loopback addresses
+    are fine for a cluster, link-local (cloud metadata), multicast and unspecified are not."""
     try:
-        from core import egress
-    except ImportError:  # before the policy lands: every address is the operator's to set
-        return
-    egress.check_destination(host, port, purpose="ssh")
+        egress.check_destination(host, port, purpose="ssh")
+    except egress.EgressRefused as exc:
+        raise JobRefused(f"{what} ({host}:{port}): {exc.reason}") from exc
+    except egress.DeliveryError as exc:  # the name does not resolve
+        raise JobRefused(f"{what} ({host}:{port}): {exc.kind}: the name does not resolve") from exc
 
 
 def slurm_job_plan(cluster, job_id: str) -> JobSnapshotPlan:
@@ -178,6 +181,7 @@ def job_nodes(cluster, read: slurm.JobRead) -> list[JobNode]:
         except Exception:
             missing.append(f"{name} (address {address[:60]!r} is not a host)")
             continue
+        _check_egress(address, cluster.node_port, what=f"Slurm's node {name}")
         try:
             key = _key_for(known, name, address, cluster.node_port)
         except KnownHostsError:

@@ -18,6 +18,7 @@ from django.db import transaction
 
 import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from analysis.evidence import SnapshotEvidence
+from clusters.models import ClusterSource
 from incidents.models import Incident
 
 from . import jobs, push, scheduler, services
@@ -26,6 +27,10 @@ from .models import Snapshot
 from .outcomes import Collected, Failed, NodeFailure, Retryable
 
 NODE_LIMITS = SNAPSHOT_BUDGET.node_task
+RAY_NOT_YET = (
+    "Cluster {cluster} finds its nodes through a Ray head: snapshots of a Ray job are not "
+    "built yet. Meanwhile set its source to 'nodes' and list the Ray nodes."
+)
 ANALYSIS_LIMITS = SNAPSHOT_BUDGET.analysis_task
 
 
@@ -55,6 +60,8 @@ def snapshot_start(
     A cluster whose nodes a scheduler names snapshots the incident's job: `job_plan` is what
     a worker read from the scheduler (`job_plan_on_worker`); without it, it is read here.
     Returns (snapshot, created); a new snapshot's node visits are queued once committed."""
+    if incident.cluster.source == ClusterSource.RAY:
+        raise services.SnapshotRefused(RAY_NOT_YET.format(cluster=incident.cluster.name))
     if incident.cluster.uses_scheduler:
         if job_plan is None:
             if not incident.scheduler_job:

@@ -5,7 +5,7 @@ from django.urls import path
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularRedocView,
-    SpectacularSwaggerView,
+    SpectacularSwaggerSplitView,
 )
 
 from clusters import apis as cluster_apis
@@ -25,7 +25,7 @@ urlpatterns = [
     # Pages to read the schema, behind the site's login like every page.
     path(
         "docs/",
-        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
         name="api-docs",
     ),
     path(

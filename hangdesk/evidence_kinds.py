@@ -43,6 +43,8 @@ PS = EvidenceKind("ps", "ps", "ps.txt")
 DMESG = EvidenceKind("dmesg", "dmesg", "dmesg.txt")
 NVIDIA_SMI = EvidenceKind("nvidia_smi", "nvsmi", "nvidia-smi.txt")
 SHELL_INIT = EvidenceKind("shell_init", "shellinit", "shell-init.txt")
+# What `ncclras` answered (JSON or text, as the client printed it; the analysis tells which).
+NCCLRAS = EvidenceKind("ncclras", "ncclras", "ncclras.txt")
 ENVIRON = EvidenceKind("environ", "env", "environ", key="pid", binary=True)
 # A dump is stored as <pid>.json or <pid>.txt, by its content (JSON or the text dump).
 PYSPY = EvidenceKind("pyspy", "pyspy", "pyspy", key="pid")
@@ -58,6 +60,7 @@ KINDS = (
     DMESG,
     NVIDIA_SMI,
     SHELL_INIT,
+    NCCLRAS,
     ENVIRON,
     PYSPY,
     PYSPY_ERRORS,

@@ -43,6 +43,7 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: i
         "HD_LOG_GLOBS": "\n".join(plan.log_globs),
         "HD_FR_GLOBS": "\n".join(plan.flight_recorder_globs),
         "HD_PYSPY": plan.pyspy_command,
+        "HD_NCCLRAS": plan.ncclras_command,
         "HD_TAIL_BYTES": str(int(plan.tail_bytes)),
         "HD_CAP_BYTES": str(int(plan.artifact_cap_bytes)),
         "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),

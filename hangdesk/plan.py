@@ -66,6 +66,8 @@ class CollectionPlan:
     log_globs: list[str] = field(default_factory=lambda: ["/var/log/train/*.log"])
     flight_recorder_globs: list[str] = field(default_factory=lambda: ["/var/log/train/fr/*"])
     pyspy_command: str = "py-spy"
+    # NCCL's RAS client, asked once per node when the node has it (on PATH by default).
+    ncclras_command: str = "ncclras"
     tail_bytes: int = 256 * KiB
     artifact_cap_bytes: int = 2 * MiB
     command_timeout_s: float = COMMAND_S
@@ -84,8 +86,10 @@ class CollectionPlan:
         validate_process_pattern(self.process_pattern)
         for pattern in [*self.log_globs, *self.flight_recorder_globs]:
             validate_glob(pattern)
-        if not self.pyspy_command or "\n" in self.pyspy_command or "\0" in self.pyspy_command:
-            raise ValueError("pyspy_command must be one command path on one line")
+        for name in ("pyspy_command", "ncclras_command"):
+            command = getattr(self, name)
+            if not command or "\n" in command or "\0" in command:
+                raise ValueError(f"{name} must be one command path on one line")
         sizes = (
             "tail_bytes",
             "artifact_cap_bytes",

@@ -19,6 +19,7 @@
 [ -n "${HD_LOG_GLOBS+x}" ] || HD_LOG_GLOBS='/var/log/train/*.log'
 [ -n "${HD_FR_GLOBS+x}" ] || HD_FR_GLOBS='/var/log/train/fr/*'
 [ -n "${HD_PYSPY+x}" ] || HD_PYSPY='py-spy'
+[ -n "${HD_NCCLRAS+x}" ] || HD_NCCLRAS='ncclras'
 [ -n "${HD_TAIL_BYTES+x}" ] || HD_TAIL_BYTES=262144
 [ -n "${HD_CAP_BYTES+x}" ] || HD_CAP_BYTES=2097152
 [ -n "${HD_CMD_TIMEOUT+x}" ] || HD_CMD_TIMEOUT=20
@@ -254,6 +255,38 @@ hd_shell_init() {
 	hd_publish shellinit "$HD_CAP_BYTES" start
 }
 
+# NCCL's RAS (NCCL 2.24+): one query of the job's communicators, asked of the RAS thread of an
+# NCCL process on this node (localhost:28028). JSON where the client has -f (2.28.7+), text
+# otherwise. Bounded twice: `timeout` ends a client that hangs, `head -c` one that streams
+# (RAS's own -t stays under the command's timeout; -t 0 would disable it).
+hd_ncclras() {
+	command -v "$HD_NCCLRAS" >/dev/null 2>&1 || return 0
+	_w="$HD_DIR/w.ncclras"
+	_t=5
+	if [ "$HD_CMD_TIMEOUT" -le 6 ]; then
+		_t=$((HD_CMD_TIMEOUT / 2))
+		[ "$_t" -ge 1 ] || _t=1
+	fi
+	hd_ras_query "$_w" -f json -t "$_t"
+	if [ "$_rrc" -ne 0 ] && ! grep -q '{' "$_w" 2>/dev/null &&
+		grep -q -i -e option -e usage -e format "$_w.err" 2>/dev/null; then
+		hd_ras_query "$_w" -t "$_t" # a client before 2.28.7 knows no -f
+	fi
+	[ "$_rrc" -eq 0 ] || hd_error ncclras "$HD_NCCLRAS exited $_rrc: $(head -c 500 "$_w.err")"
+	[ -s "$_w" ] && hd_publish ncclras "$HD_CAP_BYTES" start
+}
+
+hd_ras_query() { # file args...: the client's output in file (capped), its status in $_rrc
+	_rf=$1
+	shift
+	{
+		hd_bounded "$HD_NCCLRAS" "$@" 2>"$_rf.err"
+		echo "$?" >"$_rf.rc"
+	} | head -c "$((HD_CAP_BYTES + 1))" >"$_rf"
+	_rrc=$(cat "$_rf.rc" 2>/dev/null)
+	[ -n "$_rrc" ] || _rrc=1
+}
+
 # hd_files kind cap end|start globs: copy every regular file matching one of the
 # newline-separated globs, capped, and publish it with its path.
 hd_files() {
@@ -332,6 +365,7 @@ hd_main() {
 	hd_spawn gpus hd_gpus
 	hd_spawn system hd_system
 	hd_spawn shellinit hd_shell_init
+	hd_spawn ncclras hd_ncclras
 	hd_spawn logs hd_files log "$HD_TAIL_BYTES" end "$HD_LOG_GLOBS"
 	hd_spawn fr hd_files fr "$HD_CAP_BYTES" start "$HD_FR_GLOBS"
 	until hd_all_done; do

@@ -2,7 +2,7 @@
 on (else the verdict's), each question pre-answered from the stored diagnosis with its
 evidence, every answer a timeline event, and the next actions as buttons that do the thing.
 
-Raw evidence shown here (a rank's log tail, its node's dmesg, two environments side by side)
+Raw evidence shown here (two environments side by side; a rank's lines: pages/rank_page.py)
 is read from the artifacts already collected, masked, and shown to responders only.
 """
 
@@ -28,9 +28,6 @@ from incidents.guided import (
 from incidents.models import Incident, Status, TimelineEvent
 from incidents.services import InvalidTransition, incident_change_status
 
-# A log tail or dmesg shows at most this many of its last lines, read from its last bytes.
-TAIL_LINES = 200
-TAIL_BYTES = 256 * 1024
 # Variables that differ per rank by design: shown, never counted as a difference.
 PER_RANK_VARIABLES = frozenset(
     {
@@ -156,67 +153,6 @@ def _artifacts(snapshot: Snapshot, node: str, *, prefix: str = "", name: str = "
     elif prefix:
         artifacts = artifacts.filter(name__startswith=prefix)
     return list(artifacts.order_by("name"))
-
-
-def _tail(data: bytes) -> tuple[list[str], bool]:
-    """The last lines of a piece of evidence, masked; and whether there was more."""
-    cut = len(data) > TAIL_BYTES
-    text = data[-TAIL_BYTES:].decode("utf-8", "replace")
-    lines = text.splitlines()
-    if cut and lines:
-        lines = lines[1:]  # the first line was cut in the middle
-    more = cut or len(lines) > TAIL_LINES
-    return [mask_text(line) for line in lines[-TAIL_LINES:]], more
-
-
-def _rank_markers(rank: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """How a rank's own log file is named, and how its lines are marked in a shared log."""
-    names = (f"rank{rank}.", f"rank{rank}_", f"rank_{rank}.", f"rank-{rank}.", f"rank{rank}-")
-    lines = (f"[rank{rank}]", f"[default{rank}]", f"rank={rank} ", f"[{rank}]:")
-    return names, lines
-
-
-def rank_logs(snapshot: Snapshot, node: str, rank: int) -> list[dict]:
-    """The rank's own log file's tail; else, from the node's shared logs, its lines."""
-    names, markers = _rank_markers(rank)
-    logs = _artifacts(snapshot, node, prefix="logs/")
-    own = [a for a in logs if any(m in a.name.rsplit("/", 1)[-1] for m in names)]
-    shown = []
-    for artifact in own or logs:
-        lines, more = _tail(artifact.content)
-        if not own:
-            lines = [line for line in lines if any(m in line for m in markers)]
-        if lines:
-            shown.append(
-                {"name": artifact.name.removeprefix("logs/"), "lines": lines, "more": more}
-            )
-    return shown
-
-
-@role_required(Role.RESPONDER)
-def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> HttpResponse:
-    """A rank's log tail and its node's dmesg, from the snapshot's collected evidence."""
-    snapshot = _snapshot(pk, snapshot_pk)
-    row = next(
-        (r for r in (snapshot.diagnosis or {}).get("per_rank") or [] if r.get("rank") == rank), {}
-    )
-    node = row.get("node") or ""
-    dmesg = _artifacts(snapshot, node, name="dmesg.txt") if node else []
-    dmesg_lines, dmesg_more = _tail(dmesg[0].content) if dmesg else ([], False)
-    return render(
-        request,
-        "pages/guided_rank.html",
-        {
-            "incident": snapshot.incident,
-            "snapshot": snapshot,
-            "rank": rank,
-            "row": row,
-            "node": node,
-            "logs": rank_logs(snapshot, node, rank) if node else [],
-            "dmesg": dmesg_lines,
-            "dmesg_more": dmesg_more,
-        },
-    )
 
 
 def _environ(snapshot: Snapshot, row: dict) -> dict[str, str] | None:

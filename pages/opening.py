@@ -32,7 +32,7 @@ def job_plan_for_opening(cluster, job: str) -> dict | None:
             )
         return None
     if cluster.source != ClusterSource.SLURM:
-        raise Invalid(f"Cluster {cluster.name} is a {cluster.source} cluster.", field="cluster")
+        raise Invalid(snapshot_tasks.RAY_NOT_YET.format(cluster=cluster.name), field="cluster")
     if not job:
         raise Invalid(
             f"Cluster {cluster.name} snapshots a Slurm job: give its id.", field="slurm_job"

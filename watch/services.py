@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from analysis.evidence import SnapshotEvidence, not_gathered
 from analysis.schedulers import slurm as slurm_ids
-from clusters.models import Cluster, Node
+from clusters.models import Cluster, ClusterSource, Node
 from collectors import remote
 from collectors.models import Snapshot, SnapshotStatus
 from core.errors import Forbidden, Invalid, NotFound
@@ -123,8 +123,10 @@ def watch_configure(
 
 def _watched_job(cluster: Cluster, job: str) -> str:
     job = job.strip()
-    if job and not cluster.uses_scheduler:
-        raise Invalid(f"{cluster.name} lists its own nodes: it has no Slurm job", field="slurm_job")
+    if job and cluster.source != ClusterSource.SLURM:
+        raise Invalid(
+            f"{cluster.name} is not a Slurm cluster: it has no Slurm job", field="slurm_job"
+        )
     if job and not slurm_ids.JOB_ID.match(job):
         raise Invalid(f"{job[:40]!r} is not a Slurm job id", field="slurm_job")
     return job

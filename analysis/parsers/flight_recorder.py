@@ -1,28 +1,28 @@
 """PyTorch flight-recorder dumps, read without ever executing anything from them.
 
-torch writes a pickle by default (`_dump_fr_trace`) or JSON (`_dump_fr_trace_json`). A pickle
-from a node is untrusted input: `pickle.load` on it can run arbitrary code. `SafeUnpickler`
-builds only what the pickle opcodes build natively (dict, list, tuple, str, bytes, int, float,
-bool, None) and refuses any global lookup (classes, functions, reduce calls) with a clear error.
+torch writes a pickle by default (`_dump_fr_trace`) or JSON (`_dump_fr_trace_json`): `version`,
+`pg_config` (each group's name, description and member ranks), `pg_status` (per group, keyed by
+the rank's own count of its groups, the last enqueued / started / completed sequence id) and
+`entries`, one per collective or point-to-point op the rank issued, oldest first. A pickle is
+read by `analysis.parsers.safe_pickle` (no code runs, memory bounded); every field copied out
+is bounded too: text cut at MAX_TEXT_CHARS, shapes and dtypes kept only when they are small
+plain lists, numbers only when they fit 64 bits.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import pickle
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# The collector cuts an artifact at 2 MiB; a bundle may carry a bigger dump, not an unbounded one.
-MAX_DUMP_BYTES = 16 * 1024 * 1024
-# What unpickling may build, estimated before anything is built (`_scan`): a dump of plain data
-# weighs a few times its size; a hostile one (1-byte opcodes that each build a list) 80 times.
-MAX_UNPICKLED_BYTES = 256 * 1024 * 1024
-# Memo slots the C unpickler allocates up to the highest PUT index it is given (7 bytes asking
-# for slot 10**8 cost 1.5 GB): indexes are sequential in every pickler, so bound them.
-MAX_MEMO_INDEX = 1 << 21
+from analysis.parsers.safe_pickle import (  # noqa: F401 - re-exported: the dump's reader API
+    MAX_DUMP_BYTES,
+    MAX_MEMO_INDEX,
+    MAX_UNPICKLED_BYTES,
+    UnsafePickleError,
+    safe_loads,
+)
+
 # Anything copied out of a dump into the diagnosis is cut at this many characters; containers
 # are rendered with the same budget, so shared references (a list of itself twice, 30 deep:
 # 2**30 leaves from 400 bytes) never expand.
@@ -30,147 +30,27 @@ MAX_TEXT_CHARS = 512
 MAX_RENDER_DEPTH = 32
 
 
-class UnsafePickleError(pickle.UnpicklingError):
-    """The dump asked to import something, or to build more than any dump holds."""
-
-
-class SafeUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise UnsafePickleError(
-            f"refusing to load {module}.{name}: flight-recorder dumps contain only plain "
-            "containers and scalars"
-        )
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise UnsafePickleError("refusing a persistent reference in a flight-recorder dump")
-
-
-def safe_loads(data: bytes) -> Any:
-    if len(data) > MAX_DUMP_BYTES:
-        raise UnsafePickleError(f"dump of {len(data)} bytes is above the {MAX_DUMP_BYTES} cap")
-    _scan(data)
-    # A BufferedReader has `peek`, so the C unpickler reads the dump in 8 KiB chunks; on a bare
-    # BytesIO it calls `read` once per opcode, which costs more than the unpickling itself.
-    return SafeUnpickler(io.BufferedReader(io.BytesIO(data))).load()
-
-
-# Opcodes walked by one regex: no argument, or a fixed-size one. Each alternative starts with
-# its own bytes, so the match is linear; possessive, so nothing is kept to backtrack into.
-# Sets (EMPTY_SET, ADDITEMS, FROZENSET: 216 bytes each from one opcode) are left out: torch
-# never writes them, and they are refused. `.` (STOP), `r` (LONG_BINPUT) and everything with a
-# length or a line are handled by `_scan` itself.
-_FIXED_RUN = re.compile(
-    rb"(?:[()012NRabdelostuQ\]}\x81\x85-\x89\x92-\x94\x97\x98]"
-    rb"|[Khq\x80\x82].|[M\x83]..|[Jj\x84]....|G........)*+",
-    re.DOTALL,
-)
-# Opcode -> what `_scan` does with it: N > 0, skip a payload whose little-endian length takes
-# N bytes; _LINE/_LINES2, skip one/two lines; _PUT, check a memo index; _STOP; _REFUSE.
-_STOP, _PUT, _LINE, _LINES2, _FRAME, _REFUSE = -1, -2, -3, -4, -5, 0
-_ACTIONS = [_REFUSE] * 256
-for _op, _action in {
-    **dict.fromkeys(b"\x8cUC\x8a", 1),
-    **dict.fromkeys(b"XBT\x8b", 4),
-    **dict.fromkeys(b"\x8d\x8e\x96", 8),
-    **dict.fromkeys(b"ILFSVPg", _LINE),
-    **dict.fromkeys(b"ci", _LINES2),
-    **dict.fromkeys(b"rp", _PUT),
-    ord("."): _STOP,
-    0x95: _FRAME,
-}.items():
-    _ACTIONS[_op] = _action
-# Opcode bytes that build a container from one or two bytes of dump. Counted over the whole
-# dump (an overcount: payload and argument bytes that look like them count too).
-_NOT_BUILDS = bytes(b for b in range(256) if b not in b"]}()\x85\x86\x87")
-
-
-def _scan(data: bytes) -> None:
-    """Walk the opcodes without building anything; refuse a dump that would build more than
-    MAX_UNPICKLED_BYTES or ask for a memo slot past MAX_MEMO_INDEX. Fixed-size opcodes go a run
-    at a time through `_FIXED_RUN`, payloads are skipped by their length. A dump that ends
-    early is left to the unpickler, which fails on it before building past it."""
-    run = _FIXED_RUN.match
-    payload_bytes = payloads = at = 0
-    end = len(data)
-    while True:
-        at = run(data, at).end()
-        if at >= end:
-            break
-        op = data[at]
-        action = _ACTIONS[op]
-        if action > 0:
-            size = int.from_bytes(data[at + 1 : at + 1 + action], "little")
-            _check_length(size, end - at - 1 - action, at)
-            at += 1 + action + size
-            payloads += 1
-            payload_bytes += size
-        elif action == _STOP:
-            break
-        elif action == _FRAME:  # a frame's opcodes follow: only its length is checked
-            _check_length(int.from_bytes(data[at + 1 : at + 9], "little"), end - at - 9, at)
-            at += 9
-        elif action in (_PUT, _LINE, _LINES2):
-            at = _skip_argument(data, at, op, action)
-        else:
-            raise UnsafePickleError(f"opcode {op:#04x} at byte {at}: not in a flight recorder")
-    builds = len(data.translate(None, _NOT_BUILDS))
-    weight = 16 * (end - payload_bytes) + 80 * builds + 80 * payloads + 4 * payload_bytes
-    if weight > MAX_UNPICKLED_BYTES:
-        raise UnsafePickleError(
-            f"refusing a dump that would build about {weight >> 20} MiB of objects from "
-            f"{end} bytes (cap {MAX_UNPICKLED_BYTES >> 20} MiB)"
-        )
-
-
-def _skip_argument(data: bytes, at: int, op: int, action: int) -> int:
-    """Past the argument of a line-terminated opcode or LONG_BINPUT; PUT indexes checked."""
-    if op == 0x72:  # LONG_BINPUT
-        _check_memo_index(int.from_bytes(data[at + 1 : at + 5], "little"))
-        return at + 5
-    start = at = at + 1
-    for _ in range(2 if action == _LINES2 else 1):
-        newline = data.find(b"\n", at)
-        if newline < 0:
-            return len(data)
-        at = newline + 1
-    if op == 0x70:  # PUT: the index in decimal
-        text = data[start : at - 1]
-        if len(text) > 10 or not text.isdigit():
-            raise UnsafePickleError(f"PUT index {text[:12]!r} is not a memo index")
-        _check_memo_index(int(text))
-    return at
-
-
-def _check_length(size: int, left: int, at: int) -> None:
-    """The unpickler allocates what a length announces before it reads (BYTEARRAY8 of 2**63:
-    a MemoryError, and CPython's own "deallocated bytearray" error; of 1 GiB: 1 GiB)."""
-    if size > left:
-        raise UnsafePickleError(
-            f"opcode at byte {at} announces {size} bytes; {max(left, 0)} are left in the dump"
-        )
-
-
-def _check_memo_index(index: int) -> None:
-    if index > MAX_MEMO_INDEX:
-        raise UnsafePickleError(
-            f"refusing memo index {index}: dumps number their objects from 0 (cap {MAX_MEMO_INDEX})"
-        )
-
-
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, which made building
 # the entries of 4,096 dumps cost more than unpickling them. Nothing assigns to an entry;
 # unsafe_hash keeps entries hashable as they were.
 @dataclass(slots=True, unsafe_hash=True)
 class FrEntry:
-    pg: str
-    seq: int
-    op: str
-    input_sizes: str
+    pg: str  # the group's name (process_group[0]): the same on every member
+    seq: int  # collective_seq_id; p2p_seq_id for a point-to-point op
+    op: str  # profiling_name, e.g. "nccl:all_reduce", "nccl:send 0->1"
+    input_sizes: str  # as text, for people: [[8,16],[8]]
     output_sizes: str
-    state: str
-    completed: bool
+    state: str  # scheduled | started | completed (gloo entries stay "scheduled")
+    completed: bool  # state completed, or retired (gloo retires what it finished)
     is_p2p: bool
     time_created_ns: int | None
+    started: bool = False  # the device started it (state started or completed)
+    pg_desc: str = ""
+    # Shapes as numbers, when they are the small plain lists torch writes (None otherwise).
+    in_shapes: tuple | None = field(default=None, compare=False, repr=False)
+    out_shapes: tuple | None = field(default=None, compare=False, repr=False)
+    in_dtypes: tuple[str, ...] = ()
+    out_dtypes: tuple[str, ...] = ()
     # The frames torch recorded with the entry; read only for the entry that gets reported.
     raw_frames: list = field(default_factory=list, compare=False, repr=False)
 
@@ -180,9 +60,29 @@ class FrEntry:
         return _call_site(self.raw_frames)
 
     @property
+    def kind(self) -> str:
+        """The op without its backend and peers: "nccl:send 0->1" -> "send"."""
+        name = self.op.split(":", 1)[-1]
+        return name.split(" ", 1)[0]
+
+    @property
+    def peers(self) -> tuple[int, int] | None:
+        """(source, destination) as ranks of the group, for a send or recv."""
+        name = self.op.split(":", 1)[-1]
+        _, _, meta = name.partition(" ")
+        for arrow, flip in (("->", False), ("<-", True)):
+            left, found, right = meta.partition(arrow)
+            if found and left.isdigit() and right.isdigit() and len(left + right) <= 18:
+                a, b = int(left), int(right)
+                return (b, a) if flip else (a, b)
+        return None
+
+    @property
     def signature(self) -> str:
-        """What all ranks must agree on for this collective: op and sizes."""
-        return f"{self.op} in={self.input_sizes} out={self.output_sizes}"
+        """What all ranks must agree on for this collective: op, sizes, dtypes."""
+        text = f"{self.op} in={self.input_sizes} out={self.output_sizes}"
+        dtypes = sorted(set(self.in_dtypes) | set(self.out_dtypes))
+        return f"{text} dtype={'/'.join(dtypes)}" if dtypes else text
 
 
 @dataclass
@@ -191,9 +91,20 @@ class FrDump:
     rank: int | None
     version: str = ""
     entries: list[FrEntry] = field(default_factory=list)
-    pg_ranks: dict[str, list[int]] = field(default_factory=dict)
+    # group name -> its members, sorted, as this rank's pg_config lists them (gloo leaves them
+    # empty). Tuples: every dump of a job shares the same ones (see _rank_list).
+    pg_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    pg_desc: dict[str, str] = field(default_factory=dict)
+    # pg_status: the rank's own group id -> last completed sequence id.
     last_completed: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # The record id (the rank's own count of its entries) of the oldest entry it kept.
+    first_record_id: int | None = None
+
+    @property
+    def wrapped(self) -> bool:
+        """The ring buffer dropped older entries: the oldest kept is not the rank's first."""
+        return self.first_record_id is not None and self.first_record_id > 0
 
 
 _ASCII_DIGITS = "0123456789"
@@ -215,8 +126,13 @@ def rank_from_dump_path(path: str) -> int | None:
 
 
 def _int(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and -_INT_LIMIT < value < _INT_LIMIT:
-        return value
+    """A 64-bit int, or its decimal spelling (torch's JSON dumps write pg_status as strings)."""
+    if type(value) is int:
+        return value if -_INT_LIMIT < value < _INT_LIMIT else None
+    if isinstance(value, str) and len(value) <= 19:
+        digits = value[1:] if value[:1] == "-" else value
+        if digits.isascii() and digits.isdigit():
+            return int(value)
     return None
 
 
@@ -247,7 +163,7 @@ def parse_flight_recorder(path: str, data: bytes | None) -> FrDump:
         _read_dump(dump, raw)
     # A hostile shape, not torch's (ValueError/OverflowError: numbers no dump holds).
     except (AttributeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-        dump.entries, dump.pg_ranks, dump.last_completed = [], {}, {}
+        dump.entries, dump.pg_ranks, dump.pg_desc, dump.last_completed = [], {}, {}, {}
         dump.problems.append(f"{path}: dump not understood ({type(exc).__name__}: {exc})")
     return dump
 
@@ -258,49 +174,66 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
     if rank is not None and 0 <= rank < 1 << 31:
         dump.rank = rank
     for pg_name, config in (raw.get("pg_config") or {}).items():
-        ranks = config.get("ranks") if isinstance(config, dict) else None
-        parsed = _rank_list(ranks)
+        if not isinstance(config, dict):
+            continue
+        parsed = _rank_list(config.get("ranks"))
         if parsed is not None:
             dump.pg_ranks[_text(pg_name)] = parsed
+            dump.pg_desc[_text(pg_name)] = _text(config.get("desc", ""))
     for pg_id, status in (raw.get("pg_status") or {}).items():
         last = _int(status.get("last_completed_collective")) if isinstance(status, dict) else None
         if last is not None:
             dump.last_completed[_text(pg_id)] = last
-    parsed = list(map(_entry, raw.get("entries") or []))
+    items = raw.get("entries") or []
+    if isinstance(items, list) and items and isinstance(items[0], dict):
+        dump.first_record_id = _int(items[0].get("record_id"))
+    parsed = list(map(_entry, items))
     dump.entries = [entry for entry in parsed if entry is not None]
     skipped = len(parsed) - len(dump.entries)
     if skipped:
         dump.problems.append(f"{dump.path}: {skipped} entries not understood")
 
 
-# Every dump of a job repeats the same pg_config: remember recent `ranks` strings read.
-_RANKS_CACHE: dict[str, list[int] | None] = {}
-_RANKS_CACHE_ENTRIES = 256  # worst case, hostile strings at the cap: ~13 MB
-_RANKS_CACHE_KEY_CHARS = 4096
+# Every dump of a job repeats the same pg_config, whose default group lists the whole world (a
+# 4,096-rank job: 24 KB of "[0, 1, ...]" in every dump): remember the strings read, within a
+# budget of characters so hostile ones cannot grow it, and hand out one shared tuple.
+_RANKS_CACHE: dict[str, tuple[int, ...] | None] = {}
+_RANKS_CACHE_ENTRIES = 256
+_RANKS_CACHE_CHARS = 8 * 1024 * 1024
+_ranks_cached_chars = [0]
+_RANK_LIMIT = 1 << 31
 
 
-def _rank_list(value: Any) -> list[int] | None:
+def _rank_list(value: Any) -> tuple[int, ...] | None:
     if isinstance(value, list):
-        return [v for v in value if _int(v) is not None]
+        return _members(value)
     if not isinstance(value, str):
         return None
     if value in _RANKS_CACHE:
-        cached = _RANKS_CACHE[value]
-        return None if cached is None else list(cached)
+        return _RANKS_CACHE[value]
     parsed = _rank_list_from_json(value)
-    if len(value) <= _RANKS_CACHE_KEY_CHARS:
-        if len(_RANKS_CACHE) >= _RANKS_CACHE_ENTRIES:
+    if len(value) <= _RANKS_CACHE_CHARS:
+        full = len(_RANKS_CACHE) >= _RANKS_CACHE_ENTRIES
+        if full or _ranks_cached_chars[0] + len(value) > _RANKS_CACHE_CHARS:
             _RANKS_CACHE.clear()
-        _RANKS_CACHE[value] = None if parsed is None else list(parsed)
+            _ranks_cached_chars[0] = 0
+        _RANKS_CACHE[value] = parsed
+        _ranks_cached_chars[0] += len(value)
     return parsed
 
 
-def _rank_list_from_json(value: str) -> list[int] | None:
+def _rank_list_from_json(value: str) -> tuple[int, ...] | None:
     try:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
         return None
-    return [v for v in parsed if _int(v) is not None] if isinstance(parsed, list) else None
+    return _members(parsed) if isinstance(parsed, list) else None
+
+
+def _members(values: list) -> tuple[int, ...]:
+    """Ranks, sorted, each once; anything that is not a rank number is dropped."""
+    ranks = {n for n in map(_int, values) if n is not None and 0 <= n < _RANK_LIMIT}
+    return tuple(sorted(ranks))
 
 
 def _call_site(frames: list) -> str:
@@ -415,26 +348,88 @@ def _entry(item: Any) -> FrEntry | None:
     if is_p2p:
         p2p_seq = _int(get("p2p_seq_id"))
         seq = seq if p2p_seq is None else p2p_seq
-    # Pickle gives process_group as a tuple (id, name), JSON a list; keep the id, which
-    # pg_status uses too.
+    # Pickle gives process_group as a tuple (name, desc), JSON a list: the name is the same on
+    # every member; pg_id is each rank's own count of its groups.
     group = get("process_group")
+    desc = ""
     if isinstance(group, (tuple, list)) and group:
-        pg = _text(group[0])
+        pg = _short(group[0])
+        desc = _short(group[1]) if len(group) > 1 else ""
     else:
         pg = _text(group if group is not None else get("pg_id"))
-    state = _text(get("state", ""))
-    created = get("time_created_ns")
+    state = _short(get("state", ""))
     frames = get("frames")
+    in_text, in_shapes = _sizes_and_shapes(get("input_sizes"))
+    out_text, out_shapes = _sizes_and_shapes(get("output_sizes"))
     return FrEntry(
         pg,
         seq,
-        _text(get("profiling_name", "?")),
-        _sizes(get("input_sizes")),
-        _sizes(get("output_sizes")),
+        _short(get("profiling_name", "?")),
+        in_text,
+        out_text,
         state,
         # NCCL marks state=completed; gloo entries stay "scheduled" and are retired once done.
         state == "completed" or bool(get("retired")),
         is_p2p,
-        _int(created),
+        _int(get("time_created_ns")),
+        state == "started" or state == "completed",
+        desc,
+        in_shapes,
+        out_shapes,
+        _dtypes(get("input_dtypes")),
+        _dtypes(get("output_dtypes")),
         frames if isinstance(frames, list) else [],
     )
+
+
+def _short(value: Any) -> str:
+    """_text, with the common case (a short string) first."""
+    if type(value) is str and len(value) <= MAX_TEXT_CHARS:
+        return value
+    return _text(value)
+
+
+# Shapes seen -> their text and one shared copy: a job's entries repeat a few shapes thousands
+# of times. A shape is looked up by value, so (True,) or (1.0,) finds (1,): the same numbers.
+_SHAPES_TEXT: dict[tuple, tuple[str, tuple]] = {}
+_SHAPES_CACHED = 4096
+
+
+def _sizes_and_shapes(value: Any) -> tuple[str, tuple | None]:
+    """The sizes as text, and as numbers when they are the plain lists torch writes."""
+    if type(value) is list and len(value) <= 32:
+        try:
+            shapes = tuple(map(tuple, value))
+            known = _SHAPES_TEXT.get(shapes)
+        except TypeError:  # not a list of lists of numbers
+            return _sizes(value), None
+        if known is not None:
+            return known
+        if _plain_sizes(value):
+            text = repr(value).replace(" ", "")
+            if len(text) > MAX_TEXT_CHARS:
+                text = text[: MAX_TEXT_CHARS - 1] + "…"
+            if len(_SHAPES_TEXT) >= _SHAPES_CACHED:
+                _SHAPES_TEXT.clear()
+            _SHAPES_TEXT[shapes] = (text, shapes)
+            return text, shapes
+    return _sizes(value), None
+
+
+_MAX_DTYPES = 32
+_MAX_DTYPE_CHARS = 32
+
+
+def _dtypes(value: Any) -> tuple[str, ...]:
+    """torch writes a list of names (['Float']); anything else, or too much of it, is none."""
+    if type(value) is not list:
+        if isinstance(value, str) and value:  # one name, as some hand-written dumps give it
+            value = [value]
+        else:
+            return ()
+    if len(value) > _MAX_DTYPES:
+        return ()
+    for name in value:
+        if type(name) is not str or len(name) > _MAX_DTYPE_CHARS:
+            return ()
+    return tuple(value)

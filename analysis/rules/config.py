@@ -64,7 +64,12 @@ def same_collective(facts: Facts) -> Finding | None:
         nodes.update(diff["minority_nodes"])
         evidence.append(Evidence("nccl_config", None, None, quotes.diff_text(diff)))
         found.append(f"NCCL {diff['name']}")
-    fatal = [(n, x) for n, f in sorted(facts.nodes.items()) for x in f.kernel.xids if x.fatal]
+    fatal = [
+        (n, x)
+        for n, f in sorted(facts.nodes.items())
+        for x in f.kernel.xids
+        if x.fatal and not facts.before_job(x.line)
+    ]
     found += [f"Xid {xid.xid} on {node}" for node, xid in fatal]
     for _, log in facts.snap.logs:
         evidence += [Evidence("nccl_warn", None, f.rank, f.line) for f in log.nccl_warn[-2:]]

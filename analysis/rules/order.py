@@ -15,33 +15,66 @@ from analysis.verdict import Evidence, capitalised, ranks_text
 
 
 def fr_different_collective(facts: Facts) -> Finding | None:
-    """The flight recorder shows one group's ranks running different collectives: B."""
-    stops = [s for s in facts.group_stops if s.kind == "different_collective"]
-    if not stops:
+    """The flight recorder shows one group's ranks running different collectives (another op,
+    sizes or dtypes their op's law does not allow, or the groups' collectives in different
+    orders): B. The stops come cause first; the first of these kinds is the answer."""
+    stop = next((s for s in facts.group_stops if s.kind in FR_DISAGREEING), None)
+    if stop is None:
         return None
-    first = min(stops, key=lambda s: (s.seq, s.pg)).mismatch
-    collectives = first["collectives"]
-    majority, minority = collectives[0], [r for c in collectives[1:] for r in c["rank_list"]]
-    parts = "; ".join(
-        f"{ranks_text(c['rank_list'])} {'runs' if len(c['rank_list']) == 1 else 'run'} "
-        f"{c['signature']}"
-        for c in collectives[:3]
+    culprits = list(stop.culprits)
+    where = quotes.frame_of(facts, culprits, fallback=_culprits_frame(stop))
+    who = (
+        f"{capitalised(ranks_text(culprits))} left the others' order; look for a rank-dependent "
+        f"branch near {where}."
+        if culprits
+        else "Nothing tells which side is right: compare their code paths."
     )
-    where = quotes.frame_of(facts, minority, fallback=collectives[1]["frame"])
+    sides = " and ".join(ranks_text(side.ranks[:3]) for side in stop.sides[:2])
     return Finding(
         "B",
-        0.9,
-        f"Ranks run different collectives at #{first['seq']} of group {first['pg']}: "
-        f"{parts}. {capitalised(ranks_text(minority))} left the others' order "
-        f"(majority: {majority['op']}); look for a rank-dependent branch near {where}.",
-        suspects=tuple(minority),
-        evidence=(quotes.flight_recorder(first), *quotes.stacks(facts, minority, limit=3)),
+        0.9 if culprits else 0.75,
+        f"Ranks run different collectives (flight recorder): {stop.detail}. {who}",
+        suspects=tuple(culprits),
+        evidence=(*fr_evidence(facts, stop), *quotes.stacks(facts, culprits, limit=3)),
         check=(
-            f"The stacks of {ranks_text(minority[:3])} and of one other rank at collective "
-            f"#{first['seq']}: the branch that differs."
+            f"The stacks of {sides} at group {stop.group.key}'s collective #{stop.seq}: the "
+            "branch that differs."
         ),
         rule="fr_different_collective",
     )
+
+
+FR_DISAGREEING = frozenset(
+    {
+        "different_collective",
+        "different_sizes",
+        "different_dtypes",
+        "invalid_sizes",
+        "invalid_dtypes",
+        "different_order",
+    }
+)
+FR_ABSENT = frozenset({"missing_ranks", "unmatched_p2p"})
+
+
+def _culprits_frame(stop) -> str:
+    sides = [side for side in stop.sides if set(side.ranks) & set(stop.culprits)]
+    return (sides or stop.sides[-1:] or [None])[0].frame if stop.sides else ""
+
+
+def fr_evidence(facts: Facts, stop) -> list[Evidence]:
+    """A flight-recorder stop and the lines behind it, each tied to the rank it is about."""
+    evidence = [Evidence("flight_recorder", None, None, stop.detail)]
+    for line in stop.lines:
+        head = line.split(":", 1)[0]
+        rank = int(head[5:]) if head.startswith("rank ") and head[5:].isdigit() else None
+        node = facts.rank_node.get(rank) if rank is not None else None
+        evidence.append(Evidence("flight_recorder", node, rank, line))
+    return evidence
+
+
+def _verb(ranks, one: str, many: str) -> str:
+    return one if len(ranks) == 1 else many
 
 
 def detail_mismatch(facts: Facts) -> Finding | None:
@@ -174,33 +207,81 @@ def different_call_sites(facts: Facts) -> Finding | None:
 
 
 def fr_never_reached(facts: Facts) -> Finding | None:
-    """The flight recorder: a group's collective some members never entered. Members that
-    wait in another group's collective are victims; the others are where the group stops."""
-    stops = [s for s in facts.group_stops if s.kind == "missing_ranks"]
+    """The flight recorder: a group's collective some members never issued (or left no dump
+    for), or a send/recv whose peer never posted the other half. Members that wait in another
+    group's op are victims; the others are where the group stops."""
+    stops = [s for s in facts.group_stops if s.kind in FR_ABSENT]
     culprits = sorted({r for s in stops for r in s.culprits})
     if not culprits:
         return None
-    first = min((s for s in stops if s.culprits), key=lambda s: (s.seq, s.pg))
-    victims = sorted({r for s in stops for r in s.waiting_elsewhere} - set(culprits))
-    victim_text = (
-        f"; {ranks_text(victims)} wait in another group's collective for them (victims)"
-        if victims
-        else ""
-    )
-    op = first.mismatch["collectives"][0]["op"] if first.mismatch["collectives"] else "?"
-    evidence = [quotes.flight_recorder(s.mismatch) for s in stops[:4]]
+    first = next(s for s in stops if s.culprits)
+    near = set(first.victims) | set(culprits)
+    far = sorted({r for s in stops for r in s.victims} - near)
+    victims = f"; {ranks_text(far)} wait in other groups' ops for them (victims)" if far else ""
+    no_dump = sorted({r for s in stops for r in s.without_dump} & set(culprits))
+    evidence = [e for s in stops[:3] for e in fr_evidence(facts, s)]
+    settled = not any(s.pending for s in stops if s.culprits)
+    who = ranks_text(culprits)
+    died = f" ({ranks_text(no_dump)} left no dump: did it die?)" if no_dump else ""
     return Finding(
         "A",
-        0.7,
-        f"{capitalised(ranks_text(culprits))} never reached collective #{first.seq} ({op}) "
-        f"of group {first.pg} that the others entered (flight recorder){victim_text}.",
+        0.5 if settled else 0.7,
+        f"{capitalised(who)} {_verb(culprits, 'is', 'are')} where the job stops (flight "
+        f"recorder): {first.detail}{victims}.",
         suspects=tuple(culprits),
         evidence=tuple(evidence + quotes.stacks(facts, culprits, limit=3)),
         check=(
-            f"py-spy dump of {ranks_text(culprits[:3])}: where they are instead of group "
-            f"{first.pg}'s collective #{first.seq}."
+            f"py-spy dump, log tail and exit code of {ranks_text(culprits[:3])}{died}: where "
+            f"they are instead of group {first.group.key}'s #{first.seq}."
         ),
         rule="fr_never_reached",
+    )
+
+
+def fr_behind(facts: Facts) -> Finding | None:
+    """Every member issued the collective, but some have not completed (or started) what the
+    others did: their device or their watchdog is behind. Weak: a dump taken a moment
+    earlier looks the same."""
+    stop = next((s for s in facts.group_stops if s.kind in ("not_completed", "not_started")), None)
+    if stop is None or not stop.culprits:
+        return None
+    return Finding(
+        "A",
+        0.45,
+        f"{capitalised(ranks_text(stop.culprits))} fell behind in the flight recorder: "
+        f"{stop.detail}.",
+        suspects=stop.culprits,
+        evidence=tuple(fr_evidence(facts, stop) + quotes.stacks(facts, stop.culprits, limit=3)),
+        check=(
+            f"dmesg (NVRM Xid) and nvidia-smi on the nodes of {ranks_text(stop.culprits[:3])}, "
+            "and a second dump: a device that never finishes what the others finished."
+        ),
+        rule="fr_behind",
+    )
+
+
+def fr_all_waiting(facts: Facts) -> Finding | None:
+    """No stack to say so, but the flight recorder does: every member of a group issued the
+    same collective and none completes it, nobody is missing: the meeting itself fails (C)."""
+    if facts.in_collective or facts.outside:
+        return None
+    stop = next((s for s in facts.group_stops if s.kind == "all_waiting"), None)
+    if stop is None:
+        return None
+    everyone = (
+        "every rank" if stop.group.members_from != "entries" else "every rank that left a dump"
+    )
+    return Finding(
+        "C",
+        0.45,
+        f"The ranks wait in the same collective (flight recorder): {stop.detail}. "
+        f"{capitalised(everyone)} is there: the meeting itself fails (network, configuration).",
+        evidence=tuple(fr_evidence(facts, stop)),
+        check=(
+            "NCCL_SOCKET_IFNAME / NCCL_IB_HCA and NCCL WARN lines on every node, and py-spy of "
+            "every rank to confirm all are inside it."
+        ),
+        rule="fr_all_waiting",
     )
 
 

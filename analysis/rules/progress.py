@@ -14,12 +14,12 @@ SLOW_REPORTS_NEEDED = 2
 
 
 def no_evidence(facts: Facts) -> Finding | None:
-    if facts.ranks or facts.snap.logs or facts.missing:
+    if facts.ranks or facts.snap.logs or facts.missing or facts.snap.dumps:
         return None
     return Finding(
         "unknown",
         0.0,
-        "No rank, stack or log was found in this snapshot.",
+        "No rank, stack, log or flight-recorder dump was found in this snapshot.",
         check="Check the cluster's process pattern and log globs: the probe found no training "
         "process and no log on any node.",
         rule="none",

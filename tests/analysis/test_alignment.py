@@ -42,7 +42,7 @@ def test_it_finds_a_size_mismatch_of_the_same_op():
             ]
         edited.append(dump)
     first = align_flight_recorder(edited)["first_mismatch"]
-    assert first["seq"] == 3 and first["kind"] == "different_collective"
+    assert first["seq"] == 3 and first["kind"] == "different_sizes"
     assert first["collectives"][1]["ranks"] == "2"
 
 

@@ -70,9 +70,11 @@ def test_a_lone_surrogate_in_py_spy_json_still_gets_a_stack_signature():
     assert len(signature) == 12 and signature != stack_signature([])
 
 
-def test_dumps_sharing_a_pg_config_get_their_own_rank_lists():
+def test_dumps_sharing_a_pg_config_share_rank_lists_no_caller_can_change():
     blob = pickle.dumps({"entries": [], "pg_config": {"0": {"ranks": "[0, 1, 2, 3]"}}})
     first = parse_flight_recorder("trace_rank_0", blob)
-    first.pg_ranks["0"].append(99)  # a caller changing its dump must not change the next one
+    with pytest.raises(AttributeError):
+        first.pg_ranks["0"].append(99)  # type: ignore[attr-defined]
     second = parse_flight_recorder("trace_rank_1", blob)
-    assert second.pg_ranks == {"0": [0, 1, 2, 3]}
+    assert second.pg_ranks == {"0": (0, 1, 2, 3)}
+    assert second.pg_ranks["0"] is first.pg_ranks["0"]  # parsed once for every dump

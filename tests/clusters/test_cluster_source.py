@@ -84,3 +84,47 @@ def test_the_form_offers_every_source(alice, as_user, cluster):
     text = page.content.decode()
     for value in ("nodes", "slurm", "ray", "push"):
         assert f'value="{value}"' in text
+
+
+def test_a_ray_cluster_says_its_snapshots_are_not_built_yet_and_opens_nothing(alice, bob):
+    from collectors.tasks import snapshot_start
+
+    cluster = cluster_create(name="ray-b", **{**SLURM, "source": "ray"})
+    incident = incident_open(cluster=cluster, title="stuck", opened_by=bob)
+    with pytest.raises(SnapshotRefused, match="snapshots of a Ray job are not built yet"):
+        snapshot_start(incident=incident, by=bob)
+    client = APIClient()
+    _, secret = api_token_create(user=bob, name="test")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    before = cluster.incidents.count()
+    answer = client.post(
+        "/api/v1/incidents/", {"title": "t", "cluster": "ray-b", "slurm_job": "1"}, format="json"
+    )
+    assert answer.status_code == 400 and "not built yet" in str(answer.json())
+    assert cluster.incidents.count() == before
+
+
+def test_a_slurm_cluster_needs_a_job_id_to_open_and_a_listed_one_takes_none(cluster, bob):
+    slurm_cluster = cluster_create(name="slurm-b", **SLURM)
+    client = APIClient()
+    _, secret = api_token_create(user=bob, name="test")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    no_job = client.post("/api/v1/incidents/", {"title": "t", "cluster": "slurm-b"}, format="json")
+    assert no_job.status_code == 400 and "give its id" in str(no_job.json())
+    listed = client.post(
+        "/api/v1/incidents/",
+        {"title": "t", "cluster": cluster.name, "slurm_job": "12"},
+        format="json",
+    )
+    assert listed.status_code == 400 and "takes no Slurm job" in str(listed.json())
+    assert not slurm_cluster.incidents.exists() and not cluster.incidents.exists()
+
+
+def test_a_controller_the_egress_policy_refuses_is_refused_before_any_connection(settings):
+    from collectors.scheduler import JobRefused, slurm_outputs
+
+    cluster = cluster_create(
+        name="slurm-meta", **{**SLURM, "controller_address": "169.254.169.254"}
+    )
+    with pytest.raises(JobRefused, match=r"169\.254\.169\.254:22.*refused by policy.*link-local"):
+        slurm_outputs(cluster, "1")
