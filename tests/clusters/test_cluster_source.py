@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 
 from clusters.models import Cluster, ClusterSource
 from clusters.services import cluster_create, cluster_update
-from collectors.services import snapshot_create
+from collectors.services import SnapshotRefused, snapshot_create
 from core.services import api_token_create
 from incidents.services import incident_open
 from tests.conftest import HOST_KEY
