@@ -135,7 +135,7 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     if context["node"]:
         context["artifacts"] = selectors.artifact_index(snapshot, context["node"])
     context["view"] = selectors.diagnosis_view(snapshot)
-    if snapshot.diagnosis:
+    if snapshot.read_diagnosis():
         context.update(_standing(snapshot))
     return render(request, "collectors/snapshot.html", context)
 
@@ -144,7 +144,7 @@ def _standing(snapshot: Snapshot) -> dict:
     """The responders' decision and guided answers as they stand on this snapshot (recorded on
     it, or carried from an earlier snapshot of the incident)."""
     events = list(snapshot.incident.events.select_related("author").order_by("at", "pk"))
-    state = guided_state(events, snapshot.pk, snapshot.diagnosis)
+    state = guided_state(events, snapshot.pk, snapshot.read_diagnosis())
     return {
         "decision": state["call"],
         "answers": [
