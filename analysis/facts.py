@@ -172,13 +172,27 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
 
 
 def _observed(snap: ParsedSnapshot) -> set[int]:
-    """A rank with a live process, a stack, a dump or any log line naming it was observed."""
+    """A rank with a live process, a stack, a dump or any log line naming it was observed; so
+    was every rank of the job when NCCL's RAS reported on a job-wide communicator or named a
+    rank against the others (RAS hears from every process of the job)."""
     seen = {
         r for r, s in snap.ranks.items() if s.process_seen or s.stack or s.last_step is not None
     }
     seen.update(snap.mentioned)
     seen.update(d.rank for d in snap.dumps if d.rank is not None)
+    world = snap.world_size
+    reached = any(comm.size == world for _, report in snap.signals.ras for comm in report.comms)
+    # RAS names a rank missing, dead or behind against what it heard from all the others.
+    named = [s.peer for s in _ras_lines(snap) if s.peer is not None and 0 <= s.peer < world]
+    if reached or named:
+        seen.update(range(world))
     return seen
+
+
+def _ras_lines(snap: ParsedSnapshot) -> list:
+    lines = list(snap.signals.ras_signals)
+    lines += [s for found in snap.signals.by_node.values() for s in found if s.kind == "ras"]
+    return lines
 
 
 def _missing_and_unobserved(
@@ -191,8 +205,9 @@ def _missing_and_unobserved(
     # ps without the environments names processes, not ranks: it condemns no one; and a
     # stream cut short (partial evidence) proves nobody gone either.
     looked = {n for n, f in snap.nodes.items() if f.status.complete and f.ranks_identified}
-    # Every node answered with its process table: a rank found nowhere is gone.
-    everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes)
+    # Every node answered with its process table, and those nodes can hold the whole world:
+    # a rank found nowhere is gone. (One node of a 64-rank job says nothing of the others.)
+    everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes) and _holds_world(snap)
     missing: set[int] = set(departures)
     for rank, state in snap.ranks.items():
         if not state.process_seen and state.node in looked:
@@ -202,7 +217,9 @@ def _missing_and_unobserved(
             now = snap.ranks.get(rank)
             if state.process_seen and state.node in looked and not (now and now.process_seen):
                 missing.add(rank)
-    expected = set(range(snap.world_size))
+    # Unobserved only within a world the evidence states (a manifest, WORLD_SIZE, a launcher's
+    # or NCCL's count): a world guessed from the highest rank seen leaves no one unobserved.
+    expected = set(range(snap.world_size)) if snap.expected_world_size else set()
     absent = expected - observed - missing
     if everywhere:
         missing |= absent
@@ -210,7 +227,21 @@ def _missing_and_unobserved(
     return sorted(missing), sorted(absent)
 
 
-# ------------------------------------------------------------------ progress
+def _holds_world(snap: ParsedSnapshot) -> bool:
+    """Can the nodes in the snapshot hold every rank? Each node as many as the fullest one."""
+    per_node: dict[str, int] = defaultdict(int)
+    for state in snap.ranks.values():
+        per_node[state.node] += 1
+    widest = max(
+        (
+            max(s.local_world_size or 0, (s.local_rank or 0) + 1)
+            for s in snap.ranks.values()
+            if s.local_rank is not None or s.local_world_size
+        ),
+        default=0,
+    )
+    room = max([widest, *per_node.values()], default=0)
+    return room * len(snap.nodes) >= snap.world_size
 
 
 # ------------------------------------------------------------------ node-level joins

@@ -39,6 +39,7 @@ class RankState:
     ppid: int | None = None
     state: str = ""  # R/S/D/Z/T from ps, "" when unknown
     local_rank: int | None = None
+    local_world_size: int | None = None  # LOCAL_WORLD_SIZE: ranks its node runs
     world_size: int | None = None
     stack_signature: str = ""
     innermost_frame: str = ""  # "all_reduce (torch/distributed/distributed_c10d.py:3252)"

@@ -195,7 +195,8 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
     by_pid: dict[int, PsRow] = {row.pid: row for row in ps_rows}
     rank_pids: dict[int, int] = {}
     # Only what the analysis reads: RANK and its kin, the rendezvous and the comms settings.
-    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"} | SLURM_TASK_VARIABLES
+    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}
+    wanted |= SLURM_TASK_VARIABLES
     parsed = {}
     for pid in sorted(node_ev.environ):
         variables, env_problems = parse_environ_subset(node_ev.environ[pid], wanted, COMMS_PREFIXES)
@@ -222,6 +223,7 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         state.state = row.state if row else ""
         state.local_rank = int_or_none(variables.pop("LOCAL_RANK", None))
         state.world_size = int_or_none(variables.pop("WORLD_SIZE", None))
+        state.local_world_size = int_or_none(variables.pop("LOCAL_WORLD_SIZE", None))
         state.process_seen = row is None or row.state != "Z"
         if row is not None and row.elapsed_s is not None and node_ev.collected_at is not None:
             state.started_at = node_ev.collected_at - timedelta(seconds=row.elapsed_s)

@@ -24,6 +24,7 @@ from analysis.rules.config import (
     undecided,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.failures import failed_first, gpu_fault, node_failure, process_state, ras_named
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
@@ -51,6 +52,11 @@ RULES: tuple[Rule, ...] = (
     departed,
     init,
     lost,
+    failed_first,
+    gpu_fault,
+    ras_named,
+    process_state,
+    node_failure,
     unreachable,
     fr_different_collective,
     logs_different_collective,
@@ -86,11 +92,13 @@ __all__ = [
     "departed",
     "detail_mismatch",
     "different_call_sites",
+    "failed_first",
     "findings",
     "fr_all_waiting",
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
+    "gpu_fault",
     "init",
     "lagging",
     "likeliest",
@@ -99,8 +107,11 @@ __all__ = [
     "moving",
     "nccl_config_differs",
     "no_evidence",
+    "node_failure",
     "outside_collective",
     "peer_named",
+    "process_state",
+    "ras_named",
     "same_collective",
     "stacks_different_collective",
     "straggler",

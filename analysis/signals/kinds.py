@@ -651,7 +651,17 @@ READERS = (
     (_FATAL, fatal),
     (("tim", "deadline", "monitoredbarrier", "watchdog"), timeouts),
     (
-        ("conn", "pipe", "peer", "unreachable", "route", "eof", "got 0 bytes", "econn"),
+        (
+            "conn",
+            "pipe",
+            "peer",
+            "unreachable",
+            "route",
+            "eof",
+            "got 0 bytes",
+            "econn",
+            "remote pro",
+        ),
         connections,
     ),
     (_RENDEZVOUS, rendezvous),
