@@ -223,13 +223,7 @@ def _detection_markdown(
     rows.append((times["opened"], f"Incident opened by {_opener(incident, events)}"))
     if times.get("snapshot"):
         rows.append((times["snapshot"], "First snapshot of the cluster"))
-    if times.get("verdict"):
-        rows.append(
-            (
-                times["verdict"],
-                f"Console's verdict: {guide.class_name(d.get('classification', ''))}",
-            )
-        )
+    rows += _verdict_rows(events, d, times)
     for event in decisions:
         rows.append((event.at, f"{event.actor}: {decision_words(event)}"))
     if times.get("resolved"):
@@ -260,6 +254,27 @@ def _detection_markdown(
             + "."
         )
     return text
+
+
+def _verdict_rows(events: list[TimelineEvent], d: dict, times: dict) -> list[tuple]:
+    """The console's verdicts as the timeline recorded them: the first, then each change of
+    class (a second snapshot that says the same is no news); the latest diagnosis when the
+    timeline has none."""
+    rows, last = [], None
+    for event in events:
+        details = event.details
+        if event.kind != EventKind.SNAPSHOT or details.get("phase") != "finished":
+            continue
+        classification = details.get("classification") or ""
+        if classification and classification != last:
+            name = guide.class_name(classification)
+            on = f"snapshot {details.get('snapshot')}"
+            rows.append((event.at, f"Console's verdict ({on}): {name}"))
+            last = classification
+    if not rows and times.get("verdict"):
+        name = guide.class_name(d.get("classification", ""))
+        rows.append((times["verdict"], f"Console's verdict: {name}"))
+    return rows
 
 
 def decision_words(event: TimelineEvent) -> str:
@@ -313,6 +328,8 @@ def _root_cause(
 
 def _factors(d: dict, times: dict) -> list[str]:
     factors = story.contributing_factors(d) if d else []
+    if not factors:
+        factors = ["Fill in: what made it worse or slower to find (the evidence shows nothing)."]
     if times.get("stalled") and times.get("opened"):
         idle = (times["opened"] - times["stalled"]).total_seconds()
         if idle > 600:
