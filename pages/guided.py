@@ -8,12 +8,16 @@ is read from the artifacts already collected, masked, and shown to responders on
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from analysis import branches, guide
+from analysis.diagnosis import Diagnosis
+from analysis.records import RankRow
 from analysis.secrets import mask_environment, mask_text
 from collectors.models import Artifact, Snapshot
 from core.errors import AppError
@@ -50,9 +54,10 @@ def guided_context(
     incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
 ) -> dict | None:
     """What the guided panel shows, or None before a snapshot has a diagnosis."""
-    if snapshot is None or not snapshot.diagnosis:
+    diagnosis = snapshot.read_diagnosis() if snapshot is not None else None
+    if diagnosis is None:
         return None
-    state = guided_state(events, snapshot.pk, snapshot.diagnosis)
+    state = guided_state(events, snapshot.pk, diagnosis)
     branch, answers = state["branch"], state["answers"]
     questions = []
     for q in branch["questions"]:
@@ -62,7 +67,7 @@ def guided_context(
             {
                 **q,
                 "suggested_label": labels.get(q["suggested"], q["suggested"]),
-                "evidence": [{**e, "text": mask_text(e.get("text") or "")} for e in q["evidence"]],
+                "evidence": [replace(e, text=mask_text(e.text)) for e in q["evidence"]],
                 "answer": found if isinstance(found, Standing) else None,
                 "reasked": found if isinstance(found, Reasked) else None,
                 "selected": answer_value(found, q),
@@ -99,7 +104,7 @@ def guided_answer(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpRespon
     snapshot = _snapshot(pk, snapshot_pk)
     incident = snapshot.incident
     events = list(incident.events.order_by("at", "pk"))
-    state = guided_state(events, snapshot.pk, snapshot.diagnosis or {})
+    state = guided_state(events, snapshot.pk, snapshot.read_diagnosis() or Diagnosis.empty())
     classification = state["classification"]
     qid = request.POST.get("q", "")
     question = next((q for q in state["branch"]["questions"] if q["id"] == qid), None)
@@ -155,10 +160,10 @@ def _artifacts(snapshot: Snapshot, node: str, *, prefix: str = "", name: str = "
     return list(artifacts.order_by("name"))
 
 
-def _environ(snapshot: Snapshot, row: dict) -> dict[str, str] | None:
-    if not row.get("node") or not row.get("pid"):
+def _environ(snapshot: Snapshot, row: RankRow | None) -> dict[str, str] | None:
+    if row is None or not row.node or not row.pid:
         return None
-    found = _artifacts(snapshot, row["node"], name=f"environ/{row['pid']}")
+    found = _artifacts(snapshot, row.node, name=f"environ/{row.pid}")
     if not found:
         return None
     text = found[0].content.decode("utf-8", "replace")
@@ -184,10 +189,10 @@ def env_rows(suspect: dict[str, str], healthy: dict[str, str]) -> list[dict]:
 def guided_env(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
     """The suspect rank's environment beside a healthy rank's, on another node if possible."""
     snapshot = _snapshot(pk, snapshot_pk)
-    diagnosis = snapshot.diagnosis or {}
+    diagnosis = snapshot.read_diagnosis() or Diagnosis.empty()
     who = branches.suspect(diagnosis)
     healthy = branches.healthy_rank(diagnosis)
-    suspect_env = _environ(snapshot, who["row"])
+    suspect_env = _environ(snapshot, who.row)
     healthy_env = _environ(snapshot, healthy) if healthy else None
     rows = env_rows(suspect_env or {}, healthy_env or {})
     return render(
