@@ -1,91 +1,194 @@
 """diagnose(): parse the evidence once, compute the facts, let the rules speak, present it.
 
-The result is a typed `Diagnosis`; `to_json()` is the stored and served form (its fields and
-their order are the API's contract, see DIAGNOSIS_SCHEMA_VERSION).
+The result is a typed `Diagnosis`. `to_json()` is the stored and served form (its fields and
+their order are the API's contract, `collectors/diagnosis_serializers.py`); `from_json()`
+reads any stored version back (analysis/schema.py upgrades the older ones), so every reader
+works on the same typed fields whatever version stored them.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from analysis import report
 from analysis.evidence import SnapshotEvidence
-from analysis.facts import Facts, build_facts, iso
+from analysis.facts import Facts, Progress, build_facts
 from analysis.ranks import parse_snapshot
-from analysis.rules import first_verdict
+from analysis.records import (
+    EnvDiff,
+    FlightRecorderSummary,
+    NcclConfigDiff,
+    ParseProblem,
+    RankRow,
+    ShellInitLine,
+    StackGroup,
+    WatchdogSummary,
+    as_ints,
+    as_opt_int,
+    as_str,
+    as_strs,
+    iso,
+    read_when,
+    records,
+)
+from analysis.rules import decide
+from analysis.schedulers.attach import with_scheduler_evidence
+from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
 from analysis.stacks import compact_ranks
-from analysis.verdict import Evidence, Verdict
+from analysis.verdict import Alternative, Evidence
 
-# 2: typed rules over facts; `unobserved_ranks`, `next_steps`, `rule`, `nccl_config_diffs`.
-DIAGNOSIS_SCHEMA_VERSION = 2
+__all__ = ["DIAGNOSIS_SCHEMA_VERSION", "Diagnosis", "diagnose", "diagnose_facts"]
 
 
 @dataclass(frozen=True)
 class Diagnosis:
-    verdict: Verdict
-    facts: Facts
-    suspects: tuple[int, ...]
-    suspect_nodes: tuple[str, ...]
-    evidence: tuple[Evidence, ...]
-    stack_groups: list[dict[str, Any]]
-    per_rank: list[dict[str, Any]]
+    """One snapshot's verdict, the evidence behind it, and what the pages show beside it."""
+
+    classification: str
+    confidence: float
+    summary: str
+    next_steps: tuple[str, ...] = ()
+    rule: str = ""  # the rule whose finding the verdict took (analysis/rules/)
+    check: str = ""  # the one check that would confirm the verdict
+    alternatives: tuple[Alternative, ...] = ()  # other classes the evidence also supports
+    findings: tuple[Alternative, ...] = ()  # what every rule found, as it spoke
+    suspect_ranks: tuple[int, ...] = ()
+    suspect_nodes: tuple[str, ...] = ()
+    world_size: int = 0
+    ranks_seen: int = 0  # observed and not gone
+    ranks_seen_compact: str = ""
+    missing_ranks: tuple[int, ...] = ()  # gone on positive evidence
+    exited_ranks: tuple[int, ...] = ()  # the missing with an exit code or a zombie
+    unobserved_ranks: tuple[int, ...] = ()  # the evidence says nothing about them
+    last_completed_step: int | None = None  # completed by every rank
+    max_step: int | None = None  # reached by any rank
+    progress: Progress = field(default_factory=lambda: Progress("none", None))
+    evidence: tuple[Evidence, ...] = ()
+    per_rank: tuple[RankRow, ...] = ()
+    stack_groups: tuple[StackGroup, ...] = ()
+    env_diffs: tuple[EnvDiff, ...] = ()
+    nccl_config_diffs: tuple[NcclConfigDiff, ...] = ()
+    shell_init: tuple[ShellInitLine, ...] = ()
+    flight_recorder: FlightRecorderSummary | None = None
+    watchdog: WatchdogSummary | None = None
+    parse_problems: tuple[ParseProblem, ...] = ()
+    collected_at: datetime | None = None
 
     @property
-    def classification(self) -> str:
-        return self.verdict.classification
+    def suspect_ranks_compact(self) -> str:
+        return compact_ranks(self.suspect_ranks)
 
     @property
-    def summary(self) -> str:
-        return self.verdict.summary
+    def missing_ranks_compact(self) -> str:
+        return compact_ranks(self.missing_ranks)
+
+    @property
+    def exited_ranks_compact(self) -> str:
+        return compact_ranks(self.exited_ranks)
+
+    @property
+    def unobserved_ranks_compact(self) -> str:
+        return compact_ranks(self.unobserved_ranks)
+
+    @property
+    def real_env_diffs(self) -> tuple[EnvDiff, ...]:
+        """The differences that matter: not the variables that differ per rank by design."""
+        return tuple(d for d in self.env_diffs if not d.expected_per_rank)
+
+    def rank_row(self, rank: int | None) -> RankRow | None:
+        if rank is None:
+            return None
+        return next((row for row in self.per_rank if row.rank == rank), None)
 
     def to_json(self) -> dict[str, Any]:
-        f, v = self.facts, self.verdict
-        steps = [s.last_step for s in f.ranks.values() if s.last_step is not None]
-        expected = set(range(f.world))
-        # Seen: observed and not gone (a rank that logged before it died was observed).
-        seen = (f.observed & expected if expected else f.observed) - set(f.missing)
+        fr, watchdog = self.flight_recorder, self.watchdog
         return {
             "schema_version": DIAGNOSIS_SCHEMA_VERSION,
-            "classification": v.classification,
-            "confidence": v.confidence,
-            "summary": v.summary,
-            "next_steps": list(v.next_steps),
-            "rule": v.rule,
-            "suspect_ranks": list(self.suspects),
-            "suspect_ranks_compact": compact_ranks(self.suspects),
+            "classification": self.classification,
+            "confidence": self.confidence,
+            "summary": self.summary,
+            "next_steps": list(self.next_steps),
+            "rule": self.rule,
+            "check": self.check,
+            "alternatives": [a.to_json() for a in self.alternatives],
+            "findings": [f.to_json() for f in self.findings],
+            "suspect_ranks": list(self.suspect_ranks),
+            "suspect_ranks_compact": self.suspect_ranks_compact,
             "suspect_nodes": list(self.suspect_nodes),
-            "world_size": f.world,
-            "ranks_seen": len(seen),
-            "ranks_seen_compact": compact_ranks(seen),
-            "missing_ranks": list(f.missing),
-            "missing_ranks_compact": compact_ranks(f.missing),
-            "exited_ranks": list(f.exited),
-            "unobserved_ranks": list(f.unobserved),
-            "unobserved_ranks_compact": compact_ranks(f.unobserved),
-            "last_completed_step": min(steps) if steps else None,
-            "max_step": max(steps) if steps else None,
-            "progress": f.progress.to_json(),
+            "world_size": self.world_size,
+            "ranks_seen": self.ranks_seen,
+            "ranks_seen_compact": self.ranks_seen_compact,
+            "missing_ranks": list(self.missing_ranks),
+            "missing_ranks_compact": self.missing_ranks_compact,
+            "exited_ranks": list(self.exited_ranks),
+            "unobserved_ranks": list(self.unobserved_ranks),
+            "unobserved_ranks_compact": self.unobserved_ranks_compact,
+            "last_completed_step": self.last_completed_step,
+            "max_step": self.max_step,
+            "progress": self.progress.to_json(),
             "evidence": [e.to_json() for e in self.evidence],
-            "per_rank": self.per_rank,
-            "stack_groups": self.stack_groups,
-            "env_diffs": f.env_diffs,
-            "nccl_config_diffs": f.nccl_diffs,
-            "shell_init": f.shell,
-            "flight_recorder": f.flight_recorder,
-            "watchdog": f.watchdog,
-            "parse_problems": f.snap.problems,
-            "collected_at": iso(f.snap.collected_at),
+            "per_rank": [row.to_json() for row in self.per_rank],
+            "stack_groups": [g.to_json() for g in self.stack_groups],
+            "env_diffs": [d.to_json() for d in self.env_diffs],
+            "nccl_config_diffs": [d.to_json() for d in self.nccl_config_diffs],
+            "shell_init": [s.to_json() for s in self.shell_init],
+            "flight_recorder": fr.to_json() if fr else None,
+            "watchdog": watchdog.to_json() if watchdog else None,
+            "parse_problems": [p.to_json() for p in self.parse_problems],
+            "collected_at": iso(self.collected_at),
         }
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> Diagnosis:
+        """A stored diagnosis of any schema version, upgraded to this one."""
+        data = upgrade(stored)
+        get = data.get
+        confidence = get("confidence")
+        progress, fr, watchdog = get("progress"), get("flight_recorder"), get("watchdog")
+        return cls(
+            classification=as_str(get("classification"), "unknown"),
+            confidence=float(confidence) if isinstance(confidence, int | float) else 0.0,
+            summary=as_str(get("summary")),
+            next_steps=as_strs(get("next_steps")),
+            rule=as_str(get("rule")),
+            check=as_str(get("check")),
+            alternatives=records(Alternative, get("alternatives")),
+            findings=records(Alternative, get("findings")),
+            suspect_ranks=as_ints(get("suspect_ranks")),
+            suspect_nodes=as_strs(get("suspect_nodes")),
+            world_size=as_opt_int(get("world_size")) or 0,
+            ranks_seen=as_opt_int(get("ranks_seen")) or 0,
+            ranks_seen_compact=as_str(get("ranks_seen_compact")),
+            missing_ranks=as_ints(get("missing_ranks")),
+            exited_ranks=as_ints(get("exited_ranks")),
+            unobserved_ranks=as_ints(get("unobserved_ranks")),
+            last_completed_step=as_opt_int(get("last_completed_step")),
+            max_step=as_opt_int(get("max_step")),
+            progress=Progress.from_json(progress if isinstance(progress, Mapping) else {}),
+            evidence=records(Evidence, get("evidence")),
+            per_rank=records(RankRow, get("per_rank")),
+            stack_groups=records(StackGroup, get("stack_groups")),
+            env_diffs=records(EnvDiff, get("env_diffs")),
+            nccl_config_diffs=records(NcclConfigDiff, get("nccl_config_diffs")),
+            shell_init=records(ShellInitLine, get("shell_init")),
+            flight_recorder=FlightRecorderSummary.from_json(fr)
+            if isinstance(fr, Mapping)
+            else None,
+            watchdog=WatchdogSummary.from_json(watchdog) if isinstance(watchdog, Mapping) else None,
+            parse_problems=records(ParseProblem, get("parse_problems")),
+            collected_at=read_when(get("collected_at")),
+        )
 
 
 def diagnose(evidence: SnapshotEvidence, previous: SnapshotEvidence | None = None) -> Diagnosis:
     """Classify one snapshot, compared with an earlier one when given."""
     with _no_cyclic_gc():
-        snap = parse_snapshot(evidence)
+        snap = parse_snapshot(with_scheduler_evidence(evidence))
         prev = parse_snapshot(previous, flight_recorder=False) if previous is not None else None
         return diagnose_facts(build_facts(snap, prev))
 
@@ -104,7 +207,7 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def diagnose_facts(facts: Facts) -> Diagnosis:
-    verdict = first_verdict(facts)
+    verdict = decide(facts)
     suspects = tuple(sorted(set(verdict.suspects)))
     nodes = set(verdict.suspect_nodes)
     nodes.update(facts.rank_node[r] for r in suspects if r in facts.rank_node)
@@ -113,12 +216,40 @@ def diagnose_facts(facts: Facts) -> Diagnosis:
     quoted += report.missing_evidence(facts, quoted)
     quoted += report.node_evidence(facts, nodes)
     groups = report.stack_groups(facts)
+    steps = [s.last_step for s in facts.ranks.values() if s.last_step is not None]
+    expected = set(range(facts.world))
+    # Seen: observed and not gone (a rank that logged before it died was observed).
+    seen = (facts.observed & expected if expected else facts.observed) - set(facts.missing)
     return Diagnosis(
-        verdict=verdict,
-        facts=facts,
-        suspects=suspects,
+        classification=verdict.classification,
+        confidence=verdict.confidence,
+        summary=verdict.summary,
+        next_steps=tuple(verdict.next_steps),
+        rule=verdict.rule,
+        check=verdict.check,
+        alternatives=verdict.alternatives,
+        findings=verdict.findings,
+        suspect_ranks=suspects,
         suspect_nodes=tuple(sorted(nodes)),
+        world_size=facts.world,
+        ranks_seen=len(seen),
+        ranks_seen_compact=compact_ranks(seen),
+        missing_ranks=tuple(facts.missing),
+        exited_ranks=tuple(facts.exited),
+        unobserved_ranks=tuple(facts.unobserved),
+        last_completed_step=min(steps) if steps else None,
+        max_step=max(steps) if steps else None,
+        progress=facts.progress,
         evidence=tuple(report.ordered_evidence(quoted, set(suspects), nodes)),
-        stack_groups=groups,
-        per_rank=report.per_rank_rows(facts, set(suspects), groups),
+        per_rank=tuple(report.per_rank_rows(facts, set(suspects), groups)),
+        stack_groups=tuple(groups),
+        env_diffs=records(EnvDiff, facts.env_diffs),
+        nccl_config_diffs=records(NcclConfigDiff, facts.nccl_diffs),
+        shell_init=records(ShellInitLine, facts.shell),
+        flight_recorder=FlightRecorderSummary.from_json(facts.flight_recorder)
+        if facts.flight_recorder
+        else None,
+        watchdog=WatchdogSummary.from_json(facts.watchdog) if facts.watchdog else None,
+        parse_problems=records(ParseProblem, facts.snap.problems),
+        collected_at=facts.snap.collected_at,
     )

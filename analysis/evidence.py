@@ -50,3 +50,6 @@ class SnapshotEvidence:
     expected_world_size: int | None = None
     collected_at: datetime | None = None
     cluster: str = ""
+    # What the cluster's scheduler said about the job (collectors/scheduler.py's JSON: the
+    # job, node states, steps, its commands' output, and `lines`: its words per node), or None.
+    scheduler: dict | None = None

@@ -4,12 +4,13 @@
 `Facts`: who was observed, who is missing on positive evidence and who is simply unobserved,
 whether the job is provably moving, where each rank stands in each process group's sequence of
 collectives, what NCCL reports choosing on each node, which peers other ranks blame. The rules
-(analysis/rules.py) only read it.
+(analysis/rules/) only read it.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +24,14 @@ from analysis.alignment import (
 from analysis.envdiff import env_diffs, shell_init_findings
 from analysis.groups import CollectiveRecord, GroupStop, collective_records, group_stops
 from analysis.ncclconf import nccl_config_diffs, node_addresses
-from analysis.ranks import TERMINATED_BY_LAUNCHER, NodeFacts, ParsedSnapshot, RankState
+from analysis.ranks import (
+    TERMINATED_BY_LAUNCHER,
+    WARMUP_STEPS,
+    NodeFacts,
+    ParsedSnapshot,
+    RankState,
+)
+from analysis.records import as_opt_float, as_opt_int, as_str
 from analysis.stacks import base_name, compact_ranks
 
 # Clock skew between a node's kernel log and ps, and dmesg -T's drift after suspend.
@@ -47,17 +55,40 @@ class Progress:
     step_before: int | None = None
     step_after: int | None = None
     stacks_changed: str = ""
+    note: str = ""  # why progress is proven, disproven or neither
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method, "progressing": self.progressing}
-        if self.method == "two_snapshots":
-            out.update(advanced_ranks=self.advanced_ranks, stacks_changed=self.stacks_changed)
-            if self.step_before is not None:
-                out.update(step_before=self.step_before, step_after=self.step_after)
-        elif self.method == "last_step_age":
-            out.update(age_s=self.age_s, threshold_s=self.threshold_s)
-            out["step_time_s"] = self.step_time_s
-        return out
+        # Every field, always (null where the method does not measure it): one shape to read.
+        return {
+            "method": self.method,
+            "progressing": self.progressing,
+            "age_s": self.age_s,
+            "threshold_s": self.threshold_s,
+            "step_time_s": self.step_time_s,
+            "advanced_ranks": self.advanced_ranks,
+            "stacks_changed": self.stacks_changed,
+            "step_before": self.step_before,
+            "step_after": self.step_after,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Progress:
+        """As `to_json` stored it (before schema 3, only the fields its method measured)."""
+        get = data.get
+        progressing = get("progressing")
+        return cls(
+            method=as_str(get("method"), "none") or "none",
+            progressing=progressing if isinstance(progressing, bool) else None,
+            age_s=as_opt_float(get("age_s")),
+            threshold_s=as_opt_float(get("threshold_s")),
+            step_time_s=as_opt_float(get("step_time_s")),
+            advanced_ranks=as_str(get("advanced_ranks")),
+            step_before=as_opt_int(get("step_before")),
+            step_after=as_opt_int(get("step_after")),
+            stacks_changed=as_str(get("stacks_changed")),
+            note=as_str(get("note")),
+        )
 
     def describe(self) -> str:
         if self.method == "two_snapshots" and self.step_before is not None:
@@ -256,7 +287,8 @@ def _missing_and_unobserved(
     departures: dict[int, Departure],
 ) -> tuple[list[int], list[int]]:
     """Missing needs positive evidence; the rest of the expected world is unobserved."""
-    looked = {n for n, f in snap.nodes.items() if f.status == "ok" and f.has_process_evidence}
+    # ps without the environments names processes, not ranks: it condemns no one.
+    looked = {n for n, f in snap.nodes.items() if f.status == "ok" and f.ranks_identified}
     # Every node answered with its process table: a rank found nowhere is gone.
     everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes)
     missing: set[int] = set(departures)
@@ -288,26 +320,74 @@ def job_step_time(snap: ParsedSnapshot) -> float | None:
     return times[len(times) // 2] if times else None
 
 
+def job_log_period(snap: ParsedSnapshot) -> float | None:
+    """How often the job writes a step line (every step, or every N): the silence to expect
+    between two lines. Falls back to the step time."""
+    periods = sorted(s.log_period for s in snap.ranks.values() if s.log_period)
+    if periods:
+        return max(periods[len(periods) // 2], job_step_time(snap) or 0.0)
+    return job_step_time(snap)
+
+
 def _progress(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
     if prev is not None:
         return _two_snapshots(snap, prev)
-    times = [s.last_step_at for s in snap.ranks.values() if s.last_step_at is not None]
-    times += [at for at, _ in snap.heartbeats]
-    if not times or snap.collected_at is None:
-        return Progress("none", None)
-    age = (snap.collected_at - max(times)).total_seconds()
-    step_time = job_step_time(snap)
-    if step_time is None:
+    ages = _step_ages(snap)
+    if not ages:
+        return Progress("none", None, note="no timed step line")
+    age = round(min(ages), 1)
+    pace = job_log_period(snap)
+    if pace is None:
         # One step and silence proves nothing: no step time to compare the silence with.
-        return Progress("last_step_age", None, age_s=round(age, 1))
-    threshold = max(HEALTHY_STEP_MULTIPLE * step_time, HEALTHY_FLOOR_S)
+        return Progress("last_step_age", None, age_s=age, note="no step time to compare with")
+    moving_within = HEALTHY_STEP_MULTIPLE * pace
+    stopped_after = max(moving_within, HEALTHY_FLOOR_S)
+    warm = _past_warmup(snap)
+    if min(ages) > stopped_after:
+        progressing, note = False, f"no step for over {HEALTHY_STEP_MULTIPLE} step times"
+    elif not warm:
+        progressing, note = None, "only warm-up steps so far: not yet proof of progress"
+    elif min(ages) <= moving_within:
+        progressing, note = True, f"a step within {HEALTHY_STEP_MULTIPLE} step times"
+    else:
+        # Older than a few step times, younger than the floor that allows for late logs:
+        # neither proof of motion nor of a stop.
+        progressing = None
+        note = (
+            f"no step for {age} s: over {HEALTHY_STEP_MULTIPLE} step times, under the "
+            f"{HEALTHY_FLOOR_S:g} s allowed for late logs"
+        )
     return Progress(
         "last_step_age",
-        age <= threshold,
-        age_s=round(age, 1),
-        threshold_s=round(threshold, 1),
-        step_time_s=round(step_time, 3),
+        progressing,
+        age_s=age,
+        threshold_s=round(moving_within, 1),
+        step_time_s=round(pace, 3),
+        note=note,
     )
+
+
+def _step_ages(snap: ParsedSnapshot) -> list[float]:
+    """Seconds since each rank's last step line, as its node's clock read it when the
+    console came (the snapshot's time for ranks whose node gave none); heartbeats too."""
+    ages = []
+    for state in snap.ranks.values():
+        if state.last_step_at is None:
+            continue
+        node = snap.nodes.get(state.node)
+        now = (node.collected_at if node else None) or snap.collected_at
+        if now is not None:
+            ages.append(max(0.0, (now - state.last_step_at).total_seconds()))
+    if snap.collected_at is not None:
+        ages += [max(0.0, (snap.collected_at - at).total_seconds()) for at, _ in snap.heartbeats]
+    return ages
+
+
+def _past_warmup(snap: ParsedSnapshot) -> bool:
+    """A step past the first few (compilation, caches), or a framework's periodic report."""
+    if snap.heartbeats:
+        return True
+    return any(s.last_step is not None and s.last_step > WARMUP_STEPS for s in snap.ranks.values())
 
 
 def _two_snapshots(snap: ParsedSnapshot, prev: ParsedSnapshot) -> Progress:
@@ -326,9 +406,17 @@ def _two_snapshots(snap: ParsedSnapshot, prev: ParsedSnapshot) -> Progress:
     # Stacks that moved without a finished step: alive but slow (a long step, a checkpoint),
     # or dead? Undecided rather than "stuck".
     progressing = True if advanced else (None if moved else False)
+    note = (
+        "steps advanced between the looks"
+        if advanced
+        else "stacks changed, no step completed"
+        if moved
+        else "nothing moved between the looks"
+    )
     return Progress(
         "two_snapshots",
         progressing,
+        note=note,
         advanced_ranks=compact_ranks(advanced),
         step_before=max(before[r] for r in common) if common else None,
         step_after=max(now_steps[r] for r in common) if common else None,

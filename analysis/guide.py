@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.diagnosis import Diagnosis
+from analysis.facts import Progress
+from analysis.records import GroupKind, StackGroup
+
 # Plain names first: what the evidence shows. The sources' images ("someone did not come")
 # are at most a subtitle (CLASS_SUBTITLES), never the name.
 CLASS_NAMES = {
@@ -99,29 +103,30 @@ def duration(seconds: float | None) -> str:
     return f"{hours} h {rest} min" if rest else f"{hours} h"
 
 
-def progress_line(progress: dict[str, Any] | None) -> str:
+def progress_line(progress: Progress | None) -> str:
     """What the progress check measured, each time named: "no step for 4 min; threshold 30 s
     (3 x the 10 s step time)"."""
-    progress = progress or {}
-    method = progress.get("method")
-    if method == "two_snapshots":
-        before, after = progress.get("step_before"), progress.get("step_after")
-        if before is not None:
-            return f"compared with the previous snapshot: step {before} → {after}"
-        return "compared with the previous snapshot"
-    if method != "last_step_age":
+    if progress is None:
         return "one observation only"
-    line = f"no step for {duration(progress.get('age_s'))}"
-    threshold, step_time = progress.get("threshold_s"), progress.get("step_time_s")
-    if threshold is None:
+    if progress.method == "two_snapshots":
+        if progress.step_before is not None:
+            return (
+                f"compared with the previous snapshot: step {progress.step_before} → "
+                f"{progress.step_after}"
+            )
+        return "compared with the previous snapshot"
+    if progress.method != "last_step_age":
+        return "one observation only"
+    line = f"no step for {duration(progress.age_s)}"
+    if progress.threshold_s is None:
         return line + "; no step time known to compare it with"
-    line += f"; threshold {duration(threshold)}"
-    if step_time:
-        line += f" (a step takes {duration(step_time)})"
+    line += f"; threshold {duration(progress.threshold_s)}"
+    if progress.step_time_s:
+        line += f" (a step takes {duration(progress.step_time_s)})"
     return line
 
 
-def decision_questions(diagnosis: dict[str, Any]) -> list[dict[str, str]]:
+def decision_questions(diagnosis: Diagnosis) -> list[dict[str, str]]:
     """The four questions, each with an answer and the evidence it rests on."""
     return [
         _init_or_training(diagnosis),
@@ -131,9 +136,9 @@ def decision_questions(diagnosis: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-def _init_or_training(d: dict) -> dict[str, str]:
+def _init_or_training(d: Diagnosis) -> dict[str, str]:
     question = "Stuck at initialisation or during training?"
-    if d.get("classification") == "init" or d.get("last_completed_step") is None:
+    if d.classification == "init" or d.last_completed_step is None:
         return {
             "question": question,
             "answer": "At initialisation: no step was completed by every rank.",
@@ -141,25 +146,23 @@ def _init_or_training(d: dict) -> dict[str, str]:
         }
     return {
         "question": question,
-        "answer": f"During training: every rank completed step {d['last_completed_step']}.",
-        "basis": f"furthest step reached by any rank: {d.get('max_step')}",
+        "answer": f"During training: every rank completed step {d.last_completed_step}.",
+        "basis": f"furthest step reached by any rank: {d.max_step}",
     }
 
 
-def next_steps(diagnosis: dict[str, Any]) -> list[str]:
+def next_steps(diagnosis: Diagnosis) -> list[str]:
     """What the verdict itself asks for first (a second snapshot when nothing proves the job
     stuck), then the class's own advice."""
-    first = list(diagnosis.get("next_steps") or [])
-    return first + [
-        s for s in NEXT_STEPS.get(diagnosis.get("classification", ""), []) if s not in first
-    ]
+    first = list(diagnosis.next_steps)
+    return first + [s for s in NEXT_STEPS.get(diagnosis.classification, []) if s not in first]
 
 
-def _who_is_there(d: dict) -> dict[str, str]:
+def _who_is_there(d: Diagnosis) -> dict[str, str]:
     question = "All ranks stuck, or only some missing?"
-    missing, exited = d.get("missing_ranks_compact", ""), _compact(d.get("exited_ranks", []))
-    seen = f"{d.get('ranks_seen', 0)} of {d.get('world_size', 0)} ranks seen"
-    unobserved = d.get("unobserved_ranks_compact", "")
+    missing, exited = d.missing_ranks_compact, d.exited_ranks_compact
+    seen = f"{d.ranks_seen} of {d.world_size} ranks seen"
+    unobserved = d.unobserved_ranks_compact
     if unobserved:
         # Absence of evidence is not evidence of absence: say so, accuse no one for it.
         seen += f"; nothing in the evidence about ranks {unobserved} (unobserved, not missing)"
@@ -170,13 +173,13 @@ def _who_is_there(d: dict) -> dict[str, str]:
             "answer": "Some did not come — " + "; ".join(p for p in parts if p) + ".",
             "basis": seen,
         }
-    outside = [g for g in d.get("stack_groups", []) if g.get("kind") != "collective"]
-    if outside and len(d.get("stack_groups", [])) > 1:
+    outside = [g for g in d.stack_groups if g.kind is not GroupKind.COLLECTIVE]
+    if outside and len(d.stack_groups) > 1:
         group = outside[0]
         return {
             "question": question,
             "answer": f"All present, but {_ranks_are(group)} outside the collective "
-            f"({group['frame']}).",
+            f"({group.frame}).",
             "basis": _groups_line(d),
         }
     return {
@@ -186,31 +189,32 @@ def _who_is_there(d: dict) -> dict[str, str]:
     }
 
 
-def _last_step(d: dict) -> dict[str, str]:
+def _last_step(d: Diagnosis) -> dict[str, str]:
     question = "What was the last completed step doing?"
-    fr = (d.get("flight_recorder") or {}).get("first_mismatch")
-    watchdog = d.get("watchdog") or {}
+    fr = d.flight_recorder.first_mismatch if d.flight_recorder else None
+    stuck = d.watchdog.stuck_collective if d.watchdog else None
     if fr:
-        basis = f"flight recorder: group {fr.get('pg')} collective #{fr.get('seq')}"
-    elif watchdog:
-        seq = f" #{watchdog['seq']}" if watchdog.get("seq") is not None else ""
-        basis = f"watchdog: {watchdog.get('op') or 'collective'}{seq}"
+        basis = f"flight recorder: group {fr.pg} collective #{fr.seq}"
+    elif stuck:
+        seq = f" #{stuck.seq}" if stuck.seq is not None else ""
+        basis = f"watchdog: {stuck.op or 'collective'}{seq}"
+    elif d.watchdog:
+        basis = "watchdog: collective"
     else:
         basis = "no flight-recorder dump or watchdog line"
-    groups = d.get("stack_groups") or []
-    doing = f"largest group of ranks is in {groups[0]['frame']}" if groups else "no stacks"
+    groups = d.stack_groups
+    doing = f"largest group of ranks is in {groups[0].frame}" if groups else "no stacks"
     return {
         "question": question,
-        "answer": f"After step {d.get('last_completed_step')}: {doing}.",
+        "answer": f"After step {d.last_completed_step}: {doing}.",
         "basis": basis,
     }
 
 
-def _slow_or_dead(d: dict) -> dict[str, str]:
+def _slow_or_dead(d: Diagnosis) -> dict[str, str]:
     question = "Slow or dead?"
-    progress = d.get("progress") or {}
-    progressing = progress.get("progressing")
-    basis = progress_line(progress)
+    progressing = d.progress.progressing
+    basis = progress_line(d.progress)
     if progressing is True:
         answer = "Slow: steps are still completing."
     elif progressing is False:
@@ -220,21 +224,15 @@ def _slow_or_dead(d: dict) -> dict[str, str]:
     return {"question": question, "answer": answer, "basis": basis}
 
 
-def _ranks_are(group: dict) -> str:
-    if group.get("rank_count") == 1:
-        return f"rank {group['ranks']} is"
-    return f"ranks {group['ranks']} are"
+def _ranks_are(group: StackGroup) -> str:
+    if group.rank_count == 1:
+        return f"rank {group.ranks} is"
+    return f"ranks {group.ranks} are"
 
 
-def _groups_line(d: dict) -> str:
-    groups = d.get("stack_groups") or []
-    return "; ".join(f"ranks {g['ranks']}: {g['frame']}" for g in groups[:3]) or "no stacks"
-
-
-def _compact(ranks: list[int]) -> str:
-    from analysis.stacks import compact_ranks
-
-    return compact_ranks(ranks)
+def _groups_line(d: Diagnosis) -> str:
+    groups = d.stack_groups
+    return "; ".join(f"ranks {g.ranks}: {g.frame}" for g in groups[:3]) or "no stacks"
 
 
 # What a person reading `diagnose --json` needs first; the rest follows as stored.

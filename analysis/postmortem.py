@@ -37,9 +37,11 @@ CAUSES = {
 CRASHES = frozenset({"segfault", "abort", "exception"})
 
 
-def departure_cause(d: dict[str, Any]) -> dict[str, Any]:
+def departure_cause(d: dict[str, Any], confirmed: str | None = None) -> dict[str, Any]:
     """Why the first suspect rank left or stalled: a key of CAUSES, its words, the rank and
-    node, the exit code, and the evidence lines that say so."""
+    node, the exit code, and the evidence lines that say so. `confirmed` is the cause the
+    responders settled on (a key of CAUSES): it wins over what the evidence shows, and
+    `evidence_key` keeps the latter."""
     suspects = d.get("suspect_ranks") or d.get("missing_ranks") or []
     rank = suspects[0] if suspects else None
     row = next((r for r in d.get("per_rank") or [] if r.get("rank") == rank), {})
@@ -56,9 +58,12 @@ def departure_cause(d: dict[str, Any]) -> dict[str, Any]:
         for e in lines
         if e.get("rank") == rank or e.get("kind") in ("xid", "node_unreachable")
     }
-    key = _cause_key(kinds, row)
+    evidence_key = _cause_key(kinds, row)
+    key = confirmed if confirmed in CAUSES else evidence_key
     return {
         "key": key,
+        "evidence_key": evidence_key,
+        "confirmed": key == confirmed,
         "words": CAUSES[key],
         "rank": rank,
         "node": node,
@@ -89,19 +94,22 @@ def _cause_key(kinds: set, row: dict) -> str:
     return "unknown"
 
 
-def what_happened(d: dict[str, Any], classification: str) -> str:
-    """One paragraph: what the job did, in the class the responders settled on."""
+def what_happened(d: dict[str, Any], classification: str, confirmed: str | None = None) -> str:
+    """One paragraph: what the job did, in the class (and for A the cause, `confirmed`) the
+    responders settled on."""
     step = d.get("last_completed_step")
     opening = (
         f"The job ({d.get('world_size', 0)} ranks) stopped after step {step}."
         if step is not None
         else f"The job ({d.get('world_size', 0)} ranks) never completed a step."
     )
-    return f"{opening} {cause_story(d, classification)}".strip()
+    return f"{opening} {cause_story(d, classification, confirmed)}".strip()
 
 
-def cause_story(d: dict[str, Any], classification: str) -> str:
+def cause_story(d: dict[str, Any], classification: str, confirmed: str | None = None) -> str:
     """What went wrong, for this class, without the opening about the job."""
+    if classification == "A":
+        return _a_story(d, confirmed)
     return _CLASS_STORY.get(classification, _other_story)(d)
 
 
@@ -115,8 +123,8 @@ def _waiting_group(d: dict) -> dict | None:
     return max(groups, key=lambda g: g.get("rank_count", 0)) if groups else None
 
 
-def _a_story(d: dict) -> str:
-    cause = departure_cause(d)
+def _a_story(d: dict, confirmed: str | None = None) -> str:
+    cause = departure_cause(d, confirmed)
     if cause["rank"] is None:
         return "Some ranks did not come to the collective the others waited in."
     where = f" on {cause['node']}" if cause["node"] else ""
@@ -211,7 +219,6 @@ def _other_story(d: dict) -> str:
 
 
 _CLASS_STORY = {
-    "A": _a_story,
     "B": _b_story,
     "C": _c_story,
     "straggler": _straggler_story,
@@ -246,11 +253,13 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
-def prevention(d: dict[str, Any], classification: str) -> list[str]:
-    """The prevention that fits this incident's cause, most specific first."""
-    cause = departure_cause(d) if classification == "A" else None
-    advice = _cause_advice(cause) + _class_advice(d, classification)
-    advice += _watchdog_advice(d, classification)
+def prevention(d: dict[str, Any], classification: str, confirmed: str | None = None) -> list[str]:
+    """The actions that fit this incident's cause (for A the one the responders confirmed,
+    `confirmed`, else the evidence's), most specific first. The generic watchdog advice only
+    stands in when nothing more specific is known."""
+    cause = departure_cause(d, confirmed) if classification == "A" else None
+    specific = _cause_advice(cause) + _class_advice(d, classification)
+    advice = specific + _watchdog_advice(d, classification, measured_only=bool(specific))
     advice += _consistency_advice(d, classification)
     advice += _flight_recorder_advice(d, classification)
     return advice
@@ -274,8 +283,14 @@ def _cause_advice(cause: dict | None) -> list[str]:
         ]
     if key == "killed":
         return [
-            f"Find who sent SIGKILL to rank {rank} on {node} (scheduler preemption, an operator, "
-            "a health check) and make that path stop the whole job instead of one rank."
+            f"Find who sent SIGKILL to rank {rank} on {node}: the scheduler (preemption, a "
+            "time or memory limit: `sacct -j JOB --format=JobID,State,ExitCode`, the "
+            "scheduler's log), a cgroup or container limit (the cgroup's `memory.events` "
+            "oom_kill count, a pod's OOMKilled: such kills can miss the host's dmesg), or an "
+            "operator or health check (shell history, the audit log).",
+            "Make a rank's SIGKILL stop the whole job at once (the launcher tears down every "
+            "rank when one exits), so the others fail fast instead of waiting in the "
+            "collective.",
         ]
     if key == "gpu_fault":
         return [f"Drain {node} and run the GPU vendor's diagnostics before it rejoins the pool."]
@@ -310,12 +325,14 @@ def _class_advice(d: dict, classification: str) -> list[str]:
     return []
 
 
-def _watchdog_advice(d: dict, classification: str) -> list[str]:
+def _watchdog_advice(d: dict, classification: str, *, measured_only: bool = False) -> list[str]:
     if classification in ("straggler", "init", "healthy"):
         return []
     step = (d.get("progress") or {}).get("step_time_s")
     suggested = watchdog_timeout_s(step)
     if suggested is None:
+        if measured_only:
+            return []
         return [
             "Set the NCCL watchdog timeout (init_process_group(timeout=...)) to 3-5x the step "
             "time plus a checkpoint margin, and log step times so it can be measured."
@@ -383,7 +400,17 @@ def contributing_factors(d: dict[str, Any]) -> list[str]:
             f"Nothing was collected about ranks {d['unobserved_ranks_compact']} "
             "(the evidence is incomplete)."
         )
-    problems = d.get("parse_problems") or []
-    if problems:
-        factors.append(f"{len(problems)} pieces of evidence could not be read.")
     return factors
+
+
+def evidence_quality(d: dict[str, Any], limit: int = 5) -> list[str]:
+    """The console's own trouble reading the evidence (a log with no line it knows, a file
+    cut at the cap): a note on how far the verdict can be trusted, never a cause."""
+    problems = d.get("parse_problems") or []
+    shown = [
+        f"{p.get('node') or 'the bundle'}: {p.get('problem') or p.get('source') or 'unreadable'}"
+        for p in problems[:limit]
+    ]
+    if len(problems) > limit:
+        shown.append(f"and {len(problems) - limit} more")
+    return shown

@@ -71,6 +71,7 @@ class RankState:
     frame_kind: str = ""  # collective / init / outside / "" (no stack)
     frame_name: str = ""  # "all_reduce"
     step_time: float | None = None  # seconds, median of the last logged step times
+    log_period: float | None = None  # seconds between its step lines (one every N steps)
     stack_error: str = ""  # why there is no stack (py-spy failure)
     exit_line: str = ""  # the launcher line that reported exit_code
     gpu: int | None = None  # from nvidia-smi's process table, when the rank's pid is in it
@@ -86,7 +87,11 @@ class NodeFacts:
     node: str
     hostname: str
     status: str
+    collected_at: datetime | None  # when the console's visit of the node began
     has_process_evidence: bool
+    # Every process ps listed was tied to a rank or to no rank (its environ was read): only
+    # then can a rank be missing from this node.
+    ranks_identified: bool
     kernel: KernelFacts
     gpus: GpuFacts
     shell_init: list[ShellInitSetting]
@@ -284,11 +289,26 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         node=node,
         hostname=node_ev.hostname,
         status=node_ev.status,
+        collected_at=node_ev.collected_at,
         has_process_evidence=node_ev.ps is not None or bool(node_ev.environ),
+        ranks_identified=_ranks_identified(node_ev, by_pid, rank_pids),
         kernel=_kernel(node, node_ev, problem),
         gpus=gpus,
         shell_init=_shell(node, node_ev, problem),
         rank_pids=rank_pids,
+    )
+
+
+def _ranks_identified(node_ev: NodeEvidence, by_pid: dict[int, PsRow], rank_pids) -> bool:
+    """Is every process ps listed tied to a rank or known not to be one? A process without
+    its environ is unknown, unless it is a rank's parent (the launcher, a wrapper script) or
+    child (a data-loader worker)."""
+    if node_ev.ps is None:
+        return bool(node_ev.environ)
+    parents = {by_pid[pid].ppid for pid in rank_pids if pid in by_pid}
+    return all(
+        pid in node_ev.environ or pid in parents or row.ppid in rank_pids
+        for pid, row in by_pid.items()
     )
 
 
@@ -369,6 +389,7 @@ def _apply_log(
 def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], problem) -> None:
     unresolved = 0
     step_times: dict[int, list[float]] = defaultdict(list)
+    periods: dict[int, list[float]] = defaultdict(list)
     for record in log.steps:
         rank = resolve(record.rank, record.local_rank)
         if rank is None:
@@ -378,11 +399,14 @@ def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], prob
         if state is None:
             state = ranks[rank] = RankState(rank=rank, node=node)
         took = record.step_time
-        if took is None and record.at and state.last_step_at and state.last_step is not None:
-            # No step_time= on the line: the timestamps of consecutive steps say it.
+        if record.at and state.last_step_at and state.last_step is not None:
             advanced = record.step - state.last_step
-            if advanced > 0:
-                took = (record.at - state.last_step_at).total_seconds() / advanced
+            since = (record.at - state.last_step_at).total_seconds()
+            if advanced > 0 and since >= 0:
+                if took is None:  # no step_time= on the line: the timestamps say it
+                    took = since / advanced
+                if state.last_step > WARMUP_STEPS:
+                    periods[rank].append(since)
         if state.last_step is None or record.step >= state.last_step:
             if record.at is not None or state.last_step != record.step:
                 state.last_step_at = record.at or (
@@ -393,6 +417,9 @@ def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], prob
             step_times[rank].append(took)
     for rank, times in step_times.items():
         ranks[rank].step_time = _median_step_time(times)
+    for rank, gaps in periods.items():
+        recent = sorted(gaps[-10:])
+        ranks[rank].log_period = recent[len(recent) // 2]
     if unresolved:
         problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
 

@@ -4,12 +4,12 @@ ordered (suspects first) and bounded. Nothing here decides the class."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from dataclasses import replace
 
-from analysis.facts import Facts, iso
+from analysis.facts import Facts
 from analysis.quotes import why_lost
 from analysis.ranks import RankState
-from analysis.stacks import compact_ranks
+from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
 from analysis.verdict import Evidence
 
 EVIDENCE_CAP = 40
@@ -18,7 +18,7 @@ _STACK_SAMPLE = 15
 _MISSING_QUOTED = 12
 
 
-def stack_groups(facts: Facts) -> list[dict[str, Any]]:
+def stack_groups(facts: Facts) -> list[StackGroup]:
     """Ranks grouped by identical stacks, then the ranks without one, largest group first."""
     by_signature: dict[str, list[RankState]] = defaultdict(list)
     no_stack: list[int] = []
@@ -33,26 +33,23 @@ def stack_groups(facts: Facts) -> list[dict[str, Any]]:
         head = members[0]
         name, _, location = head.innermost_frame.partition(" (")
         ranks = [m.rank for m in members]
-        groups.append(
-            _group(facts, signature, name, location.rstrip(")"), head.frame_kind, ranks, head.stack)
-        )
+        kind = GroupKind.read(head.frame_kind)
+        groups.append(_group(facts, signature, name, location.rstrip(")"), kind, ranks, head.stack))
     exited = set(facts.exited)
     missing_only = [r for r in facts.missing if r not in exited]
     log_only = sorted(r for r in facts.observed if r in facts.ranks and not _live(facts, r))
     log_only = [r for r in log_only if r not in exited and r not in set(facts.missing)]
     for label, kind, ranks in (
-        ("(absent)", "missing", missing_only),
-        ("(exited)", "exited", sorted(exited)),
-        ("(no stack)", "no_stack", no_stack),
-        ("(log only)", "log_only", log_only),
-        ("(unobserved)", "unobserved", list(facts.unobserved)),
+        ("(absent)", GroupKind.MISSING, missing_only),
+        ("(exited)", GroupKind.EXITED, sorted(exited)),
+        ("(no stack)", GroupKind.NO_STACK, no_stack),
+        ("(log only)", GroupKind.LOG_ONLY, log_only),
+        ("(unobserved)", GroupKind.UNOBSERVED, list(facts.unobserved)),
     ):
         if ranks:
             groups.append(_group(facts, "", label, "", kind, ranks, []))
-    groups.sort(key=lambda g: (-g["rank_count"], g["frame"], g["signature"]))
-    for index, group in enumerate(groups):
-        group["index"] = index
-    return groups
+    groups.sort(key=lambda g: (-g.rank_count, g.frame, g.signature))
+    return [replace(group, index=index) for index, group in enumerate(groups)]
 
 
 def _live(facts: Facts, rank: int) -> bool:
@@ -60,20 +57,19 @@ def _live(facts: Facts, rank: int) -> bool:
     return bool(state and state.process_seen)
 
 
-def _group(facts: Facts, signature, frame, location, kind, ranks, stack) -> dict[str, Any]:
+def _group(facts: Facts, signature, frame, location, kind, ranks, stack) -> StackGroup:
     nodes = sorted({facts.rank_node.get(r, "?") for r in ranks})
-    return {
-        "signature": signature,
-        "frame": frame,
-        "location": location,
-        "kind": kind,
-        "ranks": compact_ranks(ranks),
-        "rank_list": ranks,
-        "rank_count": len(ranks),
-        "nodes": nodes[:_NODE_CAP],
-        "node_count": len(nodes),
-        "stack": stack[:_STACK_SAMPLE],
-    }
+    return StackGroup(
+        index=0,
+        kind=kind,
+        frame=frame,
+        rank_list=tuple(ranks),
+        signature=signature,
+        location=location,
+        nodes=tuple(nodes[:_NODE_CAP]),
+        node_count=len(nodes),
+        stack=tuple(stack[:_STACK_SAMPLE]),
+    )
 
 
 def node_evidence(facts: Facts, suspect_nodes: set[str]) -> list[Evidence]:
@@ -139,48 +135,56 @@ def ordered_evidence(
     return [item for _, item in ordered[:EVIDENCE_CAP]]
 
 
-def per_rank_rows(
-    facts: Facts, suspects: set[int], groups: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def per_rank_rows(facts: Facts, suspects: set[int], groups: list[StackGroup]) -> list[RankRow]:
     group_of: dict[int, int] = {}
     for group in groups:
-        for rank in group["rank_list"]:
-            group_of.setdefault(rank, group["index"])
+        for rank in group.rank_list:
+            group_of.setdefault(rank, group.index)
     exited, missing, unobserved = set(facts.exited), set(facts.missing), set(facts.unobserved)
     rows = []
     for rank in sorted(set(range(facts.world)) | set(facts.ranks)):
         state = facts.ranks.get(rank)
+        status = _status(rank, state, exited, missing, unobserved)
+        if state is None:
+            node, group = facts.node_of(rank), group_of.get(rank)
+            rows.append(RankRow(rank, status, node, suspect=rank in suspects, stack_group=group))
+            continue
         rows.append(
-            {
-                "rank": rank,
-                "node": state.node if state else facts.node_of(rank),
-                "pid": state.pid if state else None,
-                "state": state.state if state else "",
-                "local_rank": state.local_rank if state else None,
-                "status": _status(rank, state, exited, missing, unobserved),
-                "suspect": rank in suspects,
-                "last_step": state.last_step if state else None,
-                "last_step_at": iso(state.last_step_at) if state else None,
-                "step_time": state.step_time if state else None,
-                "frame": state.innermost_frame if state else "",
-                "stack_signature": state.stack_signature if state else "",
-                "stack_group": group_of.get(rank),
-                "exit_code": state.exit_code if state else None,
-                "gpu_util": state.gpu_util if state else None,
-            }
+            RankRow(
+                rank=rank,
+                status=status,
+                node=state.node,
+                pid=state.pid,
+                state=state.state,
+                local_rank=state.local_rank,
+                suspect=rank in suspects,
+                last_step=state.last_step,
+                last_step_at=state.last_step_at,
+                step_time=state.step_time,
+                frame=state.innermost_frame,
+                stack_signature=state.stack_signature,
+                stack_group=group_of.get(rank),
+                exit_code=state.exit_code,
+                gpu_util=state.gpu_util,
+            )
         )
     return rows
 
 
-def _status(rank, state, exited, missing, unobserved) -> str:
+_FRAME_STATUS = {
+    "collective": RankStatus.IN_COLLECTIVE,
+    "init": RankStatus.INIT,
+    "outside": RankStatus.OUTSIDE,
+}
+
+
+def _status(rank, state, exited, missing, unobserved) -> RankStatus:
     if rank in exited:
-        return "exited"
+        return RankStatus.EXITED
     if rank in missing:
-        return "missing"
+        return RankStatus.MISSING
     if rank in unobserved or state is None:
-        return "unobserved"
-    if state.frame_kind == "collective":
-        return "in_collective"
-    if state.frame_kind in ("init", "outside"):
-        return state.frame_kind
-    return "no_stack" if state.process_seen else "log_only"
+        return RankStatus.UNOBSERVED
+    if state.frame_kind in _FRAME_STATUS:
+        return _FRAME_STATUS[state.frame_kind]
+    return RankStatus.NO_STACK if state.process_seen else RankStatus.LOG_ONLY

@@ -10,18 +10,26 @@ one rank among 4,095 still shows), its ranks written on it and suspects named.""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
+from analysis.diagnosis import Diagnosis
+from analysis.records import RankRow, RankStatus
 from analysis.stacks import compact_ranks
 
-STATUS_STYLE = {
-    "in_collective": ("waiting in a collective", "#4C78A8", "circle"),
-    "outside": ("outside any collective", "#F58518", "diamond"),
-    "init": ("in init / rendezvous", "#B279A2", "square"),
-    "no_stack": ("alive, no stack", "#9D9D9D", "circle-open"),
-    "log_only": ("seen in logs only", "#72B7B2", "circle"),
-    "exited": ("exited", "#E45756", "x"),
-    "missing": ("missing", "#E45756", "x-open"),
+# (legend label, colour, marker symbol) of every status, in legend order: a status without a
+# style would draw its ranks nowhere (tests/analysis/test_timeline.py holds this complete).
+STATUS_STYLE: dict[RankStatus, tuple[str, str, str]] = {
+    RankStatus.IN_COLLECTIVE: ("waiting in a collective", "#4C78A8", "circle"),
+    RankStatus.OUTSIDE: ("outside any collective", "#F58518", "diamond"),
+    RankStatus.INIT: ("in init / rendezvous", "#B279A2", "square"),
+    RankStatus.NO_STACK: ("alive, no stack", "#9D9D9D", "circle-open"),
+    RankStatus.LOG_ONLY: ("seen in logs only", "#72B7B2", "circle"),
+    RankStatus.EXITED: ("exited", "#E45756", "x"),
+    RankStatus.MISSING: ("missing", "#E45756", "x-open"),
+    # Not missing, not a suspect: nothing was collected about them (a node that gave nothing).
+    RankStatus.UNOBSERVED: ("nothing collected", "#BAB0AC", "square-open"),
 }
+OTHER_STYLE = ("other", "#9D9D9D", "circle")
 SUSPECT_COLOUR = "#D62728"
 DOTS_UP_TO = 64
 # Bars in the grouped view; the rest are folded into one "other" bar.
@@ -30,15 +38,15 @@ MAX_GROUPS = 24
 RANKS_TEXT_CHARS = 28
 
 
-def timeline_figure(diagnosis: dict) -> dict:
-    rows = diagnosis.get("per_rank") or []
+def timeline_figure(diagnosis: Diagnosis) -> dict:
+    rows = diagnosis.per_rank
     if len(rows) > DOTS_UP_TO:
         return _grouped(diagnosis, rows)
     return _dots(diagnosis, rows)
 
 
-def _title(diagnosis: dict, count: int) -> dict:
-    last = diagnosis.get("last_completed_step")
+def _title(diagnosis: Diagnosis, count: int) -> dict:
+    last = diagnosis.last_completed_step
     return {
         "text": f"{count} ranks · last step completed by every rank: "
         f"{last if last is not None else '-'}",
@@ -49,33 +57,36 @@ def _title(diagnosis: dict, count: int) -> dict:
     }
 
 
-def _dots(diagnosis: dict, rows: list[dict]) -> dict:
+def _dots(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
     count = len(rows)
-    known = [r["last_step"] for r in rows if r.get("last_step") is not None]
+    known = [r.last_step for r in rows if r.last_step is not None]
     # Ranks with no step (missing, never started) sit left of every real step.
     floor = (min(known) - 1) if known else 0
 
-    def step(row: dict) -> int:
-        return row["last_step"] if row.get("last_step") is not None else floor
+    def step(row: RankRow) -> int:
+        return row.last_step if row.last_step is not None else floor
 
-    def markers(name: str, members: list[dict], marker: dict) -> dict:
+    def markers(name: str, members: list[RankRow], marker: dict) -> dict:
         return {
             "type": "scatter",
             "mode": "markers",
             "name": f"{name} ({len(members)})",
             "x": [step(r) for r in members],
-            "y": [r["rank"] for r in members],
+            "y": [r.rank for r in members],
             "text": [_hover(r) for r in members],
             "hoverinfo": "text",
             "marker": marker,
         }
 
+    by_status: dict[RankStatus, list[RankRow]] = {}
+    for row in rows:
+        by_status.setdefault(row.status, []).append(row)
     traces = []
     for status, (label, colour, symbol) in STATUS_STYLE.items():
-        members = [r for r in rows if r["status"] == status]
+        members = by_status.get(status)
         if members:
             traces.append(markers(label, members, {"color": colour, "symbol": symbol, "size": 10}))
-    suspects = [r for r in rows if r.get("suspect")]
+    suspects = [r for r in rows if r.suspect]
     if suspects:
         ring = {"color": SUSPECT_COLOUR, "symbol": "circle-open", "size": 20, "line": {"width": 2}}
         traces.append(markers("suspect", suspects, ring))
@@ -83,8 +94,8 @@ def _dots(diagnosis: dict, rows: list[dict]) -> dict:
     annotations = [
         {
             "x": step(r),
-            "y": r["rank"],
-            "text": f"rank {r['rank']}" + (f" ({r['node']})" if r.get("node") else ""),
+            "y": r.rank,
+            "text": f"rank {r.rank}" + (f" ({r.node})" if r.node else ""),
             "showarrow": True,
             "arrowhead": 0,
             "ax": 70,
@@ -96,7 +107,7 @@ def _dots(diagnosis: dict, rows: list[dict]) -> dict:
         for r in suspects[:10]
     ]
     steps = [*known, floor]
-    last = diagnosis.get("last_completed_step")
+    last = diagnosis.last_completed_step
     shapes = []
     if last is not None:
         shapes.append(
@@ -144,54 +155,73 @@ def _dots(diagnosis: dict, rows: list[dict]) -> dict:
     }
 
 
-def rank_groups(rows: list[dict]) -> list[dict]:
+@dataclass
+class RankGroup:
+    """Ranks at one (last step, status), for the grouped view."""
+
+    step: int | None
+    status: RankStatus | None  # None: the folded tail of groups
+    ranks: list[int] = field(default_factory=list)
+    suspects: list[RankRow] = field(default_factory=list)
+    folded: int = 0  # how many groups the tail folds
+
+
+def rank_groups(rows: tuple[RankRow, ...]) -> list[RankGroup]:
     """Ranks grouped by (last step, state), the most telling first: groups with suspects,
     then the rarer states, then the rest by size; at most MAX_GROUPS (the tail folded)."""
-    groups: dict[tuple, dict] = {}
+    groups: dict[tuple, RankGroup] = {}
     for row in rows:
-        key = (row.get("last_step"), row.get("status"))
-        group = groups.setdefault(key, {"step": key[0], "status": key[1], "ranks": [], "sus": []})
-        group["ranks"].append(row["rank"])
-        if row.get("suspect"):
-            group["sus"].append(row)
+        key = (row.last_step, row.status)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = RankGroup(row.last_step, row.status)
+        group.ranks.append(row.rank)
+        if row.suspect:
+            group.suspects.append(row)
     order = list(STATUS_STYLE)
 
-    def interest(g: dict) -> tuple:
-        rank_of_status = order.index(g["status"]) if g["status"] in order else len(order)
-        return (not g["sus"], g["status"] == "in_collective", -len(g["ranks"]), rank_of_status)
+    def interest(g: RankGroup) -> tuple:
+        return (
+            not g.suspects,
+            g.status is RankStatus.IN_COLLECTIVE,
+            -len(g.ranks),
+            order.index(g.status) if g.status in order else len(order),
+        )
 
     ordered = sorted(groups.values(), key=interest)
     if len(ordered) > MAX_GROUPS:
         kept, rest = ordered[: MAX_GROUPS - 1], ordered[MAX_GROUPS - 1 :]
-        folded = {"step": None, "status": "other", "ranks": [], "sus": []}
+        folded = RankGroup(None, None, folded=len(rest))
         for g in rest:
-            folded["ranks"] += g["ranks"]
-            folded["sus"] += g["sus"]
-        folded["groups"] = len(rest)
+            folded.ranks += g.ranks
+            folded.suspects += g.suspects
         ordered = [*kept, folded]
     return ordered
 
 
-def _group_label(g: dict) -> str:
-    if g["status"] == "other":
-        return f"{g['groups']} more groups"
-    label = STATUS_STYLE.get(g["status"], (g["status"] or "?",))[0]
-    step = "no step" if g["step"] is None else f"step {g['step']}"
-    return f"{step} · {label}"
+def _style(status: RankStatus | None) -> tuple[str, str, str]:
+    return STATUS_STYLE.get(status, OTHER_STYLE) if status is not None else OTHER_STYLE
 
 
-def _grouped(diagnosis: dict, rows: list[dict]) -> dict:
+def _group_label(g: RankGroup) -> str:
+    if g.status is None:
+        return f"{g.folded} more groups"
+    step = "no step" if g.step is None else f"step {g.step}"
+    return f"{step} · {_style(g.status)[0]}"
+
+
+def _grouped(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
     groups = rank_groups(rows)
     labels = [_group_label(g) for g in groups]
-    counts = [len(g["ranks"]) for g in groups]
-    colours = [STATUS_STYLE.get(g["status"], ("", "#9D9D9D"))[1] for g in groups]
-    outlines = [SUSPECT_COLOUR if g["sus"] else "rgba(0,0,0,0)" for g in groups]
+    counts = [len(g.ranks) for g in groups]
+    colours = [_style(g.status)[1] for g in groups]
+    outlines = [SUSPECT_COLOUR if g.suspects else "rgba(0,0,0,0)" for g in groups]
     texts, hovers = [], []
     for g, n in zip(groups, counts, strict=True):
-        ranks = compact_ranks(g["ranks"])
+        ranks = compact_ranks(g.ranks)
         short = ranks if len(ranks) <= RANKS_TEXT_CHARS else ranks[: RANKS_TEXT_CHARS - 1] + "…"
         suspects = ", ".join(
-            f"{r['rank']}" + (f" ({r['node']})" if r.get("node") else "") for r in g["sus"][:5]
+            f"{r.rank}" + (f" ({r.node})" if r.node else "") for r in g.suspects[:5]
         )
         texts.append(f"{n} · ranks {short}" + (f" · suspect {suspects}" if suspects else ""))
         hovers.append(f"{n} ranks: {ranks[: RANKS_TEXT_CHARS * 8]}")
@@ -229,15 +259,19 @@ def _grouped(diagnosis: dict, rows: list[dict]) -> dict:
     }
 
 
-def _hover(row: dict) -> str:
-    parts = [f"rank {row['rank']}"]
-    if row.get("node"):
-        parts.append(str(row["node"]))
-    parts.append(f"step {row['last_step'] if row.get('last_step') is not None else '-'}")
-    if row.get("last_step_at"):
-        parts.append(str(row["last_step_at"]))
-    if row.get("frame"):
-        parts.append(str(row["frame"]))
-    if row.get("exit_code") is not None:
-        parts.append(f"exit {row['exit_code']}")
+def _rank_where(row: RankRow) -> str:
+    return f"{row.rank} ({row.node})" if row.node else f"{row.rank}"
+
+
+def _hover(row: RankRow) -> str:
+    parts = [f"rank {row.rank}"]
+    if row.node:
+        parts.append(row.node)
+    parts.append(f"step {row.last_step if row.last_step is not None else '-'}")
+    if row.last_step_at:
+        parts.append(row.last_step_at.isoformat())
+    if row.frame:
+        parts.append(row.frame)
+    if row.exit_code is not None:
+        parts.append(f"exit {row.exit_code}")
     return "<br>".join(parts)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from analysis.records import as_ints, as_opt_int, as_opt_str, as_str, as_strs
 from analysis.stacks import compact_ranks
 
 CLASSES = ("A", "B", "C", "straggler", "init", "healthy", "unknown")
@@ -26,6 +28,51 @@ class Evidence:
             text = text[: EVIDENCE_TEXT_CAP - 1] + "…"
         return {"kind": self.kind, "node": self.node, "rank": self.rank, "text": text}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        get = data.get
+        node, rank = as_opt_str(get("node")), as_opt_int(get("rank"))
+        return cls(as_str(get("kind")), node, rank, as_str(get("text")))
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another reading of the same evidence: what a finding the verdict did not take says."""
+
+    classification: str
+    confidence: float
+    summary: str
+    suspects: tuple[int, ...] = ()
+    suspect_nodes: tuple[str, ...] = ()
+    check: str = ""
+    rule: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classification": self.classification,
+            "confidence": round(self.confidence, 2),
+            "summary": self.summary,
+            "suspect_ranks": list(self.suspects),
+            "suspect_ranks_compact": compact_ranks(self.suspects),
+            "suspect_nodes": list(self.suspect_nodes),
+            "check": self.check,
+            "rule": self.rule,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Alternative:
+        get = data.get
+        confidence = get("confidence")
+        return cls(
+            classification=as_str(get("classification"), "unknown"),
+            confidence=float(confidence) if isinstance(confidence, int | float) else 0.0,
+            summary=as_str(get("summary")),
+            suspects=as_ints(get("suspect_ranks")),
+            suspect_nodes=as_strs(get("suspect_nodes")),
+            check=as_str(get("check")),
+            rule=as_str(get("rule")),
+        )
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -36,7 +83,10 @@ class Verdict:
     suspect_nodes: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
     next_steps: tuple[str, ...] = ()
-    rule: str = ""  # the name of the rule that spoke
+    rule: str = ""  # the name of the rule whose finding the verdict took
+    check: str = ""  # the one check that would confirm it
+    alternatives: tuple[Alternative, ...] = ()  # other classes the evidence also supports
+    findings: tuple[Alternative, ...] = ()  # every rule that spoke, as it spoke
 
 
 def ranks_text(ranks) -> str:

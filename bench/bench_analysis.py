@@ -149,7 +149,7 @@ def _report(args: argparse.Namespace, runs: list[Run], load_before: str) -> None
         )
     print(f"load average before: {load_before}; after: {_load()}")
     figure_started = time.perf_counter()
-    figure = timeline_figure(last.payload)
+    figure = timeline_figure(analysis.Diagnosis.from_json(last.payload))
     figure_s = time.perf_counter() - figure_started
     points = sum(len(t["y"]) for t in figure["data"])
     print(f"per-rank rows: {last.rows}; timeline_figure: {figure_s:.3f} s ({points} points)")

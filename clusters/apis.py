@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from core.roles import Role
 
 from . import services
-from .models import Cluster, Node
+from .models import SOURCE_FIELDS, Cluster, Node
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -38,6 +38,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "log_globs",
             "flight_recorder_globs",
             "pyspy_command",
+            *SOURCE_FIELDS,
             "nodes",
         ]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .models import Cluster, Node
+from .models import SOURCE_FIELDS, Cluster, Node
 
 
 class LinesField(forms.CharField):
@@ -36,8 +36,26 @@ class ClusterForm(forms.ModelForm):
             "log_globs",
             "flight_recorder_globs",
             "pyspy_command",
+            *SOURCE_FIELDS,
         ]
-        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "controller_host_key": forms.Textarea(attrs={"rows": 2}),
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A cluster of listed nodes need not fill in a scheduler's settings: an empty field
+        # keeps the model's default.
+        for name in SOURCE_FIELDS:
+            self.fields[name].required = False
+
+    def clean(self):
+        cleaned = super().clean()
+        for name in SOURCE_FIELDS:
+            if cleaned.get(name) in (None, ""):
+                cleaned[name] = Cluster._meta.get_field(name).get_default()
+        return cleaned
 
 
 class NodeForm(forms.ModelForm):

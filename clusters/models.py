@@ -16,6 +16,35 @@ from .validators import (
 )
 
 
+class ClusterSource(models.TextChoices):
+    """How a cluster finds the nodes a snapshot visits."""
+
+    NODES = "nodes", "Nodes listed here"
+    SLURM = "slurm", "A Slurm job's nodes (asked of the controller)"
+    RAY = "ray", "A Ray job's workers (asked of the Ray head)"
+    PUSH = "push", "Bundles pushed by the nodes (no SSH)"
+
+
+# The sources whose nodes a scheduler names: reached through a controller or head over SSH.
+SCHEDULER_SOURCES = (ClusterSource.SLURM, ClusterSource.RAY)
+
+
+# The fields that say where a cluster's nodes come from and how a scheduler is reached.
+SOURCE_FIELDS = [
+    "source",
+    "controller_address",
+    "controller_port",
+    "controller_username",
+    "controller_key_path",
+    "controller_host_key",
+    "node_port",
+    "node_username",
+    "node_key_path",
+    "known_hosts_path",
+    "ray_command",
+]
+
+
 class Cluster(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     description = models.TextField(blank=True)
@@ -43,6 +72,40 @@ class Cluster(models.Model):
     pyspy_command = models.CharField(
         max_length=500, default="py-spy", help_text="py-spy as invoked on the nodes."
     )
+    source = models.CharField(
+        max_length=8,
+        choices=ClusterSource.choices,
+        default=ClusterSource.NODES,
+        help_text="How snapshots find their nodes: this cluster's own list, a Slurm job, "
+        "a Ray job, or bundles the nodes push.",
+    )
+    # The Slurm controller (or login host) or the Ray head, reached over SSH like a node.
+    controller_address = models.CharField(
+        max_length=253, blank=True, validators=[validate_remote_host]
+    )
+    controller_port = models.PositiveIntegerField(default=22, validators=[validate_port])
+    controller_username = models.CharField(max_length=64, blank=True)
+    controller_key_path = models.CharField(
+        max_length=500, blank=True, help_text="Private key file on the worker; empty: ssh-agent."
+    )
+    controller_host_key = models.TextField(
+        blank=True,
+        validators=[validate_host_key],
+        help_text="The controller's or head's public host key (one known_hosts-style line).",
+    )
+    # How the nodes a scheduler names are reached: their host keys come from a known_hosts
+    # file the operator provides on the worker, never from a first connection.
+    node_port = models.PositiveIntegerField(default=22, validators=[validate_port])
+    node_username = models.CharField(max_length=64, blank=True)
+    node_key_path = models.CharField(max_length=500, blank=True)
+    known_hosts_path = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="known_hosts file on the worker holding every node's host key.",
+    )
+    ray_command = models.CharField(
+        max_length=500, default="ray", help_text="The ray CLI as invoked on the Ray head."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -54,6 +117,37 @@ class Cluster(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("clusters:detail", args=[self.name])
+
+    @property
+    def uses_scheduler(self) -> bool:
+        return self.source in SCHEDULER_SOURCES
+
+    def clean(self) -> None:
+        """A scheduler source needs its controller and the nodes' known_hosts file."""
+        with contextlib.suppress(sshspec.InvalidHostKey):
+            if self.controller_host_key:
+                self.controller_host_key = sshspec.parse_host_key(self.controller_host_key).line
+        if self.source not in SCHEDULER_SOURCES:
+            return
+        what = "Slurm controller" if self.source == ClusterSource.SLURM else "Ray head"
+        errors = {}
+        if not self.controller_address:
+            errors["controller_address"] = f"A {self.source} cluster needs its {what}'s address."
+        if not self.controller_host_key:
+            errors["controller_host_key"] = f"Pin the {what}'s host key (ssh-keyscan it once)."
+        if not self.known_hosts_path:
+            errors["known_hosts_path"] = (
+                "The nodes' host keys come from a known_hosts file you provide on the worker."
+            )
+        elif not self.known_hosts_path.startswith("/"):
+            errors["known_hosts_path"] = "Give the known_hosts file as an absolute path."
+        for field in ("controller_key_path", "node_key_path"):
+            path = getattr(self, field)
+            problem = sshspec.private_key_problem(path) if path else None
+            if problem:
+                errors[field] = problem
+        if errors:
+            raise ValidationError(errors)
 
 
 class Node(models.Model):

@@ -35,3 +35,20 @@ def node_update(*, node: Node, **fields: Any) -> Node:
     node.full_clean()
     node.save()
     return node
+
+
+def job_nodes_register(*, cluster: Cluster, nodes: list[dict]) -> list[Node]:
+    """Register or update the nodes a scheduler named (name, address, port, username,
+    key_path, host_key each), under the cluster's rules; returns them in the given order.
+    A node whose fields did not change is not written."""
+    existing = {n.name: n for n in cluster.nodes.filter(name__in=[n["name"] for n in nodes])}
+    out = []
+    for spec in nodes:
+        fields = {k: spec[k] for k in ("address", "port", "username", "key_path", "host_key")}
+        node = existing.get(spec["name"])
+        if node is None:
+            node = node_create(cluster=cluster, name=spec["name"], **fields)
+        elif any(getattr(node, k) != v for k, v in fields.items()):
+            node = node_update(node=node, **fields)
+        out.append(node)
+    return out

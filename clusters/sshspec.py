@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import re
 from dataclasses import dataclass
 
@@ -267,3 +268,83 @@ def private_key_problem(path: str) -> str | None:
     if private_key_is_encrypted(raw.decode("ascii", "replace")):
         return f"{path}: {PASSPHRASE_KEY_MESSAGE}"
     return None
+
+
+# --- known_hosts -------------------------------------------------------------------------
+
+MAX_KNOWN_HOSTS_FILE = 64 * 1024 * 1024
+
+
+class KnownHostsError(ValueError):
+    """No usable key for a host in the operator's known_hosts file; the message says why."""
+
+
+def known_host_key(text: str, host: str, port: int = 22) -> str:
+    """The host key (`type base64`) that known_hosts `text` holds for `host` on `port`, as
+    OpenSSH would match it: plain names and patterns (`*`, `?`, `!negation`), `[host]:port`
+    for another port, hashed names (`|1|salt|hash`). A key marked @revoked is refused;
+    @cert-authority lines are not host keys. Several keys: ed25519 first, then the order of
+    the file. Raises KnownHostsError when there is none."""
+    wanted = host if port == 22 else f"[{host}]:{port}"
+    found: list[HostKey] = []
+    revoked: set[bytes] = set()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        marker = ""
+        if line.startswith("@"):
+            marker, _, line = line.partition(" ")
+        names, _, key_text = line.partition(" ")
+        if marker == "@cert-authority" or not _names_match(names, wanted):
+            continue
+        try:
+            key = parse_host_key(key_text.strip())
+        except InvalidHostKey:
+            continue
+        if marker == "@revoked":
+            revoked.add(key.blob)
+        else:
+            found.append(key)
+    usable = [k for k in found if k.blob not in revoked]
+    if not usable:
+        why = " (its key is marked @revoked)" if found else ""
+        raise KnownHostsError(f"no host key for {wanted} in the known_hosts file{why}")
+    usable.sort(key=lambda k: k.key_type != "ssh-ed25519")
+    return usable[0].line
+
+
+def _names_match(names: str, wanted: str) -> bool:
+    if names.startswith("|1|"):
+        return _hashed_match(names, wanted)
+    matched = False
+    for pattern in names.split(","):
+        negated = pattern.startswith("!")
+        if _pattern_match(pattern.lstrip("!"), wanted):
+            if negated:
+                return False
+            matched = True
+    return matched
+
+
+def _pattern_match(pattern: str, text: str) -> bool:
+    """OpenSSH's host patterns: `*` and `?` are wildcards, everything else (brackets of
+    `[host]:port` included) is literal; host names compare without case."""
+    if len(pattern) > 1024:
+        return False
+    regex = "".join(
+        ".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern.lower()
+    )
+    return re.fullmatch(regex, text.lower()) is not None
+
+
+def _hashed_match(entry: str, wanted: str) -> bool:
+    parts = entry.split("|")
+    if len(parts) != 4:
+        return False
+    try:
+        salt, digest = base64.b64decode(parts[2]), base64.b64decode(parts[3])
+    except (ValueError, binascii.Error):
+        return False
+    mine = hmac.new(salt, wanted.encode(), hashlib.sha1).digest()
+    return hmac.compare_digest(mine, digest)

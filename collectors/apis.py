@@ -59,14 +59,16 @@ class SnapshotSerializer(serializers.ModelSerializer):
         ]
 
     def get_classification(self, snapshot) -> str | None:
-        return (snapshot.diagnosis or {}).get("classification")
+        diagnosis = snapshot.read_diagnosis()
+        return diagnosis.classification if diagnosis else None
 
     def get_classification_name(self, snapshot) -> str | None:
-        code = (snapshot.diagnosis or {}).get("classification")
+        code = self.get_classification(snapshot)
         return guide.class_name(code) if code else None
 
     def get_summary(self, snapshot) -> str | None:
-        return (snapshot.diagnosis or {}).get("summary")
+        diagnosis = snapshot.read_diagnosis()
+        return diagnosis.summary if diagnosis else None
 
 
 class SnapshotProgressSerializer(SnapshotSerializer):
@@ -107,7 +109,7 @@ class SnapshotDiagnosisApi(APIView):
         snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
         if snapshot.diagnosis is None:
             raise Conflict(f"Snapshot {snapshot.pk} is {snapshot.status}; no diagnosis yet.")
-        return Response(DiagnosisSerializer(snapshot.diagnosis).data)
+        return Response(DiagnosisSerializer(snapshot.read_diagnosis().to_json()).data)
 
 
 class BundleImportApi(APIView):

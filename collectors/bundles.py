@@ -36,6 +36,11 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_NAME_BYTES = 4096
+MAX_SEGMENT_BYTES = 200
+# gzip, bzip2, xz: the compressed archives a bundle may come as.
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+# Characters some file systems refuse in a name (NTFS, exFAT), replaced on export.
+_UNSAFE_CHARACTERS = frozenset('\\<>:"|?*')
 # What the analysis reads of one artifact: twice the collector's own cap (CollectionPlan's
 # artifact_cap_bytes, 2 MiB). A bigger one in a bundle is cut as the collector cuts: a log or
 # dmesg keeps its end, anything else its start, and the node lists it as truncated. Degenerate
@@ -73,18 +78,17 @@ def write_bundle(evidence: SnapshotEvidence, manifest: dict[str, Any] | None = N
         "world_size": evidence.expected_world_size,
         "collected_at": evidence.collected_at.isoformat() if evidence.collected_at else None,
         "nodes": {node.node: {"status": node.status} for node in evidence.nodes},
+        **({"scheduler": evidence.scheduler} if evidence.scheduler else {}),
         **(manifest or {}),
     }
     folders = _node_folders([node.node for node in evidence.nodes])
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         _add(tar, "manifest.json", json.dumps(header, indent=2, sort_keys=True).encode())
-        written: set[str] = set()
         for node, folder in zip(evidence.nodes, folders, strict=True):
+            members = MemberNames()
             for name, content, _truncated in artifacts_from_evidence(node):
-                member = f"{folder}/{_safe_relative_path(kinds.bundle_path(name))}"
-                if member not in written:  # two remote paths that clean to one: keep the first
-                    written.add(member)
-                    _add(tar, member, content)
+                path = members.take(_safe_relative_path(kinds.bundle_path(name)))
+                _add(tar, f"{folder}/{path}", content)
     return buffer.getvalue()
 
 
@@ -96,9 +100,50 @@ def _add(tar: tarfile.TarFile, name: str, content: bytes) -> None:
 
 
 def _safe_segment(segment: str) -> str:
-    """One path segment that no reader takes for a parent, a root or a separator."""
-    cleaned = segment.replace("\\", "_").replace("\0", "_")
-    return "_" * len(cleaned) if cleaned.strip(".") == "" else cleaned
+    """One path segment that any `tar` unpacks on any file system as itself: no parent, root
+    or separator, no control character, no space or dot at either end (which some file systems
+    drop and others keep), at most 200 bytes (ext4 takes 255)."""
+    cleaned = "".join(
+        "_" if c in _UNSAFE_CHARACTERS or c < " " or c == "\x7f" else c for c in segment
+    )
+    cleaned = cleaned.strip(" ")
+    if cleaned.strip(".") == "":
+        return "_" * max(len(cleaned), 1)
+    cleaned = cleaned.rstrip(".") or "_"
+    encoded = cleaned.encode("utf-8", "surrogateescape")
+    if len(encoded) > MAX_SEGMENT_BYTES:
+        cleaned = encoded[:MAX_SEGMENT_BYTES].decode("utf-8", "ignore")
+    return cleaned
+
+
+class MemberNames:
+    """Member paths under one node's folder, each unique, and never a file where another
+    member needs a directory (`logs/a` and `logs/a/b`): GNU tar fails with "Cannot open: Not
+    a directory" on such a pair. A clash gets `~2`, `~3`, ... on the segment that clashes."""
+
+    def __init__(self) -> None:
+        self.files: set[str] = set()
+        self.dirs: set[str] = set()
+
+    def take(self, path: str) -> str:
+        """`path` (already made of safe segments), or the nearest free variant of it."""
+        segments = path.split("/")
+        for i, segment in enumerate(segments):
+            last = i == len(segments) - 1
+            prefix = "/".join([*segments[:i], ""])
+            n = 1
+            while self._clashes(prefix + segments[i], last):
+                n += 1
+                stem, dot, extension = segment.rpartition(".")
+                segments[i] = f"{stem}~{n}.{extension}" if dot and stem else f"{segment}~{n}"
+        path = "/".join(segments)
+        self.files.add(path)
+        self.dirs.update("/".join(segments[:i]) for i in range(1, len(segments)))
+        return path
+
+    def _clashes(self, path: str, last: bool) -> bool:
+        # A directory may hold many members; a file is one, and nothing goes under it.
+        return path in self.files or (last and path in self.dirs)
 
 
 def _safe_relative_path(path: str) -> str:
@@ -150,6 +195,13 @@ def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) 
         max_name_bytes=limits.max_name_bytes,
         max_pax_bytes=limits.max_pax_bytes,
     )
+    wrong = _not_a_bundle(_peek(fileobj, 512))
+    if wrong:
+        raise BundleRefused(
+            f"this is not an evidence bundle: {wrong}. A bundle is a .tar.gz (or .tar, "
+            ".tar.bz2, .tar.xz) of one folder per node (docs/bundle-format.md), as "
+            "'Download bundle' on a snapshot page or `tar czf bundle.tar.gz DIR` makes it"
+        )
     files: dict[str, bytes] = {}
     try:
         for member in read_tar(fileobj, tar_limits):
@@ -159,6 +211,41 @@ def read_bundle_fileobj(fileobj: IO[bytes], limits: BundleLimits | None = None) 
     except TarRefused as exc:
         raise BundleRefused(str(exc)) from exc
     return _evidence_from_files(files)
+
+
+def _peek(fileobj: IO[bytes], size: int) -> bytes | None:
+    """The first `size` bytes, the stream left where it was; None when it cannot seek."""
+    try:
+        if not fileobj.seekable():
+            return None
+        at = fileobj.tell()
+        head = fileobj.read(size)
+        fileobj.seek(at)
+    except (OSError, ValueError):
+        return None
+    return head
+
+
+def _not_a_bundle(head: bytes | None) -> str:
+    """What a file that is no archive at all looks like ("" when it may be one): said in the
+    responder's words, not the tar reader's ("the archive ends inside a header")."""
+    if head is None or head.startswith(_COMPRESSED_MAGIC) or head[257:262] == b"ustar":
+        return ""
+    if not head:
+        return "the file is empty"
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive; unzip it and pack the folder with tar"
+    if head.startswith(b"%PDF"):
+        return "it is a PDF document"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if text and text.lstrip()[:1] in ("{", "["):
+        return "it is JSON text (a diagnosis or a manifest?), not an archive"
+    if text and all(c.isprintable() or c in "\t\r\n" for c in text):
+        return "it is plain text (a log? put it in a bundle as <node>/logs/<name>)"
+    return "it is neither a tar archive nor a gzip, bzip2 or xz stream"
 
 
 def _checked_member_path(name: str) -> PurePosixPath:
@@ -245,6 +332,10 @@ def _evidence_from_files(files: dict[str, bytes]) -> SnapshotEvidence:
         ),
         collected_at=parse_when(manifest.get("collected_at")),
         cluster=cluster[:200] if isinstance(cluster, str) else "",
+        # Read within bounds where it is used (analysis/schedulers/attach.py).
+        scheduler=manifest.get("scheduler")
+        if isinstance(manifest.get("scheduler"), dict)
+        else None,
     )
 
 

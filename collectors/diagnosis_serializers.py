@@ -1,7 +1,8 @@
 """The diagnosis as the API serves it: every field documented in the OpenAPI schema.
 
-The stored diagnosis is `analysis.Diagnosis.to_json()`; these read-only serializers describe
-it (and omit a field an older stored diagnosis lacks instead of failing).
+The stored diagnosis is `analysis.Diagnosis.to_json()`. The API serves it read back through
+`Diagnosis.from_json()`, so a diagnosis stored by an older version is served in today's shape
+(analysis/schema.py); these read-only serializers describe that shape field by field.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from analysis import guide
-from analysis.diagnosis import DIAGNOSIS_SCHEMA_VERSION
+from analysis.records import GroupKind, RankStatus
+from analysis.schema import DIAGNOSIS_SCHEMA_VERSION
 from analysis.verdict import CLASSES
 
 
@@ -26,18 +28,40 @@ class EvidenceSerializer(serializers.Serializer):
     text = serializers.CharField(help_text="the line quoted from the evidence")
 
 
+class AlternativeSerializer(serializers.Serializer):
+    classification = serializers.ChoiceField(choices=[(c, guide.class_name(c)) for c in CLASSES])
+    confidence = serializers.FloatField(min_value=0, max_value=1)
+    summary = serializers.CharField()
+    suspect_ranks = _ranks("ranks this reading blames")
+    suspect_ranks_compact = serializers.CharField(allow_blank=True)
+    suspect_nodes = serializers.ListField(child=serializers.CharField())
+    check = serializers.CharField(allow_blank=True, help_text="the check that would confirm it")
+    rule = serializers.CharField()
+
+
 class ProgressSerializer(serializers.Serializer):
     method = serializers.ChoiceField(choices=["two_snapshots", "last_step_age", "none"])
     progressing = serializers.BooleanField(
         allow_null=True, help_text="null: nothing proves the job moving or stuck"
     )
-    age_s = serializers.FloatField(required=False, allow_null=True)
-    threshold_s = serializers.FloatField(required=False, allow_null=True)
-    step_time_s = serializers.FloatField(required=False, allow_null=True)
-    advanced_ranks = serializers.CharField(required=False)
-    stacks_changed = serializers.CharField(required=False)
-    step_before = serializers.IntegerField(required=False, allow_null=True)
-    step_after = serializers.IntegerField(required=False, allow_null=True)
+    age_s = serializers.FloatField(allow_null=True, help_text="last_step_age: since the last step")
+    threshold_s = serializers.FloatField(
+        allow_null=True, help_text="last_step_age: a step younger than this proves motion"
+    )
+    step_time_s = serializers.FloatField(
+        allow_null=True, help_text="the job's median time between step lines"
+    )
+    advanced_ranks = serializers.CharField(
+        allow_blank=True, help_text="two_snapshots: ranks whose step moved"
+    )
+    stacks_changed = serializers.CharField(
+        allow_blank=True, help_text="two_snapshots: ranks whose stack moved"
+    )
+    step_before = serializers.IntegerField(allow_null=True)
+    step_after = serializers.IntegerField(allow_null=True)
+    note = serializers.CharField(
+        required=False, allow_blank=True, help_text="why motion is proven, disproven or neither"
+    )
 
 
 class RankRowSerializer(serializers.Serializer):
@@ -46,18 +70,7 @@ class RankRowSerializer(serializers.Serializer):
     pid = serializers.IntegerField(allow_null=True)
     state = serializers.CharField(help_text="ps state: R/S/D/Z/T, empty when unknown")
     local_rank = serializers.IntegerField(allow_null=True)
-    status = serializers.ChoiceField(
-        choices=[
-            "in_collective",
-            "init",
-            "outside",
-            "no_stack",
-            "log_only",
-            "missing",
-            "exited",
-            "unobserved",
-        ]
-    )
+    status = serializers.ChoiceField(choices=[s.value for s in RankStatus])
     suspect = serializers.BooleanField()
     last_step = serializers.IntegerField(allow_null=True)
     last_step_at = serializers.DateTimeField(allow_null=True)
@@ -74,8 +87,10 @@ class StackGroupSerializer(serializers.Serializer):
     signature = serializers.CharField(allow_blank=True)
     frame = serializers.CharField()
     location = serializers.CharField(allow_blank=True)
-    kind = serializers.CharField(
-        help_text="collective, init, outside, missing, exited, no_stack, log_only, unobserved"
+    kind = serializers.ChoiceField(
+        choices=[k.value for k in GroupKind],
+        help_text="collective, init, outside: the innermost frame of the group's stack; the "
+        "others group ranks with no stack by why",
     )
     ranks = serializers.CharField(help_text="compact: 0-6, 8-39")
     rank_list = _ranks("the group's ranks")
@@ -122,9 +137,53 @@ class ParseProblemSerializer(serializers.Serializer):
     problem = serializers.CharField()
 
 
+class FrCollectiveSerializer(serializers.Serializer):
+    signature = serializers.CharField(help_text="op, sizes and dtypes as the dump records them")
+    op = serializers.CharField()
+    ranks = serializers.CharField(help_text="compact")
+    rank_list = _ranks("the ranks that ran it")
+    frame = serializers.CharField(allow_blank=True, help_text="where the job called it")
+
+
+class FrMismatchSerializer(serializers.Serializer):
+    pg = serializers.CharField(help_text="the process group")
+    seq = serializers.IntegerField(help_text="its collective sequence id")
+    kind = serializers.ChoiceField(choices=["different_collective", "missing_ranks"])
+    missing_ranks = serializers.CharField(allow_blank=True, help_text="compact")
+    missing_rank_list = _ranks("members whose dump has no entry at this sequence id")
+    collectives = FrCollectiveSerializer(many=True, help_text="most ranks first")
+
+
+class SeqRanksSerializer(serializers.Serializer):
+    seq = serializers.IntegerField(allow_null=True, help_text="null: none completed")
+    ranks = serializers.CharField()
+
+
+class FlightRecorderSerializer(serializers.Serializer):
+    ranks_with_dumps = serializers.CharField()
+    dump_count = serializers.IntegerField()
+    first_mismatch = FrMismatchSerializer(allow_null=True)
+    last_completed_seq = SeqRanksSerializer(many=True)
+
+
+class StuckCollectiveSerializer(serializers.Serializer):
+    seq = serializers.IntegerField(allow_null=True)
+    op = serializers.CharField(allow_null=True)
+    reports = serializers.IntegerField(help_text="watchdog lines that name it")
+
+
+class WatchdogSerializer(serializers.Serializer):
+    stuck_collective = StuckCollectiveSerializer(allow_null=True)
+    last_completed = serializers.DictField(
+        child=serializers.IntegerField(), help_text="rank -> its last completed NCCL work"
+    )
+    lagging_ranks = _ranks("ranks whose last completed work is behind the others'")
+
+
 class DiagnosisSerializer(serializers.Serializer):
     schema_version = serializers.IntegerField(
-        help_text=f"{DIAGNOSIS_SCHEMA_VERSION} today; absent on diagnoses stored before it"
+        help_text=f"{DIAGNOSIS_SCHEMA_VERSION}: diagnoses stored by older versions are served "
+        "upgraded to it"
     )
     # The schema lists each code with its plain name (guide.CLASS_NAMES).
     classification = serializers.ChoiceField(choices=[(c, guide.class_name(c)) for c in CLASSES])
@@ -133,7 +192,16 @@ class DiagnosisSerializer(serializers.Serializer):
     next_steps = serializers.ListField(
         child=serializers.CharField(), help_text="what to do first, before the class's advice"
     )
-    rule = serializers.CharField(help_text="the rule that concluded (analysis/rules.py)")
+    rule = serializers.CharField(
+        allow_blank=True, help_text="the rule whose finding the verdict took (analysis/rules/)"
+    )
+    check = serializers.CharField(
+        allow_blank=True, help_text="the one check that would confirm the verdict"
+    )
+    alternatives = AlternativeSerializer(
+        many=True, help_text="other classes the evidence also supports"
+    )
+    findings = AlternativeSerializer(many=True, help_text="what every rule found (analysis/rules/)")
     suspect_ranks = _ranks("ranks a line of evidence blames")
     suspect_ranks_compact = serializers.CharField()
     suspect_nodes = serializers.ListField(child=serializers.CharField())
@@ -154,9 +222,9 @@ class DiagnosisSerializer(serializers.Serializer):
     env_diffs = EnvDiffSerializer(many=True)
     nccl_config_diffs = NcclConfigDiffSerializer(many=True)
     shell_init = ShellInitSerializer(many=True)
-    flight_recorder = serializers.JSONField(
+    flight_recorder = FlightRecorderSerializer(
         allow_null=True, help_text="first unmatched collective and last completed per rank"
     )
-    watchdog = serializers.JSONField(allow_null=True, help_text="stuck collective, laggards")
+    watchdog = WatchdogSerializer(allow_null=True, help_text="stuck collective, laggards")
     parse_problems = ParseProblemSerializer(many=True)
     collected_at = serializers.DateTimeField(allow_null=True)

@@ -80,6 +80,25 @@ SYSTEM_FRAMES = {
     "errors": "probe errors",
 }
 
+# A system fact's file in a bundle (system/<file>): fact names hold spaces and slashes
+# ("df -h /dev/shm"), which no file system takes as one name. Facts not listed get a slug.
+SYSTEM_FILES = {
+    "df -h /dev/shm": "df-shm.txt",
+    "df -h /": "df-root.txt",
+    "loadavg": "loadavg.txt",
+    "free -m": "free.txt",
+    "date": "date.txt",
+    "dmesg source": "dmesg-source.txt",
+    "nvidia-smi gpus": "nvidia-smi-gpus.txt",
+    "nvidia-smi processes": "nvidia-smi-processes.txt",
+    "nvidia-smi": "nvidia-smi.txt",
+    "probe errors": "probe-errors.txt",
+    "probe stderr": "probe-stderr.txt",
+    "output before probe": "output-before-probe.txt",
+    "collection": "collection.txt",
+}
+_SYSTEM_NAMES = {file: name for name, file in SYSTEM_FILES.items()}
+
 _SINGLE_BY_FRAME = {k.frame: k for k in KINDS if not k.key}
 _KEYED_BY_FRAME = {k.frame: k for k in KINDS if k.key in ("pid", "path")}
 _SINGLE_BY_NAME = {k.stored: k for k in KINDS if not k.key}
@@ -183,18 +202,31 @@ def artifact_piece(name: str) -> tuple[EvidenceKind, Key] | None:
 _PATH_FOLDERS = tuple(k.stored for k in KINDS if k.key == "path")
 
 
+def system_file(name: str) -> str:
+    """A system fact's file name in a bundle: from SYSTEM_FILES, else a slug of its name."""
+    if name in SYSTEM_FILES:
+        return SYSTEM_FILES[name]
+    slug = "".join(c if (c.isascii() and c.isalnum()) or c in "._" else "-" for c in name)
+    return "-".join(part for part in slug.split("-") if part).strip(".")[:100] or "fact"
+
+
 def bundle_path(name: str) -> str:
     """A stored artifact's path inside its node's folder of a bundle: logs and dumps are named
-    by their remote path, kept minus the leading slash."""
+    by their remote path, kept minus the leading slash; system facts by SYSTEM_FILES."""
     head, _, rest = name.partition("/")
     if head in _PATH_FOLDERS:
         return f"{head}/{rest.lstrip('/')}"
+    if head == SYSTEM.stored and rest:
+        return f"{head}/{system_file(rest)}"
     return name
 
 
 def artifact_name_of_bundle_path(path: str) -> str:
-    """The inverse of bundle_path(): a deeper path under logs/ is an absolute remote path."""
+    """The inverse of bundle_path(): a deeper path under logs/ is an absolute remote path; a
+    system fact's file is its fact's name (older bundles' raw names are read as they are)."""
     head, _, rest = path.partition("/")
     if head in _PATH_FOLDERS and rest:
         return f"{head}//{rest}" if "/" in rest else f"{head}/{rest}"
+    if head == SYSTEM.stored and rest in _SYSTEM_NAMES:
+        return f"{head}/{_SYSTEM_NAMES[rest]}"
     return path

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from django.utils.html import format_html, format_html_join
 
+from analysis.verdict import Evidence
+
 from .masking import masked_artifact_text
 from .models import Artifact, Snapshot, inflate
 
@@ -45,20 +47,20 @@ def quote_core(text: str) -> str:
     return text.split("  [", 1)[0].strip()
 
 
-def usable_quotes(evidence: Iterable[dict], node: str) -> list[tuple[int, str]]:
+def usable_quotes(evidence: Iterable[Evidence], node: str) -> list[tuple[int, str]]:
     """(index in the diagnosis's evidence, verbatim core) of this node's literal quotes."""
     out = []
     for index, item in enumerate(evidence):
-        if item.get("node") != node or item.get("kind") not in LITERAL_KINDS:
+        if item.node != node or item.kind not in LITERAL_KINDS:
             continue
-        core = quote_core(str(item.get("text") or ""))
+        core = quote_core(item.text)
         if len(core) >= MIN_QUOTE_CHARS:
             out.append((index, core))
     return out
 
 
-def is_linkable(item: dict) -> bool:
-    return bool(item.get("node")) and item.get("kind") in LITERAL_KINDS
+def is_linkable(item: Evidence) -> bool:
+    return bool(item.node) and item.kind in LITERAL_KINDS
 
 
 def quoted_line_numbers(lines: list[str], quotes: list[tuple[int, str]]) -> dict[int, int]:
@@ -123,6 +125,11 @@ def render_lines(text: str, quotes: list[tuple[int, str]]) -> Page:
     return Page(rows, total, len(lines), cut, quoted)
 
 
+def _evidence(snapshot: Snapshot) -> tuple[Evidence, ...]:
+    diagnosis = snapshot.read_diagnosis()
+    return diagnosis.evidence if diagnosis else ()
+
+
 # A quote is looked for in at most this much of a node's stored text.
 LOCATE_BUDGET_BYTES = 64 * 1024 * 1024
 
@@ -131,7 +138,7 @@ def artifact_page(artifact: Artifact, text: str, *, raw: bool) -> dict:
     """What the viewer page shows of one artifact (its text already masked or not)."""
     collection = artifact.collection
     snapshot = collection.snapshot
-    evidence = (snapshot.diagnosis or {}).get("evidence") or []
+    evidence = _evidence(snapshot)
     quotes = usable_quotes(evidence, collection.node_name)
     page = render_lines(text, quotes)
     return {
@@ -141,7 +148,7 @@ def artifact_page(artifact: Artifact, text: str, *, raw: bool) -> dict:
         "page": page,
         "raw": raw,
         "quotes": [
-            {"index": i, "text": evidence[i]["text"], "kind": evidence[i]["kind"], "line": n}
+            {"index": i, "text": evidence[i].text, "kind": evidence[i].kind, "line": n}
             for n, i in sorted(page.quoted.items())
         ],
     }
@@ -151,15 +158,15 @@ def artifact_quoting(snapshot: Snapshot, index: int) -> tuple[Artifact, int] | N
     """The stored artifact (of the quoting node, in name order) holding the verdict's
     evidence line `index`, and the line's number. Searched in the masked text, which is
     what the stored (masked) diagnosis quotes."""
-    evidence = (snapshot.diagnosis or {}).get("evidence") or []
+    evidence = _evidence(snapshot)
     if not 0 <= index < len(evidence) or not is_linkable(evidence[index]):
         return None
     item = evidence[index]
-    core = quote_core(str(item.get("text") or ""))
+    core = quote_core(item.text)
     if len(core) < MIN_QUOTE_CHARS:
         return None
     candidates = (
-        Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=item["node"])
+        Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=item.node)
         .select_related("collection__snapshot")
         .order_by("name")
     )

@@ -1,7 +1,9 @@
 """Snapshots: one visit to every node of a cluster, its raw evidence and its diagnosis.
 
-The per-rank table lives in the diagnosis (`diagnosis["per_rank"]`), the one form the pages,
-the API and exported post-mortems read; it is not stored a second time as rows.
+The per-rank table lives in the diagnosis (its `per_rank`), the one form the pages, the API and
+exported post-mortems read; it is not stored a second time as rows. The diagnosis is stored
+as JSON (`Diagnosis.to_json()`) and read back typed (`Snapshot.read_diagnosis()`), whatever
+version stored it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q, QuerySet
 
+from analysis.diagnosis import Diagnosis
 from clusters.models import Cluster, Node
 from incidents.models import Incident
 
@@ -73,6 +76,9 @@ class Snapshot(models.Model):
     expected_world_size = models.PositiveIntegerField(null=True, blank=True)
     diagnosis = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # What the scheduler said about the job when the snapshot started (collectors/scheduler.py:
+    # the job, its steps, node states, the commands' output), or None for a listed-node cluster.
+    scheduler = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-pk"]
@@ -91,6 +97,17 @@ class Snapshot(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_SNAPSHOT_STATUSES
+
+    def read_diagnosis(self) -> Diagnosis | None:
+        """The stored diagnosis, typed and upgraded to the current schema (read once per
+        instance: a page asks for it from several places)."""
+        if not self.diagnosis:
+            return None
+        cached = self.__dict__.get("_read_diagnosis")
+        if cached is None or cached[0] is not self.diagnosis:
+            cached = (self.diagnosis, Diagnosis.from_json(self.diagnosis))
+            self.__dict__["_read_diagnosis"] = cached
+        return cached[1]
 
     @property
     def duration_s(self) -> float | None:

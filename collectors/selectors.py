@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 import analysis
 from analysis import guide
 from analysis.evidence import SnapshotEvidence
+from analysis.records import RankStatus
 from incidents.models import Incident
 
 from .artifacts import evidence_from_artifacts
@@ -77,6 +78,7 @@ def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
         expected_world_size=snapshot.expected_world_size,
         collected_at=snapshot.collected_at or snapshot.started_at,
         cluster=snapshot.cluster.name,
+        scheduler=snapshot.scheduler,
     )
 
 
@@ -140,27 +142,23 @@ RANK_TABLE_OPEN_UP_TO = 64
 
 def diagnosis_view(snapshot: Snapshot) -> dict | None:
     """Everything the diagnosis panel shows, from the stored diagnosis alone (no re-analysis)."""
-    diagnosis = snapshot.diagnosis
-    if not diagnosis:
+    diagnosis = snapshot.read_diagnosis()
+    if diagnosis is None:
         return None
-    classification = diagnosis.get("classification", "unknown")
-    per_rank = diagnosis.get("per_rank") or []
     # Suspects and absentees first: at 3 a.m. nobody scrolls to rank 3,071.
     ordered = sorted(
-        per_rank, key=lambda r: (not r.get("suspect"), r.get("status") != "missing", r["rank"])
+        diagnosis.per_rank,
+        key=lambda r: (not r.suspect, r.status is not RankStatus.MISSING, r.rank),
     )
     return {
         "diagnosis": diagnosis,
-        "class_name": guide.class_name(classification),
+        "class_name": guide.class_name(diagnosis.classification),
         "choices": list(guide.CLASS_NAMES.items()),
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
         "figure": analysis.timeline_figure(diagnosis),
         "rank_rows": ordered,
-        "rank_table_open": len(per_rank) <= RANK_TABLE_OPEN_UP_TO,
-        "real_env_diffs": [
-            d for d in diagnosis.get("env_diffs", []) if not d.get("expected_per_rank")
-        ],
+        "rank_table_open": len(ordered) <= RANK_TABLE_OPEN_UP_TO,
     }
 
 

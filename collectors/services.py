@@ -22,6 +22,7 @@ import analysis
 from analysis import guide
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.secrets import mask_json, mask_text
+from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
@@ -69,13 +70,30 @@ class SnapshotCreated:
 
 
 def snapshot_create(
-    *, incident: Incident, by: AbstractBaseUser | None = None, source: str = ""
+    *,
+    incident: Incident,
+    by: AbstractBaseUser | None = None,
+    source: str = "",
+    nodes: list | None = None,
+    scheduler: dict | None = None,
 ) -> SnapshotCreated:
-    """Create a snapshot of the incident's cluster with one pending visit per node, or return
-    the one already running. Queues nothing: tasks.snapshot_start does, once committed."""
+    """Create a snapshot of the incident's cluster with one pending visit per node (or per
+    node of `nodes`: a scheduler's job), or return the one already running. Queues nothing:
+    tasks.snapshot_start does, once committed."""
     incident_require_open(incident)
     cluster = incident.cluster
-    nodes = list(cluster.nodes.order_by("name"))
+    if cluster.source == ClusterSource.PUSH:
+        raise SnapshotRefused(
+            f"Cluster {cluster.name} is a push cluster: its nodes send their bundles "
+            "(hangdesk collect | upload); the console does not collect from them yet."
+        )
+    if nodes is None and cluster.uses_scheduler:
+        raise SnapshotRefused(
+            f"Cluster {cluster.name} finds its nodes through {cluster.get_source_display()}: "
+            "a snapshot starts from the job (its id on the incident)."
+        )
+    nodes = sorted(nodes, key=lambda n: n.name) if nodes is not None else None
+    nodes = nodes if nodes is not None else list(cluster.nodes.order_by("name"))
     if not nodes:
         raise SnapshotRefused(f"Cluster {cluster.name} has no nodes: add them on its page first.")
     try:
@@ -86,6 +104,8 @@ def snapshot_create(
                 requested_by=by,
                 source="" if by else (source or "system"),
                 expected_world_size=cluster.expected_world_size,
+                # Slurm's output may carry a job's Comment= or Command= arguments: masked.
+                scheduler=mask_json(scheduler) if scheduler else None,
             )
             collections = NodeCollection.objects.bulk_create(
                 NodeCollection(snapshot=snapshot, node=n, node_name=n.name, address=n.address)
@@ -128,6 +148,7 @@ def snapshot_store_bundle(
                 collected_at=evidence.collected_at,
                 expected_world_size=evidence.expected_world_size
                 or incident.cluster.expected_world_size,
+                scheduler=mask_json(evidence.scheduler) if evidence.scheduler else None,
             )
             collections = NodeCollection.objects.bulk_create(
                 NodeCollection(
@@ -206,8 +227,10 @@ def _visit(collection: NodeCollection) -> NodeVisit:
         failure = NodeFailure(FailureKind.NODE_REMOVED, "node removed from the cluster")
         return NodeVisit.failed(NodeEvidence(node=collection.node_name), failure)
     try:
+        snapshot = collection.snapshot
+        extra = ((snapshot.scheduler or {}).get("extra_logs") or {}).get(collection.node_name, [])
         return remote.collect_node(
-            _target_for(collection.node), _plan_for(collection.snapshot.cluster)
+            _target_for(collection.node), _plan_for(snapshot.cluster, extra_logs=extra)
         )
     except Exception as exc:  # a bug here must fail the node, not leave it spinning
         log.exception("collecting %s failed", collection.node_name)
@@ -226,10 +249,10 @@ def _target_for(node) -> remote.NodeTarget:
     )
 
 
-def _plan_for(cluster) -> remote.CollectionPlan:
+def _plan_for(cluster, *, extra_logs: list[str] = ()) -> remote.CollectionPlan:
     return remote.CollectionPlan(
         process_pattern=cluster.process_pattern,
-        log_globs=list(cluster.log_globs),
+        log_globs=[*cluster.log_globs, *(p for p in extra_logs if p not in cluster.log_globs)],
         flight_recorder_globs=list(cluster.flight_recorder_globs),
         pyspy_command=cluster.pyspy_command,
     )
@@ -344,8 +367,9 @@ def _snapshot_finish(
         f"Snapshot {snapshot.pk} finished: {counts['ok']} nodes ok, {counts['failed']} failed, "
         f"{snapshot.duration_s:.1f} s"
     )
-    if diagnosis:
-        summary += f" — {diagnosis.get('summary', '')}"
+    stored = snapshot.read_diagnosis()
+    if stored:
+        summary += f" — {stored.summary}"
     if error:
         summary += f" — {error}"
     timeline_event_record(
@@ -359,7 +383,7 @@ def _snapshot_finish(
             "nodes_ok": counts["ok"],
             "nodes_failed": counts["failed"],
             "duration_s": snapshot.duration_s,
-            "classification": (diagnosis or {}).get("classification"),
+            "classification": stored.classification if stored else None,
         },
         at=now,
     )
@@ -373,7 +397,8 @@ def snapshot_record_decision(
     incident_require_open(snapshot.incident_id)
     if classification not in guide.CLASS_NAMES:
         raise Invalid(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
-    suggested = (snapshot.diagnosis or {}).get("classification")
+    diagnosis = snapshot.read_diagnosis()
+    suggested = diagnosis.classification if diagnosis else None
     agreed = classification == suggested
     verb = "confirmed" if agreed else f"overrode {suggested or 'no verdict'} with"
     summary = f"Decision on snapshot {snapshot.pk}: {verb} {guide.class_name(classification)}"

@@ -20,7 +20,7 @@ import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from analysis.evidence import SnapshotEvidence
 from incidents.models import Incident
 
-from . import services
+from . import jobs, scheduler, services
 from .budget import SNAPSHOT_BUDGET
 from .models import Snapshot
 from .outcomes import Collected, Failed, NodeFailure, Retryable
@@ -44,12 +44,27 @@ class NodeRetry(Exception):
 
 
 def snapshot_start(
-    *, incident: Incident, by: AbstractBaseUser | None = None, source: str = ""
+    *,
+    incident: Incident,
+    by: AbstractBaseUser | None = None,
+    source: str = "",
+    job_plan: dict | None = None,
 ) -> tuple[Snapshot, bool]:
     """Start a snapshot of the incident's cluster, or return the one already running.
 
+    A cluster whose nodes a scheduler names snapshots the incident's job: `job_plan` is what
+    a worker read from the scheduler (`job_plan_on_worker`); without it, it is read here.
     Returns (snapshot, created); a new snapshot's node visits are queued once committed."""
-    created = services.snapshot_create(incident=incident, by=by, source=source)
+    if incident.cluster.uses_scheduler:
+        if job_plan is None:
+            if not incident.scheduler_job:
+                raise services.SnapshotRefused(
+                    f"Cluster {incident.cluster.name} snapshots a Slurm job: give its id."
+                )
+            job_plan = scheduler.slurm_job_plan(incident.cluster, incident.scheduler_job).to_json()
+        created = jobs.job_snapshot_create(incident=incident, plan=job_plan, by=by, source=source)
+    else:
+        created = services.snapshot_create(incident=incident, by=by, source=source)
     if created.created:
         ids = created.collection_ids
         transaction.on_commit(lambda: _visit_nodes(ids))
@@ -147,3 +162,39 @@ def node_check_on_worker(spec: dict, what: str) -> dict:
             "seconds": wait,
             "worker": "",
         }
+
+
+# --- a scheduler's job, read on a worker (where the keys and known_hosts are) -------------
+
+JOB_READ_WAIT_S = 2 * SNAPSHOT_BUDGET.connect_s + 2 * SNAPSHOT_BUDGET.command_s + 10.0
+
+
+@shared_task(ignore_result=False, time_limit=180, soft_time_limit=170, acks_late=False)
+def job_plan_read(cluster_id: int, job_id: str) -> dict:
+    """{"plan": ...} for the job, or {"error": why}: a refusal is an answer, not a failure."""
+    from clusters.models import Cluster
+
+    cluster = Cluster.objects.get(pk=cluster_id)
+    try:
+        return {"plan": scheduler.slurm_job_plan(cluster, job_id).to_json()}
+    except scheduler.JobRefused as exc:
+        return {"error": str(exc)}
+
+
+def job_plan_on_worker(cluster, job_id: str) -> dict:
+    """Ask a worker of the ssh queue to read the job, and wait for its answer; raises
+    JobRefused with the reason (the scheduler's, or that no worker answered)."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    pending = job_plan_read.apply_async((cluster.pk, job_id))
+    try:
+        answer = pending.get(timeout=JOB_READ_WAIT_S, disable_sync_subtasks=False)
+    except CeleryTimeout:
+        pending.forget()
+        raise scheduler.JobRefused(
+            f"No worker answered within {JOB_READ_WAIT_S:g} s: the Slurm job was not read "
+            "(is a worker of the ssh queue running?)."
+        ) from None
+    if "error" in answer:
+        raise scheduler.JobRefused(answer["error"])
+    return answer["plan"]

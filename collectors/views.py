@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from core.errors import Invalid
 from core.feedback import CHANGED_EVENT, answer
 from core.roles import Role, role_required
+from incidents.guided import guided_state
 from incidents.models import Incident
 
 from . import audit, evidence_viewer, selectors, services, tasks
@@ -16,6 +17,7 @@ from .bundles import BundleRefused, read_bundle_fileobj
 from .evidence_kinds import as_text
 from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
+from .scheduler import JobRefused
 
 MAX_BUNDLE_UPLOAD_BYTES = 512 * 1024 * 1024
 
@@ -26,13 +28,18 @@ def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
     to = f"{incident.get_absolute_url()}#snapshot"
     try:
-        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
-    except services.SnapshotRefused as exc:
+        plan = None
+        if incident.cluster.uses_scheduler and incident.scheduler_job:
+            # The job is read on a worker (keys, known_hosts), as when the incident opened.
+            plan = tasks.job_plan_on_worker(incident.cluster, incident.scheduler_job)
+        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user, job_plan=plan)
+    except (services.SnapshotRefused, JobRefused) as exc:
         return answer(request, to=to, text=str(exc), level="error", changed=False)
+    about = f"snapshot-{snapshot.pk}"
     if not created:
         text = f"Snapshot {snapshot.pk} is already running; showing it."
-        return answer(request, to=to, text=text, level="info")
-    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.")
+        return answer(request, to=to, text=text, level="info", about=about)
+    return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.", about=about)
 
 
 @require_POST
@@ -71,7 +78,23 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     if context["node"]:
         context["artifacts"] = selectors.artifact_index(snapshot, context["node"])
     context["view"] = selectors.diagnosis_view(snapshot)
+    if snapshot.diagnosis:
+        context.update(_standing(snapshot))
     return render(request, "collectors/snapshot.html", context)
+
+
+def _standing(snapshot: Snapshot) -> dict:
+    """The responders' decision and guided answers as they stand on this snapshot (recorded on
+    it, or carried from an earlier snapshot of the incident)."""
+    events = list(snapshot.incident.events.select_related("author").order_by("at", "pk"))
+    state = guided_state(events, snapshot.pk, snapshot.diagnosis)
+    return {
+        "decision": state["call"],
+        "answers": [
+            {"question": q["question"], "answer": state["answers"].get(q["id"])}
+            for q in state["branch"]["questions"]
+        ],
+    }
 
 
 @require_POST

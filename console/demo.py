@@ -52,6 +52,7 @@ def demo_start() -> DemoSetup:
             cluster=imported.cluster,
             severity="SEV2",
             description="Rank 0's log looks fine. Click Snapshot cluster to see why.",
+            source="demo",
         )
     return DemoSetup(True, result.message, incident.get_absolute_url())
 

@@ -36,6 +36,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
+from core.clients import client_ip
 from core.models import WorkerHeartbeat
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def allowed(request: HttpRequest) -> bool:
     if token and header.startswith("Bearer "):
         return hmac.compare_digest(header[len("Bearer ") :].encode(), token.encode())
     try:
-        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+        address = ipaddress.ip_address(client_ip(request) or "")
     except ValueError:
         return False
     networks = getattr(settings, "METRICS_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])

@@ -6,7 +6,7 @@ class CoreConfig(AppConfig):
     verbose_name = "Core: roles, API tokens, audit log, worker heartbeat"
 
     def ready(self) -> None:
-        from . import signals
+        from . import checks, signals  # noqa: F401 - checks registers itself
         from .masking import configure_masking
 
         configure_masking()

@@ -19,13 +19,21 @@ def is_htmx(request: HttpRequest) -> bool:
 
 
 def answer(
-    request: HttpRequest, *, to: str, text: str = "", level: str = "success", changed: bool = True
+    request: HttpRequest,
+    *,
+    to: str,
+    text: str = "",
+    level: str = "success",
+    changed: bool = True,
+    about: str = "",
 ) -> HttpResponse:
     """The response to an action: a fragment for htmx, a redirect with a message otherwise.
     Errors come back as 200 too: htmx swaps only successful responses, and the message must
-    show where the responder is looking."""
+    show where the responder is looking. `about` names what the message is about (e.g.
+    "snapshot-3"), so the page can retire it when that thing moves on."""
     if is_htmx(request):
-        response = render(request, "_feedback.html", {"level": level, "text": text})
+        context = {"level": level, "text": text, "about": about}
+        response = render(request, "_feedback.html", context)
         if changed:
             response["HX-Trigger"] = CHANGED_EVENT
         return response

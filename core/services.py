@@ -4,6 +4,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from . import clients
 from .errors import Conflict, Invalid
 from .models import ApiToken, AuditAction, AuditEvent, WorkerHeartbeat
 
@@ -97,6 +98,5 @@ def audit_record(
 
 
 def client_ip(request) -> str | None:
-    """The address the request came from (REMOTE_ADDR: a TLS proxy in front sets it right
-    with its PROXY protocol or gunicorn's --forwarded-allow-ips)."""
-    return request.META.get("REMOTE_ADDR") or None
+    """The address the request came from, through trusted proxies (core/clients.py)."""
+    return clients.client_ip(request)

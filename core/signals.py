@@ -14,6 +14,7 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db.models.signals import m2m_changed, post_migrate, post_save
 
 from . import throttle
+from .clients import client_ip
 from .models import AuditAction
 from .roles import Role
 
@@ -84,7 +85,7 @@ def _login_failed(sender, credentials, request=None, **kwargs) -> None:
             action=AuditAction.LOGIN_LOCKED,
             target=f"user name {username!r}"[:200],
             via="login",
-            ip=request.META.get("REMOTE_ADDR"),
+            ip=client_ip(request),
         )
 
 

@@ -16,6 +16,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
+from .clients import client_ip
 from .models import LoginFailure
 
 DEFAULT_LIMIT = 5
@@ -39,7 +40,7 @@ def _normal(username: str | None) -> str:
 
 
 def _ip(request) -> str | None:
-    return request.META.get("REMOTE_ADDR") or None if request is not None else None
+    return client_ip(request) if request is not None else None
 
 
 def is_locked(username: str | None, request) -> bool:

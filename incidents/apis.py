@@ -48,7 +48,10 @@ class IncidentSerializer(serializers.ModelSerializer):
             "opened_by",
             "opened_at",
             "status_changed_at",
+            "scheduler_job",
+            "scheduler_job_info",
         ]
+        read_only_fields = ["scheduler_job", "scheduler_job_info"]
         read_only_fields = ["status", "opened_at", "status_changed_at"]
 
 

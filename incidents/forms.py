@@ -24,6 +24,13 @@ def _people():
 
 class IncidentOpenForm(forms.ModelForm):
     commander = forms.ModelChoiceField(queryset=_people(), required=False)
+    slurm_job = forms.CharField(
+        required=False,
+        max_length=64,
+        label="Slurm job id",
+        help_text="On a Slurm cluster: the job's id (4417203, 4417203_7, 4417203+1). Its nodes "
+        "are asked of the controller and snapshot at once.",
+    )
 
     class Meta:
         model = Incident

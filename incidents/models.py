@@ -48,6 +48,10 @@ class Incident(models.Model):
         related_name="commanded_incidents",
     )
     description = models.TextField(blank=True)
+    # The scheduler's job this incident is about (a Slurm job id: 4417203, 4417203_7,
+    # 4417203+1), when its cluster finds nodes through a scheduler; and the job as last read.
+    scheduler_job = models.CharField(max_length=64, blank=True)
+    scheduler_job_info = models.JSONField(null=True, blank=True)
     opened_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

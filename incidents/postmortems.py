@@ -10,14 +10,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 from django.utils import timezone
 
 from analysis import guide
 from analysis import postmortem as story
-from analysis.secrets import mask_json, mask_text
-from core.errors import Conflict, Invalid
+from analysis.secrets import mask_json
+from core.errors import Invalid
 
 from .models import (
     EventKind,
@@ -28,17 +26,17 @@ from .models import (
     Status,
     TimelineEvent,
 )
+from .postmortem_saving import PublishRefused, postmortem_save, publish_problems
 from .postmortem_text import (
     EDITABLE,
     action_item_line,
     content_markdown,
-    parse_action_items,
     version_diff,
 )
-from .services import timeline_event_record
 
 __all__ = [
     "EDITABLE",
+    "PublishRefused",
     "decision_words",
     "postmortem_decisions",
     "postmortem_draft",
@@ -50,6 +48,13 @@ __all__ = [
 
 # The responders' calls: the class decided on a snapshot, and each guided question answered.
 DECISION_KINDS = (EventKind.DECISION, EventKind.ANSWER)
+# Who opened an incident no person opened, by its opening event's source.
+OPENERS = {
+    "system": "the system",
+    "watch": "the watch (the job stopped progressing)",
+    "demo": "the demo",
+    "cli": "the command line",
+}
 # Action items drafted from the prevention advice are due this long after the draft.
 ACTION_DUE_AFTER = timedelta(days=14)
 
@@ -74,19 +79,45 @@ def postmortem_draft(
     times = _times(incident, d, events, diagnosed_at)
     owner = _owner(incident, final)
     due = (times.get("resolved") or timezone.now()).date() + ACTION_DUE_AFTER
+    cause = confirmed_cause(decisions, classification)
     return PostMortem(
         incident=incident,
-        summary=_summary(incident, d, classification, final, times),
+        summary=_summary(incident, d, classification, final, times, cause),
         impact=_impact(d, times),
         classification=classification,
-        detection=_detection_markdown(incident, d, times, decisions),
+        detection=_detection_markdown(incident, d, times, events, decisions),
         resolution=_resolution(events),
-        root_cause=_root_cause(d, classification, decisions),
+        root_cause=_root_cause(d, classification, decisions, cause),
         contributing_factors=_bullets(_factors(d, times)),
         action_items="\n".join(
-            action_item_line(text, owner, due) for text in story.prevention(d, classification)
+            action_item_line(text, owner, due)
+            for text in story.prevention(d, classification, cause)
         ),
     )
+
+
+def confirmed_cause(decisions: list[TimelineEvent], classification: str) -> str | None:
+    """Why the rank left, as the responders last answered it in class A's branch (a key of
+    analysis.postmortem.CAUSES), or None when they did not say."""
+    if classification != "A":
+        return None
+    answers = [
+        e
+        for e in decisions
+        if e.kind == EventKind.ANSWER
+        and e.details.get("branch") == "A"
+        and e.details.get("question_id") == "why"
+    ]
+    return answers[-1].details.get("answer") if answers else None
+
+
+def _opener(incident: Incident, events: list[TimelineEvent]) -> str:
+    """Who opened the incident: a person, else what the system's opening event names."""
+    if incident.opened_by_id:
+        return incident.opened_by.get_username()
+    opened = next((e for e in events if e.kind == EventKind.OPENED), None)
+    source = opened.source if opened else ""
+    return OPENERS.get(source, f"the {source}" if source else "the system")
 
 
 def _owner(incident: Incident, final: TimelineEvent | None) -> str:
@@ -137,10 +168,11 @@ def _summary(
     classification: str,
     final: TimelineEvent | None,
     times: dict,
+    cause: str | None = None,
 ) -> str:
     parts = []
     if d:
-        parts.append(story.what_happened(d, classification))
+        parts.append(story.what_happened(d, classification, cause))
     elif incident.description:
         parts.append(incident.description)
     if final:
@@ -179,13 +211,16 @@ def _impact(d: dict, times: dict) -> str:
 
 
 def _detection_markdown(
-    incident: Incident, d: dict, times: dict, decisions: list[TimelineEvent]
+    incident: Incident,
+    d: dict,
+    times: dict,
+    events: list[TimelineEvent],
+    decisions: list[TimelineEvent],
 ) -> str:
     rows = []
     if times.get("stalled"):
         rows.append((times["stalled"], f"Last step line written (step {d.get('max_step')})"))
-    opener = incident.opened_by.get_username() if incident.opened_by_id else "the API"
-    rows.append((times["opened"], f"Incident opened by {opener}"))
+    rows.append((times["opened"], f"Incident opened by {_opener(incident, events)}"))
     if times.get("snapshot"):
         rows.append((times["snapshot"], "First snapshot of the cluster"))
     if times.get("verdict"):
@@ -216,7 +251,15 @@ def _detection_markdown(
         spans.append(
             f"Time to resolve (incident → resolved): {_duration(opened, times['resolved'])}."
         )
-    return "\n".join(table) + ("\n\n" + " ".join(spans) if spans else "")
+    text = "\n".join(table) + ("\n\n" + " ".join(spans) if spans else "")
+    quality = story.evidence_quality(d) if d else []
+    if quality:
+        text += (
+            "\n\nEvidence quality (the console's own reading, not a cause): "
+            + "; ".join(quality)
+            + "."
+        )
+    return text
 
 
 def decision_words(event: TimelineEvent) -> str:
@@ -238,9 +281,11 @@ def _resolution(events: list[TimelineEvent]) -> str:
     return f"{text} {note}".strip() if note else text + " Fill in: what was done."
 
 
-def _root_cause(d: dict, classification: str, decisions: list[TimelineEvent]) -> str:
-    """What the responders concluded first (their notes and overrides), then what the
-    evidence shows."""
+def _root_cause(
+    d: dict, classification: str, decisions: list[TimelineEvent], cause_key: str | None = None
+) -> str:
+    """What the responders concluded first (their notes and overrides), then the cause: the
+    one they confirmed, beside what the evidence alone showed when that differs."""
     concluded = []
     for event in decisions:
         note = (event.details.get("note") or "").strip()
@@ -252,8 +297,14 @@ def _root_cause(d: dict, classification: str, decisions: list[TimelineEvent]) ->
     if concluded:
         parts.append("Responders concluded:\n\n" + "\n".join(concluded))
     if classification == "A" and d:
-        cause = story.departure_cause(d)
-        if cause["rank"] is not None:
+        cause = story.departure_cause(d, cause_key)
+        if cause["rank"] is not None and cause["confirmed"]:
+            text = f"Cause (the responders' answer): rank {cause['rank']} was {cause['words']}."
+            if cause["evidence_key"] != cause["key"]:
+                alone = story.CAUSES[cause["evidence_key"]]
+                text += f" The evidence alone showed: {alone}."
+            parts.append(text)
+        elif cause["rank"] is not None:
             parts.append(f"Evidence: rank {cause['rank']} was {cause['words']}.")
     elif d:
         parts.append(f"Evidence: {story.cause_story(d, classification)}")
@@ -286,96 +337,7 @@ def _duration(start: datetime, end: datetime) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-# --- saving, versions --------------------------------------------------------------------------
-
-
-def publish_problems(fields: dict[str, Any]) -> list[str]:
-    """Why these sections cannot be published yet (empty: they can)."""
-    problems = []
-    for name, label in (("summary", "a summary"), ("root_cause", "a root cause")):
-        if not (fields.get(name) or "").strip():
-            problems.append(f"It needs {label}.")
-    rows = parse_action_items(fields.get("action_items") or "")
-    if not rows:
-        problems.append("It needs at least one action item.")
-    for row in rows:
-        if row["problem"]:
-            problems.append(f"Action item “{row['what'][:60]}”: {row['problem']}.")
-    return problems
-
-
-@transaction.atomic
-def postmortem_save(
-    *,
-    incident: Incident,
-    by: AbstractBaseUser,
-    status: str | None = None,
-    base_version: int | None = None,
-    **fields: Any,
-) -> PostMortem:
-    """Save the sections (and maybe a new status) as the next version. `base_version` is the
-    version the writer started from: if someone saved since, nothing is overwritten."""
-    postmortem = PostMortem.objects.select_for_update().filter(incident=incident).first()
-    created = postmortem is None
-    postmortem = postmortem or PostMortem(incident=incident)
-    if base_version is not None and not created and postmortem.version != base_version:
-        last = postmortem.versions.order_by("-number").select_related("author").first()
-        who = last.author.get_username() if last and last.author_id else "someone"
-        raise Conflict(
-            f"{who} saved version {postmortem.version} while you edited version "
-            f"{base_version}; your text is still in the form: compare and save again."
-        )
-    for name in EDITABLE:
-        if name in fields:
-            # A token pasted with a log line is masked before it is ever stored or shared.
-            setattr(postmortem, name, mask_text(fields[name] or ""))
-    old_status = postmortem.status
-    if status:
-        if status not in PostMortemStatus.values:
-            raise Invalid(
-                f"status must be one of {', '.join(PostMortemStatus.values)}", field="status"
-            )
-        postmortem.status = status
-    content = {name: getattr(postmortem, name) for name in EDITABLE}
-    if postmortem.status == PostMortemStatus.PUBLISHED:
-        problems = publish_problems(content)
-        if problems:
-            raise Invalid("Not published: " + " ".join(problems), field="status")
-    last = None if created else postmortem.versions.order_by("-number").first()
-    if last and last.content == content and last.status == postmortem.status:
-        return postmortem  # nothing changed: no new version, no event
-    postmortem.written_by = by
-    postmortem.version += 1
-    postmortem.full_clean()
-    postmortem.save()
-    PostMortemVersion.objects.create(
-        postmortem=postmortem,
-        number=postmortem.version,
-        status=postmortem.status,
-        content=content,
-        author=by,
-    )
-    timeline_event_record(
-        incident=incident,
-        kind=EventKind.POSTMORTEM,
-        summary=_save_summary(created, old_status, postmortem),
-        author=by,
-        details={
-            "classification": postmortem.classification,
-            "version": postmortem.version,
-            "status": postmortem.status,
-        },
-    )
-    return postmortem
-
-
-def _save_summary(created: bool, old_status: str, postmortem: PostMortem) -> str:
-    label = PostMortemStatus(postmortem.status).label.lower()
-    if created:
-        return f"Post-mortem written (version 1, {label})"
-    if old_status != postmortem.status:
-        return f"Post-mortem {label} (version {postmortem.version})"
-    return f"Post-mortem updated (version {postmortem.version}, {label})"
+# --- reading, versions (saving: incidents/postmortem_saving.py) -------------------------------
 
 
 def postmortem_decisions(incident: Incident) -> list[TimelineEvent]:

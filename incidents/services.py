@@ -74,7 +74,10 @@ def incident_open(
     severity: str = Severity.SEV2,
     description: str = "",
     commander: AbstractBaseUser | None = None,
+    source: str = "system",
 ) -> Incident:
+    """A new incident; `source` names who opened it when no person did (the watch, the demo,
+    the command line), for the timeline and the post-mortem."""
     incident = Incident.objects.create(
         title=title,
         cluster=cluster,
@@ -88,6 +91,7 @@ def incident_open(
         kind=EventKind.OPENED,
         summary=f"Opened as {severity} on cluster {cluster.name}",
         author=opened_by,
+        source=source,
         details={"severity": severity, "cluster": cluster.name, "commander": _username(commander)},
         at=incident.opened_at,
     )

@@ -5,7 +5,6 @@ from . import views
 # The incidents app's own routes. pages/urls.py serves them under the `incidents` namespace,
 # beside the incident pages that also show snapshots.
 urlpatterns = [
-    path("incidents/new/", views.incident_open, name="open"),
     path("incidents/<int:pk>/status/", views.incident_change_status, name="status"),
     path("incidents/<int:pk>/notes/", views.incident_add_note, name="note"),
     path("incidents/<int:pk>/edit/", views.incident_edit, name="edit"),

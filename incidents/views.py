@@ -1,32 +1,22 @@
 """Incident pages and the forms that change an incident. Views validate input, call one
 service, and render or redirect. The pages that also show snapshots (the list, the incident
-with its diagnosis, the post-mortem drafted from the verdict) are composed in pages/views.py."""
+with its diagnosis, the post-mortem drafted from the verdict) and opening an incident (which
+may read a Slurm job and start its snapshot) are composed in pages/views.py."""
 
 from __future__ import annotations
 
 import copy
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST
 
 from core.feedback import answer
 from core.roles import Role, role_required
 
 from . import services
-from .forms import IncidentEditForm, IncidentOpenForm, NoteForm, StatusChangeForm
+from .forms import IncidentEditForm, NoteForm, StatusChangeForm
 from .models import Incident, TimelineEvent
-
-
-@role_required(Role.RESPONDER)
-def incident_open(request: HttpRequest) -> HttpResponse:
-    form = IncidentOpenForm(request.POST or None, initial={"commander": request.user})
-    if request.method == "POST" and form.is_valid():
-        incident = services.incident_open(opened_by=request.user, **form.cleaned_data)
-        messages.success(request, f"{incident.reference} opened.")
-        return redirect(incident)
-    return render(request, "incidents/open.html", {"form": form})
 
 
 @require_POST

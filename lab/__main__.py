@@ -23,11 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--light", action="store_true", help="no torch: stand-in ranks (benchmarks)")
     u.add_argument("--base-address", default=None, help="first node address, e.g. 127.42.1.1")
     u.add_argument("--port", type=int, default=22, help="sshd port on every node address")
-    u.add_argument("--master-port", type=int, default=29500)
+    u.add_argument(
+        "--master-port", type=int, default=None, help="default: 29500, or the next free pair"
+    )
     u.add_argument("--fault-step", type=int, default=10)
     u.add_argument("--step-time", type=float, default=0.5)
     u.add_argument("--watchdog-timeout", type=float, default=10.0)
     u.add_argument("--json", type=Path, default=None, help="also write the node JSON here")
+    u.add_argument(
+        "--slurm", action="store_true", help="real Slurm: sbatch/srun start the ranks (slurmd -N)"
+    )
     sub.add_parser("down", help="stop the lab and remove what it created")
     s = sub.add_parser("status", help="show the lab")
     s.add_argument("--json", action="store_true")
@@ -47,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             fault_step=args.fault_step,
             step_time=args.step_time,
             watchdog_timeout=args.watchdog_timeout,
+            slurm=args.slurm,
         )
         try:
             node_json = cluster.up(opts)

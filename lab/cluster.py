@@ -19,10 +19,11 @@ import subprocess
 import sys
 import time
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from lab import cgroups, scenarios, sshsetup
+from lab import slurm as slurmlab
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_SCRIPT = REPO / "lab" / "train.py"
@@ -44,12 +45,13 @@ class LabOptions:
     state_dir: Path = REPO / ".lab"
     base_address: str | None = None  # "127.S.T.U": node i gets U + i (carrying into T)
     port: int = 22
-    master_port: int = 29500
+    master_port: int | None = None  # None: 29500, or the next free pair above it
     light: bool = False
     fault_step: int = 10
     step_time: float = 0.5
     watchdog_timeout: float = 10.0
     oom_limit_mb: int = 0  # 0: torch 700 MiB, light 60 MiB
+    slurm: bool = False  # ranks started by real Slurm (lab/slurm.py), plus a login node
     ready_timeout: float = 240.0
 
 
@@ -145,7 +147,6 @@ def _pick_addresses(opts: LabOptions) -> list[str]:
         try:
             for addr in addresses:
                 _check_free(addr, opts.port)
-            _check_free(addresses[0], opts.master_port)
             return addresses
         except LabError:
             if opts.base_address or attempt == 99:
@@ -155,6 +156,25 @@ def _pick_addresses(opts: LabOptions) -> list[str]:
             LabOptions(nodes=opts.nodes, base_address=f"127.{second}.1.1", state_dir=opts.state_dir)
         )
     return addresses
+
+
+DEFAULT_MASTER_PORT = 29500
+
+
+def _pick_master_port(opts: LabOptions) -> int:
+    """The rendezvous port and the one above it (init-hang's wrong port) must be free on every
+    address: torch's TCPStore binds *:MASTER_PORT, so two labs with one port collide whatever
+    their node addresses. Without --master-port, the first free pair from 29500 up."""
+    candidates = [opts.master_port] if opts.master_port else range(DEFAULT_MASTER_PORT, 30500, 2)
+    for port in candidates:
+        try:
+            _check_free("0.0.0.0", port)  # noqa: S104 - a probe bind, closed at once
+            _check_free("0.0.0.0", port + 1)  # noqa: S104
+            return port
+        except LabError:
+            if opts.master_port:
+                raise
+    raise LabError("no free rendezvous port pair between 29500 and 30500")
 
 
 def _rank_env(opts: LabOptions, addresses: list[str], node: int, local: int) -> dict:
@@ -242,7 +262,7 @@ def up(opts: LabOptions) -> dict:
             f"{opts.scenario} needs torch (not --light), at least 2 nodes and 2 ranks per node "
             "(tensor parallel inside a node, data parallel across nodes)"
         )
-    missing = preflight(opts.light)
+    missing = preflight(opts.light) + (slurmlab.preflight() if opts.slurm else [])
     if missing:
         raise LabError("the lab needs: " + "; ".join(missing))
     if opts.scenario == "oom" and not cgroups.available():
@@ -253,10 +273,12 @@ def up(opts: LabOptions) -> dict:
         down(state_dir)  # leftovers of an earlier run
     lid = lab_id(state_dir)
     cgroups.remove_all(lid)
-    addresses = _pick_addresses(opts)
+    # Under Slurm one more address: the login node, where the console asks Slurm.
+    addresses = _pick_addresses(replace(opts, nodes=opts.nodes + (1 if opts.slurm else 0)))
+    opts = replace(opts, master_port=_pick_master_port(opts))
 
     started = time.monotonic()
-    names = [f"lab-node-{i}" for i in range(opts.nodes)]
+    names = [f"lab-node-{i}" for i in range(opts.nodes)] + (["lab-login"] if opts.slurm else [])
     state = {
         "lab_id": lid,
         "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},
@@ -290,6 +312,8 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
     start_at = time.time() + 2.0 + 0.1 * opts.nodes  # light ranks' shared clock
     limit_mb = opts.oom_limit_mb or (60 if opts.light else 700)
     nodes_out = []
+    setup = _slurm_start(opts, state_dir, state, names, addresses) if opts.slurm else None
+    slurm_ranks: list[dict] = []
     for i, (name, addr) in enumerate(zip(names, addresses, strict=True)):
         ndir = state_dir / "nodes" / name
         if ndir.exists():
@@ -306,7 +330,7 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
             drift = {scenarios.DRIFT_VAR: scenarios.DRIFT_VALUE}
         (ndir / "bashrc").write_text(sshsetup.bashrc(drift))
         ranks = []
-        for local in range(opts.ranks_per_node):
+        for local in range(opts.ranks_per_node if i < opts.nodes else 0):
             rank = i * opts.ranks_per_node + local
             rank_cfg = {
                 "rank": rank,
@@ -330,6 +354,11 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
             "base_env": _base_env(),
             "ranks": ranks,
         }
+        if setup is not None:  # Slurm starts the ranks; the node runs slurmd (not the login)
+            extras = slurmlab.node_config(setup, name)
+            slurm_ranks += [{**r, **slurmlab.task_extras(cfg, extras)} for r in ranks]
+            cfg.update(ranks=[], binds=extras["binds"], holder_socket=extras["holder_socket"])
+            cfg["daemons"] = extras["daemons"] if i < opts.nodes else []
         (ndir / "node.json").write_text(json.dumps(cfg, indent=2))
         out = open(ndir / "node.out", "ab")  # noqa: SIM115 -- handed to the child, closed below
         proc = subprocess.Popen(
@@ -340,6 +369,7 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
         )  # fmt: skip
         out.close()
         entry = {"name": name, "address": addr, "unshare_pid": proc.pid, "init_pid": None}
+        entry["login"] = i >= opts.nodes
         state["nodes"].append(entry)
         _save_state(state_dir, state)
         deadline = time.monotonic() + 10
@@ -350,6 +380,9 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
                 raise LabError(f"{name}: unshare exited {proc.returncode}; see {ndir / 'node.out'}")
             time.sleep(0.05)
         _save_state(state_dir, state)
+        if i >= opts.nodes:
+            login = {"address": addr, "port": opts.port, "host_key": sshsetup.host_key_entry(pub)}
+            continue
         nodes_out.append(
             {
                 "name": name,
@@ -362,7 +395,7 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
         )
     (ssh_dir / "known_hosts").write_text("\n".join(known_hosts) + "\n")
     mode = "light" if opts.light else "torch"
-    return {
+    node_json = {
         "cluster": {
             "name": "lab",
             "description": f"hangdesk lab ({mode}): {opts.nodes} nodes x {opts.ranks_per_node} "
@@ -379,9 +412,28 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
         "mode": mode,
         "state_dir": str(state_dir),
         "expected": scenarios.expected(
-            opts.scenario, opts.nodes, opts.ranks_per_node, opts.fault_step, names
+            opts.scenario, opts.nodes, opts.ranks_per_node, opts.fault_step, names[: opts.nodes]
         ),
     }
+    if setup is not None:
+        try:
+            slurmlab.submit_lab_job(
+                opts, setup, slurm_ranks, node_json, login, client_key, base_env=_base_env(),
+                workdir=REPO, save=lambda: _save_state(state_dir, state), state=state,
+            )  # fmt: skip
+        except (slurmlab.SlurmLabError, subprocess.TimeoutExpired) as exc:
+            raise LabError(f"Slurm: {exc}; see {setup.root / 'log'}") from exc
+    return node_json
+
+
+def _slurm_start(opts, state_dir: Path, state: dict, names, addresses) -> slurmlab.SlurmSetup:
+    nodes = dict(zip(names[: opts.nodes], addresses, strict=False))
+    try:
+        return slurmlab.start(
+            state_dir, state, nodes, names[-1], lambda: _save_state(state_dir, state)
+        )
+    except slurmlab.SlurmLabError as exc:
+        raise LabError(f"Slurm: {exc}; see {state_dir / 'slurm' / 'log'}") from exc
 
 
 def _port_open(addr: str, port: int) -> bool:
@@ -400,6 +452,8 @@ def _wait_ready(opts: LabOptions, state_dir: Path, state: dict, addresses: list[
     while True:
         pending = [a for a in addresses if not _port_open(a, opts.port)]
         for node in state["nodes"]:
+            if node.get("login") and _alive(node["init_pid"]):
+                continue
             if not _alive(node["init_pid"]):
                 raise LabError(
                     f"{node['name']} died during start-up; see "
@@ -482,6 +536,7 @@ def down(state_dir: Path, timeout: float = 10.0) -> list[str]:
         if upid:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(upid, os.WNOHANG)  # reap if it was our own child
+    problems += slurmlab.stop(state)
     time.sleep(0.2)  # the kernel frees memory-cgroup charges just after the kill
     problems += cgroups.remove_all(state["lab_id"])
     if not problems:

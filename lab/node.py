@@ -76,6 +76,8 @@ def main(config_path: str) -> int:
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     bind(cfg["log_dir"], LOG_DIR, is_dir=True)
     bind(cfg["bashrc"], BASHRC, is_dir=False)
+    for source, target in cfg.get("binds", []):  # Slurm: the lab's /etc/slurm
+        bind(source, target, is_dir=True)
 
     stopping = False
 
@@ -94,6 +96,12 @@ def main(config_path: str) -> int:
         proc, sock = start_rank(cfg, rank_cfg)
         ranks[proc.pid] = rank_cfg["rank"]
         holders[sock] = rank_cfg["rank"]
+    # Under Slurm the ranks are slurmstepd's children, not ours: they hand their sockets in
+    # over a listening Unix socket instead of an inherited one.
+    listener = _holder_listener(cfg.get("holder_socket"))
+    daemons = {
+        subprocess.Popen(argv, env=cfg["base_env"]).pid: argv[0] for argv in cfg.get("daemons", [])
+    }
 
     checked = time.monotonic()
     while not stopping:
@@ -102,18 +110,9 @@ def main(config_path: str) -> int:
             # A lab whose state dir was deleted (e.g. pytest's old tmp dirs) stops itself,
             # so a test run killed before its teardown does not leave nodes behind forever.
             stopping = not os.path.exists(config_path)
-        readable, _, _ = select.select(list(holders), [], [], 0.5)
-        for sock in readable:
-            try:
-                _msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 256)
-            except OSError:
-                fds = []
-            held_fds.extend(fds)
-            if not fds:
-                del holders[sock]
-                sock.close()
-            else:
-                launcher_log(f"holding {len(fds)} connections of rank {holders[sock]}")
+        waiting = [*holders, *([listener] if listener else [])]
+        readable, _, _ = select.select(waiting, [], [], 0.5)
+        _take_sockets(readable, holders, listener, held_fds)
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -129,13 +128,48 @@ def main(config_path: str) -> int:
                 )
             elif pid == sshd.pid:
                 launcher_log(f"sshd exited with exitcode {exit_code(status)}")
+            elif pid in daemons:
+                launcher_log(f"{daemons[pid]} exited with exitcode {exit_code(status)}")
 
     # Orderly stop: ranks and sshd first; anything left dies with this PID 1.
     for pid in ranks:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    for pid in daemons:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     sshd.terminate()
     return 0
+
+
+def _take_sockets(readable, holders: dict, listener, held_fds: list[int]) -> None:
+    """Keep the fds ranks send; a new connection on the listener is a rank under Slurm."""
+    for sock in readable:
+        if sock is listener:
+            holders[listener.accept()[0]] = -1  # the rank names itself in its message
+            continue
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 256)
+        except OSError:
+            msg, fds = b"", []
+        held_fds.extend(fds)
+        if not fds:
+            del holders[sock]
+            sock.close()
+            continue
+        who = holders[sock] if holders[sock] >= 0 else msg.decode(errors="replace")[4:]
+        launcher_log(f"holding {len(fds)} connections of rank {who}")
+
+
+def _holder_listener(path: str | None) -> socket.socket | None:
+    if not path:
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    return listener
 
 
 if __name__ == "__main__":

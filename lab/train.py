@@ -142,9 +142,14 @@ def hand_sockets_to_launcher() -> None:
     that outlives the rank keeps them open, so the peers block exactly like under NCCL.
     """
     fd_text = os.environ.get("HANGDESK_LAB_HOLDER_FD")
-    if not fd_text:
+    path = os.environ.get("HANGDESK_LAB_HOLDER_SOCKET")  # under Slurm: the node's listener
+    if path:
+        holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        holder.connect(path)
+    elif fd_text:
+        holder = socket.socket(fileno=int(fd_text))
+    else:
         return
-    holder = socket.socket(fileno=int(fd_text))
     fds = []
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -11,14 +12,23 @@ from collectors.apis import SnapshotSerializer
 from incidents import apis as incident_apis
 from incidents import services as incident_services
 
+from .opening import job_plan_for_opening
+
 
 class IncidentOpenSerializer(incident_apis.IncidentSerializer):
     snapshot = serializers.BooleanField(
         default=False, write_only=True, help_text="also start a snapshot of the cluster"
     )
+    slurm_job = serializers.CharField(
+        required=False,
+        write_only=True,
+        max_length=64,
+        help_text="the Slurm job id (4417203, 4417203_7, 4417203+1) on a Slurm cluster: its "
+        "nodes are asked of the controller, registered and snapshot",
+    )
 
     class Meta(incident_apis.IncidentSerializer.Meta):
-        fields = [*incident_apis.IncidentSerializer.Meta.fields, "snapshot"]
+        fields = [*incident_apis.IncidentSerializer.Meta.fields, "snapshot", "slurm_job"]
 
 
 class IncidentListApi(incident_apis.IncidentListApi):
@@ -32,9 +42,16 @@ class IncidentListApi(incident_apis.IncidentListApi):
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
         take_snapshot = fields.pop("snapshot")
-        incident = incident_services.incident_open(opened_by=request.user, **fields)
-        body = incident_apis.IncidentDetailSerializer(incident).data
-        if take_snapshot:
-            snapshot, _ = snapshot_tasks.snapshot_start(incident=incident, by=request.user)
-            body["snapshot"] = SnapshotSerializer(snapshot).data
+        job = fields.pop("slurm_job", "").strip()
+        plan = job_plan_for_opening(fields["cluster"], job)
+        with transaction.atomic():  # a refused job opens nothing
+            incident = incident_services.incident_open(opened_by=request.user, **fields)
+            body = incident_apis.IncidentDetailSerializer(incident).data
+            if plan is not None or take_snapshot:
+                snapshot, _ = snapshot_tasks.snapshot_start(
+                    incident=incident, by=request.user, job_plan=plan
+                )
+                body["snapshot"] = SnapshotSerializer(snapshot).data
+                body["scheduler_job"] = incident.scheduler_job
+                body["scheduler_job_info"] = incident.scheduler_job_info
         return Response(body, status=status.HTTP_201_CREATED)

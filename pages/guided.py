@@ -18,8 +18,14 @@ from analysis.secrets import mask_environment, mask_text
 from collectors.models import Artifact, Snapshot
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
-from incidents.guided import guided_answer_record, guided_answers
-from incidents.models import EventKind, Incident, Status, TimelineEvent
+from incidents.guided import (
+    Reasked,
+    Standing,
+    answer_value,
+    guided_answer_record,
+    guided_state,
+)
+from incidents.models import Incident, Status, TimelineEvent
 from incidents.services import InvalidTransition, incident_change_status
 
 # A log tail or dmesg shows at most this many of its last lines, read from its last bytes.
@@ -43,42 +49,37 @@ PER_RANK_VARIABLES = frozenset(
 )
 
 
-def branch_class(snapshot: Snapshot, events: list[TimelineEvent]) -> str:
-    """The responders' call on this snapshot when they made one, else the verdict's class."""
-    for event in reversed(events):
-        if event.kind == EventKind.DECISION and event.details.get("snapshot") == snapshot.pk:
-            return event.details.get("classification") or ""
-    return (snapshot.diagnosis or {}).get("classification", "")
-
-
 def guided_context(
     incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
 ) -> dict | None:
     """What the guided panel shows, or None before a snapshot has a diagnosis."""
     if snapshot is None or not snapshot.diagnosis:
         return None
-    classification = branch_class(snapshot, events)
-    branch = branches.branch(snapshot.diagnosis, classification)
-    answers = guided_answers(events, snapshot.pk, classification)
+    state = guided_state(events, snapshot.pk, snapshot.diagnosis)
+    branch, answers = state["branch"], state["answers"]
     questions = []
     for q in branch["questions"]:
         labels = dict(q["choices"])
-        answer = answers.get(q["id"])
+        found = answers.get(q["id"])
         questions.append(
             {
                 **q,
                 "suggested_label": labels.get(q["suggested"], q["suggested"]),
                 "evidence": [{**e, "text": mask_text(e.get("text") or "")} for e in q["evidence"]],
-                "answer": answer,
+                "answer": found if isinstance(found, Standing) else None,
+                "reasked": found if isinstance(found, Reasked) else None,
+                "selected": answer_value(found, q),
             }
         )
     return {
         "incident": incident,
         "snapshot": snapshot,
         "branch": branch,
-        "class_name": guide.class_name(classification),
+        "call": state["call"],
+        "class_name": guide.class_name(state["classification"]),
         "questions": questions,
         "answered": sum(1 for q in questions if q["answer"]),
+        "carried": sum(1 for q in questions if q["answer"] and q["answer"].carried_from),
         "can_respond": has_role(user, Role.RESPONDER) and incident.status != Status.CLOSED,
         "can_resolve": Status.RESOLVED in dict(incident.next_statuses()),
     }
@@ -95,19 +96,22 @@ def _snapshot(pk: int, snapshot_pk: int) -> Snapshot:
 @require_POST
 @role_required(Role.RESPONDER)
 def guided_answer(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
-    """Confirm a question's pre-answer, or override it with another choice."""
+    """Record the answer chosen for a question: the pre-answer (a confirmation) or another
+    choice (an override). What is recorded is the submitted choice; `action=confirm` without
+    one (the API's short form) confirms the pre-answer."""
     snapshot = _snapshot(pk, snapshot_pk)
     incident = snapshot.incident
     events = list(incident.events.order_by("at", "pk"))
-    classification = branch_class(snapshot, events)
-    question = branches.question(
-        snapshot.diagnosis or {}, classification, request.POST.get("q", "")
-    )
+    state = guided_state(events, snapshot.pk, snapshot.diagnosis or {})
+    classification = state["classification"]
+    qid = request.POST.get("q", "")
+    question = next((q for q in state["branch"]["questions"] if q["id"] == qid), None)
     if question is None:
         messages.error(request, "That question is not in this branch any more; reload the page.")
         return redirect(f"{incident.get_absolute_url()}#guided")
-    confirm = request.POST.get("action") == "confirm"
-    answer = question["suggested"] if confirm else request.POST.get("answer", "")
+    answer = request.POST.get("answer", "")
+    if not answer and request.POST.get("action") == "confirm":
+        answer = question["suggested"]
     if answer not in dict(question["choices"]):
         messages.error(request, "Choose one of the answers offered.")
     else:

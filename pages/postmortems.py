@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from collectors import selectors as snapshot_selectors
@@ -38,6 +39,11 @@ def postmortem_page(request: HttpRequest, pk: int) -> HttpResponse:
         if request.method == "POST" and form.is_valid():
             try:
                 postmortems.postmortem_save(incident=incident, by=request.user, **form.cleaned_data)
+            except postmortems.PublishRefused as exc:
+                # The text is kept as a version: the editor opens on it, saying why.
+                messages.error(request, str(exc))
+                url = reverse("incidents:postmortem", args=[incident.pk])
+                return redirect(f"{url}?edit=1#postmortem-editor")
             except AppError as exc:
                 form.add_error(None, str(exc))
             else:
@@ -51,6 +57,7 @@ def postmortem_page(request: HttpRequest, pk: int) -> HttpResponse:
             "form": form,
             "doc": document(incident, postmortem) if postmortem else None,
             "sections": SECTIONS,
+            "editing": request.GET.get("edit") == "1",
         }
     )
     return render(request, "pages/postmortem.html", context)

@@ -13,7 +13,10 @@ from incidents.forms import (
     IncidentEditForm,
     IncidentFilterForm,
 )
+from incidents.guided import Reasked, Standing, responders_call
 from incidents.models import EventKind, Incident, TimelineEvent
+
+_CALLS = (EventKind.DECISION, EventKind.ANSWER)
 
 
 def incident_list(request: HttpRequest) -> HttpResponse:
@@ -81,12 +84,12 @@ def _incident_context(incident: Incident, *, evidence: bool = True) -> dict:
         # While a new snapshot collects, the last verdict stays on the page (and says which).
         diagnosed = snapshot_selectors.latest_diagnosed_snapshot(incident)
     events = list(incident_selectors.incident_timeline(incident))
-    decision = _decision(events, diagnosed)
+    # Any decision or guided answer (this snapshot's, or one carried to it) moves the verdict's key.
+    answered = max((e.pk for e in events if e.kind in _CALLS), default=0)
     context = {
         "incident": incident,
         "snapshot": snapshot,
         "diagnosed": diagnosed,
-        "decision": decision,
         "events": events,
         "edit_form": IncidentEditForm(instance=incident),
         # What the page shows, as keys the live poll sends back: each region is re-rendered
@@ -95,8 +98,7 @@ def _incident_context(incident: Incident, *, evidence: bool = True) -> dict:
             "v": incident.version,
             "a": f"{incident.status}:{incident.severity}:{incident.commander_id or 0}:"
             f"{snapshot.status if snapshot else '-'}:{incident.title}",
-            "d": f"{snapshot.pk}:{snapshot.status}:{decision.pk if decision else 0}"
-            f":{diagnosed.pk if diagnosed else 0}"
+            "d": f"{snapshot.pk}:{snapshot.status}:{answered}:{diagnosed.pk if diagnosed else 0}"
             if snapshot
             else "-",
             "e": events[-1].pk if events else 0,
@@ -105,17 +107,16 @@ def _incident_context(incident: Incident, *, evidence: bool = True) -> dict:
     if evidence:
         context["progress"] = snapshot_selectors.progress(snapshot) if snapshot else None
         context["view"] = snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None
+        context["decision"] = decision_on(events, diagnosed)
     return context
 
 
-def _decision(events: list[TimelineEvent], snapshot) -> TimelineEvent | None:
-    """The newest decision recorded on this snapshot, shown in the verdict's head."""
-    if snapshot is None:
+def decision_on(events: list[TimelineEvent], snapshot) -> Standing | Reasked | None:
+    """The responders' class decision standing on this snapshot (its own, or one carried from
+    an earlier snapshot), shown in the verdict's head."""
+    if snapshot is None or not snapshot.diagnosis:
         return None
-    for event in reversed(events):
-        if event.kind == EventKind.DECISION and event.details.get("snapshot") == snapshot.pk:
-            return event
-    return None
+    return responders_call(events, snapshot.pk, snapshot.diagnosis.get("classification", ""))
 
 
 def _int(text: str | None) -> int:

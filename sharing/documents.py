@@ -73,7 +73,9 @@ def document(
             }
             for e in incident.events.filter(pinned=True).select_related("author").order_by("at")
         ],
-        "figure": analysis.timeline_figure(diagnosis) if diagnosis else None,
+        "figure": analysis.timeline_figure(analysis.Diagnosis.from_json(diagnosis))
+        if diagnosis
+        else None,
         "evidence": _evidence_summary(diagnosis) if evidence and diagnosis else None,
     }
 

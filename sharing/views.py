@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from core.clients import client_ip
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
 from incidents.models import Incident, PostMortem
@@ -92,7 +93,7 @@ def share_link_revoke(request: HttpRequest, pk: int, link_pk: int) -> HttpRespon
 @require_GET
 def shared(request: HttpRequest, token: str) -> HttpResponse:
     """The shared post-mortem. Every refusal looks the same: one neutral page, 404."""
-    ip = request.META.get("REMOTE_ADDR")
+    ip = client_ip(request)
     if not services.share_hit_allowed(ip):
         return render(request, "sharing/gone.html", {"busy": True}, status=429)
     link = services.share_link_open(

@@ -8,7 +8,9 @@
   var layout = Object.assign({}, figure.layout, dark
     ? { paper_bgcolor: "#181e24", plot_bgcolor: "#101418", font: { color: "#e6edf3" } }
     : { paper_bgcolor: "#ffffff", plot_bgcolor: "#f6f8fa", font: { color: "#1f2328" } });
-  window.Plotly.newPlot(target, figure.data, layout, {
+  var fit = window.hangdeskChartFit ? window.hangdeskChartFit(layout, target.clientWidth)
+    : { layout: layout, config: {} };
+  window.Plotly.newPlot(target, figure.data, fit.layout, Object.assign({
     responsive: true, displaylogo: false, staticPlot: !dark,
-  });
+  }, fit.config));
 })();

@@ -30,8 +30,11 @@
       var layout = Object.assign({}, figure.layout, {
         paper_bgcolor: "#181e24", plot_bgcolor: "#101418", font: { color: "#e6edf3" },
       });
+      var fit = window.hangdeskChartFit ? window.hangdeskChartFit(layout, target.clientWidth)
+        : { layout: layout, config: {} };
       target.textContent = "";
-      Plotly.newPlot(target, figure.data, layout, { responsive: true, displaylogo: false });
+      Plotly.newPlot(target, figure.data, fit.layout,
+        Object.assign({ responsive: true, displaylogo: false }, fit.config));
     }).catch(function () {
       target.textContent = "The chart library did not load; the per-rank table below has the same data.";
     });

@@ -10,15 +10,18 @@ from analysis.evidence import SnapshotEvidence
 from analysis.ncclconf import nccl_config_diffs
 from analysis.ranks import parse_snapshot
 from analysis.secrets import mask_environment, mask_text, mask_value
+from analysis.stacks import compact_ranks
 
 PREFIXES = ("NCCL_", "TORCH_", "CUDA_")
 REPORT_VERSION = 1
 
 
 def preflight_report(evidence: SnapshotEvidence) -> dict:
-    """{"ok", "ranks", "nodes", "env_diffs", "shell_init", "nccl_diffs", "unreachable",
-    "problems"}: ok is False when ranks differ, a start-up file sets NCCL_ variables (it will
-    make them differ at the next launch), or a node could not be read."""
+    """{"ok", "ranks", "nodes", "expected_world_size", "missing_ranks", "env_diffs",
+    "shell_init", "nccl_diffs", "unreachable"}: ok is False when ranks differ, a rank of the
+    expected world size has no training process (only checked once any rank runs), a
+    start-up file sets NCCL_ variables (it will make them differ at the next launch), or a
+    node could not be read."""
     parsed = parse_snapshot(evidence, flight_recorder=False)
     rank_node = {rank: state.node for rank, state in parsed.ranks.items()}
     # Values are shown on pages and printed: masked, with a keyed fingerprint, so different
@@ -37,12 +40,22 @@ def preflight_report(evidence: SnapshotEvidence) -> dict:
     unreachable = sorted(
         node.node for node in evidence.nodes if node.status and not _gathered(node.status)
     )
-    ok = not diffs and not shell and not nccl and not unreachable
+    world = parsed.expected_world_size
+    # Before the job starts there is nothing to count; once one rank runs, all must.
+    missing = sorted(set(range(world)) - set(env)) if world and env else []
+    ok = not diffs and not shell and not nccl and not unreachable and not missing
+    absent = {
+        "world": world,
+        "missing": missing,
+        "from": "the cluster's setting" if evidence.expected_world_size else "WORLD_SIZE",
+    }
     return {
         "version": REPORT_VERSION,
         "ok": ok,
-        "summary": _summary(ok, diffs, shell, nccl, unreachable, len(env)),
+        "summary": _summary(ok, diffs, shell, nccl, unreachable, len(env), absent),
         "ranks": sorted(env),
+        "expected_world_size": world,
+        "missing_ranks": missing,
         "nodes": sorted(parsed.nodes),
         "env_diffs": diffs,
         "per_rank_variables": per_rank,
@@ -56,12 +69,21 @@ def _gathered(status: str) -> bool:
     return status == "ok" or status.startswith("partial")
 
 
-def _summary(ok, diffs, shell, nccl, unreachable, ranks: int) -> str:
+def _summary(ok, diffs, shell, nccl, unreachable, ranks: int, absent: dict) -> str:
     if ok:
         if ranks == 0:
             return "No training process found; no NCCL_ variable in the start-up files."
-        return f"All {ranks} ranks agree on NCCL_/TORCH_/CUDA_; no NCCL_ in start-up files."
+        return (
+            f"All {ranks} ranks of world size {absent['world'] or ranks} agree on "
+            "NCCL_/TORCH_/CUDA_; no NCCL_ in start-up files."
+        )
     parts = []
+    if absent["missing"]:
+        parts.append(
+            f"{ranks} of {absent['world']} ranks found ({absent['from']}): "
+            f"{'rank' if len(absent['missing']) == 1 else 'ranks'} "
+            f"{compact_ranks(absent['missing'])} missing"
+        )
     if diffs:
         parts.append("ranks differ in " + ", ".join(d["name"] for d in diffs[:6]))
     if shell:

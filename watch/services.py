@@ -421,6 +421,7 @@ def raise_open(
                     cluster=cluster,
                     severity=Severity.SEV2,
                     description=f"Opened by the watch: {judgement.reason}",
+                    source="watch",
                 )
             found = WatchRaise.objects.create(
                 watch=watch,
@@ -608,9 +609,10 @@ def raise_notify(*, raise_id: int, attempt: int, last_attempt: bool) -> webhooks
     now = timezone.now()
     if delivery.ok:
         status, summary = NotifyStatus.SENT, f"Watch: webhook delivered ({delivery.detail})"
-    elif last_attempt:
+    elif last_attempt or not delivery.retryable:
         status = NotifyStatus.FAILED
-        summary = f"Watch: webhook failed for good after {attempt} attempts: {delivery.detail}"
+        attempts = f"{attempt} attempt" + ("s" if attempt != 1 else "")
+        summary = f"Watch: webhook failed for good after {attempts}: {delivery.detail}"
     else:
         status = NotifyStatus.SENDING
         summary = f"Watch: webhook attempt {attempt} failed ({delivery.detail}); retrying"

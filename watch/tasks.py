@@ -118,7 +118,7 @@ def watch_notify(self, raise_id: int) -> str:
     delivery = services.raise_notify(raise_id=raise_id, attempt=attempt, last_attempt=last)
     if delivery is None:
         return "nothing to send"
-    if not delivery.ok and not last:
+    if delivery.retryable and not last:
         raise WebhookFailed(delivery.detail)
     return delivery.detail
 

@@ -1,21 +1,21 @@
 """The page a raise sends: a Slack-compatible JSON body (text + blocks), the rules a webhook
 URL must meet, and one bounded POST.
 
-A webhook URL is a user string the worker will connect to: http or https only, a host name or
-address, no credentials in it, no redirects followed, and, when settings.WATCH_WEBHOOK_HOSTS
-lists hosts, only those (exact names, or ".example.com" for a domain).
+A webhook URL is a user string the worker will connect to, so it passes the egress policy
+(core/egress.py) twice: when it is saved (its form, and every address its host resolves to
+here) and when it is used (resolved again, every address checked, the connection made to a
+checked one). Evidence in the body is escaped for Slack's mrkdwn, so a frame or node name
+cannot ping a channel or plant a link.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
+
+from core import egress
 
 MAX_URL = 500
 _TEXT_CAP = 3000  # Slack's limit for a section's text
@@ -27,25 +27,15 @@ def validate_webhook_url(value: str) -> None:
     if len(value) > MAX_URL or any(c in value for c in "\r\n\t \0"):
         raise ValidationError("A webhook URL is one line without spaces, at most 500 characters.")
     try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as exc:
-        raise ValidationError(f"Not a usable URL: {exc}") from exc
-    if parts.scheme not in ("http", "https"):
-        raise ValidationError("A webhook URL starts with https:// (or http://).")
-    if not parts.hostname:
-        raise ValidationError("A webhook URL names a host.")
-    if parts.username or parts.password:
-        raise ValidationError("Put no credentials in the URL's host part.")
-    if port == 0:
-        raise ValidationError("Port 0 is not a port.")
-    allowed = [h.lower() for h in getattr(settings, "WATCH_WEBHOOK_HOSTS", [])]
-    if allowed and not _host_allowed(parts.hostname.lower(), allowed):
-        raise ValidationError(f"{parts.hostname} is not among the allowed webhook hosts.")
+        egress.check_url(value, purpose="webhook")
+    except egress.EgressRefused as exc:
+        raise ValidationError(exc.reason) from None
 
 
-def _host_allowed(host: str, allowed: list[str]) -> bool:
-    return any(host == a or (a.startswith(".") and host.endswith(a)) for a in allowed)
+def mrkdwn_escape(text: str) -> str:
+    """Slack's three control characters as the entities Slack decodes: `<!channel>` and
+    `<url|label>` in evidence arrive as text, not as a ping or a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def page_body(
@@ -59,22 +49,21 @@ def page_body(
         suspect_nodes = verdict.get("suspect_nodes") or []
     else:
         headline, suspects, suspect_nodes = "no verdict yet (the snapshots did not finish)", [], []
-    suspect_text = _suspects(suspects, suspect_nodes)
+    # Slack reads `text` and every section as mrkdwn: all that came from evidence or a user
+    # is escaped; the incident's reference and URL are the console's own.
+    shown_cluster, shown_reason = mrkdwn_escape(cluster), mrkdwn_escape(reason)
+    shown_headline = mrkdwn_escape(headline)
+    suspect_text = mrkdwn_escape(_suspects(suspects, suspect_nodes))
     text = (
-        f"hangdesk watch: {cluster} {reason}. {incident_ref}: {headline} "
+        f"hangdesk watch: {shown_cluster} {shown_reason}. {incident_ref}: {shown_headline} "
         f"Suspects: {suspect_text}. {incident_url}"
     )[:_TEXT_CAP]
+    link = f"<{incident_url}|{incident_ref}>"
     return {
         "text": text,
         "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"*{cluster}*: {reason} — <{incident_url}|{incident_ref}>"[:_TEXT_CAP],
-                },
-            },
-            _section(f"*Verdict* {headline}"),
+            _section(f"*{shown_cluster}*: {shown_reason} — {link}"),
+            _section(f"*Verdict* {shown_headline}"),
             _section(f"*Suspects* {suspect_text}"),
         ],
         "hangdesk": {
@@ -106,31 +95,27 @@ def _suspects(ranks: list, nodes: list) -> str:
 @dataclass(frozen=True)
 class Delivery:
     ok: bool
-    detail: str  # "HTTP 200", or why it failed
+    detail: str  # "HTTP 200", or the class of the failure (core.egress.KINDS)
 
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None  # a redirect is answered as the error it is, never followed
+    @property
+    def retryable(self) -> bool:
+        """A destination the policy refuses stays refused: no point asking again."""
+        return not self.ok and self.detail != egress.REFUSED
 
 
 def post_json(url: str, body: dict, *, timeout_s: float) -> Delivery:
-    """POST the body once; never raises for the receiver's failures."""
+    """POST the body once through the egress policy; never raises for the receiver's failures.
+    `detail` is "HTTP <status>" or the failure's class ("refused by policy", "unreachable",
+    "timed out", "not HTTP", "TLS"), never the socket's own error: responders and viewers
+    read it on the panel and the timeline."""
+    if len(url) > MAX_URL:
+        return Delivery(False, egress.REFUSED)
     try:
-        validate_webhook_url(url)
-    except ValidationError as exc:
-        return Delivery(False, f"invalid URL: {'; '.join(exc.messages)}")
-    data = json.dumps(body).encode()
-    request = urllib.request.Request(  # noqa: S310 - scheme checked above: http(s) only
-        url, data=data, method="POST", headers={"Content-Type": "application/json"}
-    )
-    opener = urllib.request.build_opener(_NoRedirects, urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=timeout_s) as response:
-            response.read(1024)
-            return Delivery(200 <= response.status < 300, f"HTTP {response.status}")
-    except urllib.error.HTTPError as exc:
-        return Delivery(False, f"HTTP {exc.code}")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        return Delivery(False, f"{type(exc).__name__}: {reason}"[:300])
+        result = egress.http_request(
+            "POST", url, purpose="webhook", body=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"}, timeout=timeout_s,
+            max_response_bytes=1024,
+        )  # fmt: skip
+    except egress.DeliveryError as exc:
+        return Delivery(False, exc.kind)
+    return Delivery(200 <= result.status < 300, f"HTTP {result.status}")

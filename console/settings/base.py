@@ -220,6 +220,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "collectors.tasks.collect_node": {"queue": "ssh"},
     "collectors.tasks.node_check": {"queue": "ssh"},
+    "collectors.tasks.job_plan_read": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
@@ -248,6 +249,41 @@ def env_seconds(name: str, default: float) -> float:
     return value
 
 
+def env_egress_rules(name: str) -> list[str]:
+    from core.egress import parse_rules  # stdlib + lazy settings: safe to import here
+
+    entries = env_list(name, [])
+    try:
+        parse_rules(tuple(entries))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+    return entries
+
+
+def env_networks(name: str) -> list[str]:
+    from core.clients import parse_networks
+
+    entries = env_list(name, [])
+    try:
+        parse_networks(tuple(entries))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+    return entries
+
+
+# Reverse proxies whose X-Forwarded-For is believed (addresses or CIDRs; core/clients.py): the
+# client address every per-client control uses (login throttle, share links, /metrics, audit).
+TRUSTED_PROXIES = env_networks("HANGDESK_TRUSTED_PROXIES")
+
+# Egress (core/egress.py, docs/security.md "Egress"): every outbound connection a user can aim
+# (webhooks, pagers, metrics stores, Slurm controllers, Ray heads). Webhooks, pagers and metrics
+# reach public addresses only; SSH also private and loopback ones. ALLOW: CIDRs, host names and
+# .domain suffixes permitted for any purpose; DENY: refused always, checked first.
+EGRESS_ALLOW = env_egress_rules("HANGDESK_EGRESS_ALLOW")
+EGRESS_DENY = env_egress_rules("HANGDESK_EGRESS_DENY")
+# A CA (PEM file) trusted for HTTPS receivers on top of the system's, for an internal pager.
+EGRESS_CA_FILE = os.environ.get("HANGDESK_EGRESS_CA_FILE", "")
+
 # The watch (watch/, docs/operations.md "Watching a cluster"): beat claims every watched
 # cluster each period (one watch task in flight per cluster), reads its nodes cheaply, and on
 # a hang opens or joins an incident, takes two snapshots and calls the cluster's webhook.
@@ -256,7 +292,9 @@ WATCH_PERIOD_S = env_seconds("HANGDESK_WATCH_PERIOD_S", 30.0)
 WATCH_SECOND_SNAPSHOT_AFTER_S = env_seconds("HANGDESK_WATCH_SECOND_SNAPSHOT_S", 20.0)
 WATCH_NODE_THREADS = 16  # SSH reads side by side within one cluster's period
 WATCH_TAIL_BYTES = 8192  # per log file of a step node, per period
-WATCH_WEBHOOK_HOSTS = env_list("HANGDESK_WATCH_WEBHOOK_HOSTS", [])  # empty: any host
+# The old name of HANGDESK_EGRESS_ALLOW for webhooks (below): its hosts are permitted, and
+# webhooks go only to them, as before (`manage.py check` says it is the old name).
+WATCH_WEBHOOK_HOSTS = env_egress_rules("HANGDESK_WATCH_WEBHOOK_HOSTS")
 WATCH_WEBHOOK_ATTEMPTS = 5
 WATCH_WEBHOOK_BACKOFF_S = 5  # then 10, 20, 40 s (Celery's exponential retry backoff)
 WATCH_WEBHOOK_TIMEOUT_S = 5.0

@@ -15,6 +15,10 @@ TEMPLATES[0]["OPTIONS"]["string_if_invalid"] = "INVALID_TEMPLATE_VARIABLE(%s)"  
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-hangdesk.sqlite3")}  # noqa: F405
 
+# Every receiver, proxy and node of the suite listens on loopback; the tests of the default
+# policy set EGRESS_ALLOW back to nothing (tests/security/test_egress.py).
+EGRESS_ALLOW = [*EGRESS_ALLOW, "127.0.0.0/8"]  # noqa: F405
+
 # The watch in seconds, not minutes: the worker and beat the watch's lab tests start read these
 # (tests/watch/test_watch_lab.py).
 WATCH_PERIOD_S = 2.0

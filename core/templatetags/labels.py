@@ -3,6 +3,7 @@
 from django import template
 
 from analysis import guide
+from analysis.facts import Progress
 
 register = template.Library()
 
@@ -28,5 +29,5 @@ def duration(seconds: float | None) -> str:
 
 
 @register.filter
-def progress_line(progress: dict | None) -> str:
+def progress_line(progress: Progress | None) -> str:
     return guide.progress_line(progress)

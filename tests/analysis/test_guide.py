@@ -1,6 +1,8 @@
 """The words a tired responder reads: plain class names, times that say what they are."""
 
 from analysis import guide
+from analysis.diagnosis import Diagnosis
+from analysis.facts import Progress
 
 
 def test_every_class_has_a_plain_name_and_metaphors_are_only_subtitles():
@@ -30,19 +32,13 @@ def test_durations_read_as_spoken():
 
 def test_progress_line_names_the_silence_and_the_threshold():
     line = guide.progress_line(
-        {
-            "method": "last_step_age",
-            "progressing": False,
-            "age_s": 240.2,
-            "threshold_s": 30.0,
-            "step_time_s": 1.5,
-        }
+        Progress("last_step_age", False, age_s=240.2, threshold_s=30.0, step_time_s=1.5)
     )
     assert line == "no step for 4 min; threshold 30 s (a step takes 1.5 s)"
-    assert guide.progress_line({"method": "last_step_age", "age_s": 12.4}) == (
+    assert guide.progress_line(Progress("last_step_age", None, age_s=12.4)) == (
         "no step for 12 s; no step time known to compare it with"
     )
-    assert guide.progress_line({"method": "two_snapshots", "step_before": 9, "step_after": 9}) == (
+    assert guide.progress_line(Progress("two_snapshots", False, step_before=9, step_after=9)) == (
         "compared with the previous snapshot: step 9 → 9"
     )
     assert guide.progress_line(None) == "one observation only"
@@ -60,9 +56,23 @@ def test_slow_or_dead_basis_is_the_progress_line():
             "step_time_s": 0.5,
         },
     }
-    question = guide.decision_questions(diagnosis)[3]
+    question = guide.decision_questions(Diagnosis.from_json(diagnosis))[3]
     assert question["answer"] == "Dead: nothing moved."
     assert question["basis"] == "no step for 12 s; threshold 5.0 s (a step takes 0.5 s)"
+
+
+def test_the_last_step_question_names_the_collective_the_watchdog_reports_stuck():
+    stored = {
+        "classification": "B",
+        "last_completed_step": 9,
+        "watchdog": {
+            "stuck_collective": {"seq": 1580, "op": "ALLREDUCE", "reports": 3},
+            "last_completed": {"0": 1579, "3": 1577},
+            "lagging_ranks": [3],
+        },
+    }
+    question = guide.decision_questions(Diagnosis.from_json(stored))[2]
+    assert question["basis"] == "watchdog: ALLREDUCE #1580"
 
 
 def test_reading_order_puts_the_verdict_and_suspects_first_and_keeps_every_key():

@@ -103,12 +103,15 @@ def test_moving_calls_recent_steps_within_a_few_step_times_healthy():
     assert verdict is not None and verdict.classification == "healthy"
 
 
-def test_moving_is_silent_when_a_rank_is_gone_however_recent_the_steps():
+def test_a_rank_gone_outweighs_steps_however_recent():
     later = drop_rank_process(load_snapshot("healthy", "snap1"), 2)
     facts = facts_of(later, load_snapshot("healthy", "snap0"))
     assert facts.progress.progressing is True
     assert facts.missing == (2,)
-    assert rules.moving(facts) is None
+    assert rules.moving(facts).classification == "healthy"  # the steps alone say so
+    verdict = rules.decide(facts)
+    assert verdict.classification == "A" and verdict.suspects == (2,)
+    assert "healthy" in {a.classification for a in verdict.alternatives}
     assert diagnosis_json(later, load_snapshot("healthy", "snap0"))["classification"] == "A"
 
 
@@ -137,20 +140,20 @@ def test_a_stuck_verdict_without_proof_asks_for_a_second_snapshot_first():
 # ------------------------------------------------------------------ straggler
 
 
-def test_moving_names_a_straggler_from_per_rank_step_times():
+def test_straggler_names_a_rank_from_per_rank_step_times():
     texts = {r: step_lines(r, 20, step_s=1.0) for r in range(7)}
     texts[7] = step_lines(7, 20, step_s=3.0)
     evidence = logs_only(texts, 8, T0 + timedelta(seconds=24), nodes=2)
-    verdict = rules.moving(facts_of(evidence))
+    verdict = rules.straggler(facts_of(evidence))
     assert verdict is not None and verdict.classification == "straggler"
     assert verdict.suspects == (7,)
 
 
-def test_moving_does_not_call_half_the_job_stragglers():
+def test_straggler_does_not_call_half_the_job_stragglers():
     texts = {r: step_lines(r, 20, step_s=1.0 if r < 4 else 3.0) for r in range(8)}
-    evidence = logs_only(texts, 8, T0 + timedelta(seconds=24), nodes=2)
-    verdict = rules.moving(facts_of(evidence))
-    assert verdict is not None and verdict.classification == "healthy"
+    facts = facts_of(logs_only(texts, 8, T0 + timedelta(seconds=24), nodes=2))
+    assert rules.straggler(facts) is None
+    assert rules.decide(facts).classification == "healthy"
 
 
 # ------------------------------------------------------------------ departed / lost
@@ -274,7 +277,7 @@ def test_logs_different_collective_is_silent_when_all_agree():
 def test_outside_collective_names_the_rank_elsewhere_and_agrees_with_the_flight_recorder():
     verdict = rules.outside_collective(facts_of(load_snapshot("tp-rank-stall")))
     assert verdict is not None and verdict.suspects == (3,)
-    assert verdict.confidence >= 0.85  # the groups' flight records stop at rank 3 too
+    assert verdict.strength >= 0.85  # the groups' flight records stop at rank 3 too
 
 
 def test_outside_collective_is_silent_when_everyone_is_in_a_collective():
@@ -422,11 +425,11 @@ def test_a_straggler_detector_report_is_a_heartbeat_not_a_straggler_without_a_sp
     evidence = logs_only({0: line * 3}, 1, T0 + timedelta(seconds=4))
     facts = facts_of(evidence)
     assert facts.progress.progressing is True
-    verdict = rules.moving(facts)
-    assert verdict is not None and verdict.classification == "healthy"
+    assert rules.straggler(facts) is None
+    assert rules.decide(facts).classification == "healthy"
     slow = line.replace("3468.20ms/0", "9468.20ms/3")
     facts = facts_of(logs_only({0: slow * 3}, 4, T0 + timedelta(seconds=4)))
-    assert rules.moving(facts).suspects == (3,)
+    assert rules.straggler(facts).suspects == (3,)
 
 
 def test_init_speaks_when_the_agents_never_reached_the_rendezvous():
@@ -488,7 +491,7 @@ def test_detail_mismatch_is_b_even_when_a_rank_then_exited():
     verdict = rules.detail_mismatch(facts)
     assert verdict is not None and verdict.classification == "B"
     assert verdict.suspects == (0,)
-    assert rules.first_verdict(facts).rule == "detail_mismatch"
+    assert rules.decide(facts).rule == "detail_mismatch"
 
 
 def test_detail_mismatch_is_silent_on_watchdog_lines():
@@ -546,3 +549,19 @@ def test_nccl_config_differs_names_the_odd_node():
 def test_nccl_config_differs_names_no_one_on_a_tie():
     texts = {r: _nccl_node(f"h{r}", f"10.0.0.{r + 1}", r, _plugin(r == 0)) for r in range(2)}
     assert rules.nccl_config_differs(facts_of(logs_only(texts, 2, T0, nodes=2))) is None
+
+
+def test_every_finding_on_the_samples_names_the_check_that_would_confirm_it():
+    for name, look in [
+        ("outside", None),
+        ("crash", None),
+        ("mismatch", None),
+        ("init", None),
+        ("tp-rank-stall", None),
+        ("tp-mismatch", None),
+        ("healthy", "snap1"),
+        ("straggler", "snap1"),
+    ]:
+        facts = facts_of(load_snapshot(name, look) if look else load_snapshot(name))
+        for found in rules.findings(facts):
+            assert found.check, f"{name}: {found.rule} names no check"

@@ -3,11 +3,19 @@
 import plotly.graph_objects as go
 
 from analysis import timeline_figure
+from analysis.diagnosis import Diagnosis
+from analysis.records import RankStatus
+from analysis.timeline import STATUS_STYLE
 from tests.analysis.sample_evidence import diagnosis_json, drop_rank_process, load_snapshot
 
 
+def _figure(stored: dict) -> dict:
+    """The chart of a diagnosis as the pages read it back from the database."""
+    return timeline_figure(Diagnosis.from_json(stored))
+
+
 def test_it_draws_one_point_per_rank_with_missing_and_suspect_marked():
-    figure = timeline_figure(diagnosis_json(drop_rank_process(load_snapshot("outside"), 3)))
+    figure = _figure(diagnosis_json(drop_rank_process(load_snapshot("outside"), 3)))
     go.Figure(figure)  # plotly validates every property
     by_name = {t["name"].split(" (")[0]: t for t in figure["data"]}
     assert by_name["waiting in a collective"]["y"] == [0, 1, 2]
@@ -42,7 +50,7 @@ def _rows(count: int, odd: dict[int, str]) -> list[dict]:
 def test_thousands_of_ranks_are_grouped_not_smeared():
     rows = _rows(4096, {4000: "missing", 17: "outside"})
     rows[17]["last_step"] = 99
-    figure = timeline_figure({"classification": "A", "per_rank": rows, "last_completed_step": 99})
+    figure = _figure({"classification": "A", "per_rank": rows, "last_completed_step": 99})
     go.Figure(figure)
     (bars,) = figure["data"]
     assert bars["type"] == "bar" and bars["orientation"] == "h"
@@ -64,15 +72,15 @@ def test_thousands_of_ranks_are_grouped_not_smeared():
 
 
 def test_four_ranks_stay_dots_and_sixty_five_become_groups():
-    assert timeline_figure({"per_rank": _rows(4, {3: "missing"})})["data"][0]["type"] == "scatter"
-    assert timeline_figure({"per_rank": _rows(65, {3: "missing"})})["data"][0]["type"] == "bar"
+    assert _figure({"per_rank": _rows(4, {3: "missing"})})["data"][0]["type"] == "scatter"
+    assert _figure({"per_rank": _rows(65, {3: "missing"})})["data"][0]["type"] == "bar"
 
 
 def test_many_distinct_groups_are_folded_into_one_bar():
     rows = _rows(300, {})
     for r in rows:
         r["last_step"] = r["rank"] // 10  # 30 groups of 10
-    figure = timeline_figure({"per_rank": rows})
+    figure = _figure({"per_rank": rows})
     (bars,) = figure["data"]
     assert len(bars["y"]) == rank_groups_cap()
     assert bars["y"][-1] == "7 more groups"
@@ -83,3 +91,39 @@ def rank_groups_cap() -> int:
     from analysis.timeline import MAX_GROUPS
 
     return MAX_GROUPS
+
+
+def _unreachable_node() -> dict:
+    """Two nodes, the second unreachable: its ranks are unobserved (nothing says anything of
+    them), the first node's wait in the collective."""
+    from analysis.evidence import NodeEvidence
+    from tests.analysis.sample_evidence import split_nodes
+
+    snapshot = split_nodes(load_snapshot("outside"))
+    lost = snapshot.nodes[1]
+    snapshot.nodes[1] = NodeEvidence(node=lost.node, status="unreachable: timed out after 10s")
+    return diagnosis_json(snapshot)
+
+
+def test_unobserved_ranks_are_drawn_not_dropped():
+    diagnosis = _unreachable_node()
+    assert {r["status"] for r in diagnosis["per_rank"]} == {"in_collective", "unobserved"}
+    figure = _figure(diagnosis)
+    go.Figure(figure)
+    drawn = [rank for trace in figure["data"] if trace["name"] != "suspect" for rank in trace["y"]]
+    assert sorted(drawn) == [r["rank"] for r in diagnosis["per_rank"]], "every rank, once"
+    by_name = {t["name"].split(" (")[0]: t for t in figure["data"]}
+    assert by_name["nothing collected"]["y"] == [2, 3]
+
+
+def test_every_rank_status_has_a_style_of_its_own():
+    assert set(STATUS_STYLE) == set(RankStatus)
+    assert len({label for label, _, _ in STATUS_STYLE.values()}) == len(RankStatus)
+
+
+def test_unobserved_ranks_have_their_own_bar_among_thousands():
+    rows = _rows(4096, {})
+    for row in rows[4000:]:
+        row.update(status="unobserved", last_step=None)
+    (bars,) = _figure({"per_rank": rows})["data"]
+    assert "no step · nothing collected" in bars["y"] and sum(bars["x"]) == 4096

@@ -144,7 +144,10 @@ def test_it_says_healthy_from_one_snapshot_when_the_last_step_is_fresh():
 def test_it_calls_the_same_job_stuck_when_the_last_step_is_old():
     snapshot = load_snapshot("healthy", "snap1")
     snapshot.collected_at += timedelta(minutes=10)
-    assert diagnosis_json(snapshot)["classification"] != "healthy"
+    snapshot.nodes[0].collected_at += timedelta(minutes=10)  # the node was read then too
+    result = diagnosis_json(snapshot)
+    assert result["progress"]["progressing"] is False
+    assert result["classification"] != "healthy"
 
 
 def test_it_classifies_a_rendezvous_hang_as_init():
@@ -163,10 +166,14 @@ def test_it_sees_no_progress_between_two_identical_hung_snapshots():
     assert result["progress"] == {
         "method": "two_snapshots",
         "progressing": False,
+        "age_s": None,
+        "threshold_s": None,
+        "step_time_s": None,
         "advanced_ranks": "",
+        "stacks_changed": "",
         "step_before": 5,
         "step_after": 5,
-        "stacks_changed": "",
+        "note": "nothing moved between the looks",
     }
     assert result["classification"] == "A"
 

@@ -57,14 +57,14 @@ def test_a_lab_incident_from_snapshot_to_a_revoked_share_link(
         page.wait_for_selector("#guided")
     who = page.locator("#guided-who")
     assert "Rank 3" in who.inner_text()
-    who.locator("button[value=confirm]").click()
+    who.locator("button:has-text('Confirm')").click()
     page.wait_for_selector("#guided-who .answer")
     why = page.locator("#guided-why")
     suggested = why.locator("select[name=answer]").input_value()
     other = "oom" if suggested != "oom" else "killed"
     why.locator("select[name=answer]").select_option(other)
     why.locator("input[name=note]").fill("dmesg: the memory cgroup killed it")
-    why.locator("button[value=override]").click()
+    why.locator("button:has-text('Override')").click()  # the one button follows the choice
     page.wait_for_selector("#guided-why .answer")
     assert "Overridden: " in page.locator("#guided-why").inner_text()
     answers = incident.events.filter(kind=EventKind.ANSWER).order_by("pk")

@@ -38,7 +38,7 @@ def test_the_recorded_pair_names_the_straggler():
     earlier, later = load_snapshot("straggler", "snap0"), load_snapshot("straggler", "snap1")
     facts = _facts(later, earlier)
     assert facts.outside == (SLOW,) and facts.in_collective == (0, 1, 3)
-    verdict = rules.moving(facts)
+    verdict = rules.straggler(facts)
     assert verdict.classification == "straggler" and verdict.suspects == (SLOW,)
 
 
@@ -46,25 +46,25 @@ def test_a_latest_look_with_everyone_loading_data_still_names_it():
     earlier, later = load_snapshot("straggler", "snap0"), load_snapshot("straggler", "snap1")
     facts = _facts(_everyone_like_rank(later, SLOW), earlier)
     assert facts.in_collective == () and len(facts.outside) == 4  # the uninformative look
-    verdict = rules.moving(facts)
+    verdict = rules.straggler(facts)
     assert verdict.classification == "straggler", verdict.summary
     assert verdict.suspects == (SLOW,)
 
 
 def test_an_earlier_look_with_everyone_loading_data_still_names_it():
     earlier, later = load_snapshot("straggler", "snap0"), load_snapshot("straggler", "snap1")
-    verdict = rules.moving(_facts(later, _everyone_like_rank(earlier, SLOW)))
+    verdict = rules.straggler(_facts(later, _everyone_like_rank(earlier, SLOW)))
     assert verdict.classification == "straggler" and verdict.suspects == (SLOW,)
 
 
 def test_a_rank_caught_busy_once_is_not_a_straggler():
     # The slow rank in all_reduce like the others in the earlier look: it was not slow every time.
     earlier, later = load_snapshot("straggler", "snap0"), load_snapshot("straggler", "snap1")
-    verdict = rules.moving(_facts(later, _everyone_like_rank(earlier, 0)))
+    verdict = rules.decide(_facts(later, _everyone_like_rank(earlier, 0)))
     assert verdict.classification == "healthy", verdict.summary
 
 
 def test_two_looks_without_any_collective_name_no_one():
     earlier, later = load_snapshot("straggler", "snap0"), load_snapshot("straggler", "snap1")
     facts = _facts(_everyone_like_rank(later, SLOW), _everyone_like_rank(earlier, SLOW))
-    assert rules.moving(facts).classification == "healthy"
+    assert rules.decide(facts).classification == "healthy"

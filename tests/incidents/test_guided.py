@@ -203,3 +203,74 @@ def test_a_closed_incident_takes_no_answer(as_user, bob, stalled):
     assert not incident.events.filter(kind=EventKind.ANSWER).exists()
     panel = _guided(client.get(incident.get_absolute_url()).content.decode())
     assert "<form" not in panel and "Which rank left or stalled first?" in panel
+
+
+def _second_snapshot(incident, capture, sample: str) -> Snapshot:
+    with capture():
+        snapshot = snapshot_import_bundle(incident=incident, evidence=load_snapshot(sample))
+    snapshot_analyse(snapshot_id=snapshot.pk)
+    snapshot.refresh_from_db()
+    return snapshot
+
+
+def _question(panel: str, qid: str) -> str:
+    return panel.split(f'id="guided-{qid}"', 1)[1].split("</li>", 1)[0]
+
+
+def test_the_submitted_choice_is_what_is_recorded_whichever_button_sent_it(as_user, bob, stalled):
+    incident, snapshot = stalled
+    client = as_user(bob)
+    url = f"/incidents/{incident.pk}/snapshots/{snapshot.pk}/guided/"
+    # The old form's blue "Confirm" sent action=confirm with the chosen answer beside it.
+    client.post(url, {"q": "why", "action": "confirm", "answer": "killed", "note": "signal 9"})
+    answer = incident.events.get(kind=EventKind.ANSWER)
+    assert (answer.details["answer"], answer.details["agreed"]) == ("killed", False)
+    assert answer.details["note"] == "signal 9"
+    # The form shows the recorded answer selected, and its button says what it records.
+    why = _question(_guided(client.get(incident.get_absolute_url()).content.decode()), "why")
+    assert re.search(r'<option value="killed" selected>', why)
+    assert re.search(r">Override</button>", why)
+    assert "Overridden: <strong>Killed with SIGKILL" in why
+
+
+def test_answers_and_the_decision_carry_to_the_next_snapshot(
+    as_user, bob, stalled, django_capture_on_commit_callbacks
+):
+    incident, first = stalled
+    client = as_user(bob)
+    url = f"/incidents/{incident.pk}/snapshots/{first.pk}/guided/"
+    client.post(url, {"q": "who", "answer": "suspect"})
+    client.post(url, {"q": "why", "answer": "killed", "note": "signal 9"})
+    snapshot_record_decision(snapshot=first, by=bob, classification="A", note="rank 3 left")
+    second = _second_snapshot(incident, django_capture_on_commit_callbacks, "outside")
+
+    html = client.get(incident.get_absolute_url()).content.decode()
+    panel = _guided(html)
+    assert f"snapshot {second.pk}" in panel
+    assert "2 of 4 answered (2 on an earlier snapshot)" in panel
+    why = _question(panel, "why")
+    assert f"answered on snapshot {first.pk}" in why and "signal 9" in why
+    assert re.search(r'<option value="killed" selected>', why)
+    assert f"decided on snapshot {first.pk}" in html  # the class decision carried too
+    # The snapshot page shows them.
+    page = client.get(f"/snapshots/{second.pk}/").content.decode()
+    answers = page.split('id="answers"', 1)[1]
+    assert "Killed with SIGKILL" in answers and f"answered on snapshot {first.pk}" in answers
+    assert f"decided on snapshot {first.pk}" in page
+
+
+def test_an_answer_the_new_evidence_contradicts_is_asked_again(
+    as_user, bob, stalled, django_capture_on_commit_callbacks
+):
+    incident, first = stalled
+    client = as_user(bob)
+    url = f"/incidents/{incident.pk}/snapshots/{first.pk}/guided/"
+    client.post(url, {"q": "who", "answer": "suspect"})  # rank 3
+    client.post(url, {"q": "others_wait", "answer": "yes"})
+    # The second snapshot names rank 2 as the one that left, and says the others do not wait.
+    _second_snapshot(incident, django_capture_on_commit_callbacks, "crash")
+    panel = _guided(client.get(incident.get_absolute_url()).content.decode())
+    assert "0 of 4 answered" in panel
+    who = _question(panel, "who")
+    assert f"On snapshot {first.pk} bob answered <strong>Rank 3 on lab-node-0</strong>" in who
+    assert re.search(r'<option value="suspect" selected>Rank 2', who)

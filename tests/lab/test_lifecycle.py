@@ -111,6 +111,21 @@ def test_addresses_per_lab(tmp_path):
         cluster.node_addresses(cluster.LabOptions(base_address="10.0.0.1", state_dir=tmp_path))
 
 
+def test_a_second_lab_takes_the_next_free_rendezvous_port(tmp_path):
+    """torch's TCPStore binds *:MASTER_PORT: a lab whose default port another lab (or anything)
+    holds on any address moves to the next free pair instead of failing to start."""
+    opts = cluster.LabOptions(state_dir=tmp_path)
+    first = cluster._pick_master_port(opts)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the TCPStore does
+        holder.bind(("0.0.0.0", first))  # noqa: S104 - what a running lab's TCPStore does
+        holder.listen()
+        second = cluster._pick_master_port(opts)
+        assert second not in (first, first - 1) and second >= cluster.DEFAULT_MASTER_PORT
+        with pytest.raises(cluster.LabError, match="taken"):
+            cluster._pick_master_port(cluster.LabOptions(state_dir=tmp_path, master_port=first))
+
+
 def test_light_mode_many_nodes(lab_factory):
     nodes = int(os.environ.get("HANGDESK_LAB_LIGHT_NODES", "16"))
     lab = lab_factory("rank-exit", light=True, nodes=nodes, ranks_per_node=1)

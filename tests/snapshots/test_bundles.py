@@ -155,3 +155,21 @@ def test_an_artifact_cut_by_the_node_is_flagged_and_a_huge_one_is_cut_here():
     assert cut and data.endswith(b"[... truncated by hangdesk at 8388608 bytes ...]\n")
     meta = json.loads(flags["node.json"][1])
     assert "dmesg" in meta["truncated"]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"2026-11-29 09:15:14 INFO [rank3] step=4\n", "it is plain text (a log?"),
+        (b'{"classification": "A"}', "it is JSON text"),
+        (b"PK\x03\x04" + b"\0" * 40, "it is a zip archive"),
+        (b"", "the file is empty"),
+        (bytes(range(256)), "neither a tar archive nor a gzip, bzip2 or xz stream"),
+    ],
+)
+def test_a_file_that_is_no_bundle_is_refused_in_plain_words(content, said):
+    with pytest.raises(BundleRefused) as refused:
+        read_bundle_bytes(content)
+    message = str(refused.value)
+    assert message.startswith("this is not an evidence bundle: ") and said in message
+    assert "docs/bundle-format.md" in message and "header" not in message

@@ -139,7 +139,7 @@ def test_a_deeply_nested_node_json_is_ignored():
         (tar_gz(tar_header(b"gpu-0/ps.txt", 4096) + b"short"), "ps.txt: the archive ends early"),
         (tar_gz(b"\x01" * 512), "not a readable tar archive: entry 1 has an unreadable checksum"),
         (tar_gz(tar_header(b"gpu-0/ps.txt", 0)[:-1] + b"!"), "bad header checksum"),
-        (b"", "no member in it"),
+        (b"", "not an evidence bundle: the file is empty"),
         (b"\x1f\x8b\x08\x00garbage", "not a readable tar archive"),
         (tar_gz(tar_header(b"gpu-0/fifo", 0, b"6")), "only regular files are allowed"),
     ],

@@ -160,3 +160,32 @@ def test_preflight_of_an_unknown_cluster_is_status_2(db):
     with pytest.raises(CommandError) as failed:
         call_command("preflight", "nope")
     assert failed.value.returncode == 2
+
+
+def test_preflight_names_a_rank_the_world_size_expects_and_exits_1(cluster, monkeypatch, capsys):
+    evidence = _evidence(False)
+    evidence.nodes[1].environ.pop(13)  # rank 3's process is gone from n1
+    evidence.nodes[1].ps = evidence.nodes[1].ps.replace("  13  1 Sl 100 python train.py\n", "")
+    monkeypatch.setattr(services, "preflight_evidence_over_ssh", lambda c: evidence)
+    with pytest.raises(SystemExit) as exited:
+        call_command("preflight", cluster.name)
+    assert exited.value.code == 1
+    out = capsys.readouterr().out
+    assert out.startswith("DIFFERENT: 3 of 4 ranks found (the cluster's setting): rank 3 missing")
+    assert "missing ranks (no training process): 3 of world size 4" in out
+    run = PreflightRun.objects.get()
+    assert not run.ok and run.report["missing_ranks"] == [3]
+
+
+def test_preflight_takes_the_world_size_from_the_ranks_when_the_cluster_has_none(
+    cluster, monkeypatch, capsys
+):
+    evidence = _evidence(False)
+    evidence.expected_world_size = None  # WORLD_SIZE=4 in every environment
+    evidence.nodes[0].environ.pop(10)
+    monkeypatch.setattr(services, "preflight_evidence_over_ssh", lambda c: evidence)
+    with pytest.raises(SystemExit):
+        call_command("preflight", cluster.name, "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert report["missing_ranks"] == [0] and report["expected_world_size"] == 4
+    assert "(WORLD_SIZE): rank 0 missing" in report["summary"]

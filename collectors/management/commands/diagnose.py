@@ -33,16 +33,14 @@ class Command(BaseCommand):
                 diagnosis = analysis.diagnose(read_bundle(bundle))
             except BundleRefused as exc:
                 raise CommandError(f"bundle refused: {exc}") from exc
-            if hasattr(diagnosis, "to_json"):  # the typed diagnosis; stored ones are JSON
-                diagnosis = diagnosis.to_json()
         else:
             snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
             if snapshot is None:
                 raise CommandError(f"No snapshot {snapshot_id}")
-            if snapshot.diagnosis is None:
+            diagnosis = snapshot.read_diagnosis()
+            if diagnosis is None:
                 raise CommandError(f"Snapshot {snapshot_id} is {snapshot.status}; no diagnosis yet")
-            diagnosis = snapshot.diagnosis
         if options["json"]:
-            self.stdout.write(json.dumps(guide.reading_order(diagnosis), indent=2))
+            self.stdout.write(json.dumps(guide.reading_order(diagnosis.to_json()), indent=2))
         else:
-            self.stdout.write(f"{diagnosis['classification']}: {diagnosis['summary']}")
+            self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusters.models import Cluster
 from collectors import selectors
+from collectors.scheduler import JobRefused, slurm_job_plan
 from collectors.services import SnapshotRefused
 from collectors.tasks import snapshot_start
 from incidents.models import Incident
@@ -20,6 +21,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("cluster")
         parser.add_argument("--incident", type=int, help="an existing incident's id")
+        parser.add_argument(
+            "--slurm-job", help="a Slurm cluster's job id: its nodes are asked of the controller"
+        )
         parser.add_argument("--wait", action="store_true", help="wait for the diagnosis")
         parser.add_argument("--timeout", type=float, default=300, help="seconds to wait")
         parser.add_argument("--json", action="store_true", help="print the diagnosis JSON")
@@ -28,17 +32,30 @@ class Command(BaseCommand):
         target = Cluster.objects.filter(name=cluster).first()
         if target is None:
             raise CommandError(f"No cluster named {cluster}")
+        job = options.get("slurm_job") or ""
+        plan = None
+        if job or target.uses_scheduler:
+            if not job and incident is None:
+                raise CommandError(f"{cluster} snapshots a Slurm job: give --slurm-job ID")
+            try:  # read before anything is written: a refused job changes nothing
+                plan = slurm_job_plan(target, job).to_json() if job else None
+            except JobRefused as exc:
+                raise CommandError(str(exc)) from exc
         if incident is not None:
             found = Incident.objects.filter(pk=incident, cluster=target).first()
             if found is None:
                 raise CommandError(f"No incident {incident} on cluster {cluster}")
         else:
+            title = f"Slurm job {job} on {cluster}" if job else f"Snapshot of {cluster}"
             found = incident_open(
-                opened_by=None, title=f"Snapshot of {cluster} from the command line", cluster=target
+                opened_by=None,
+                title=f"{title} from the command line",
+                cluster=target,
+                source="cli",
             )
         try:
-            snapshot, created = snapshot_start(incident=found, source="cli")
-        except SnapshotRefused as exc:
+            snapshot, created = snapshot_start(incident=found, source="cli", job_plan=plan)
+        except (SnapshotRefused, JobRefused) as exc:
             raise CommandError(str(exc)) from exc
         self.stderr.write(
             f"{'started' if created else 'following running'} snapshot {snapshot.pk} "
@@ -56,11 +73,10 @@ class Command(BaseCommand):
                 )
             time.sleep(0.5)
             snapshot.refresh_from_db()
-        if snapshot.diagnosis is None:
+        diagnosis = snapshot.read_diagnosis()
+        if diagnosis is None:
             raise CommandError(f"snapshot {snapshot.pk} {snapshot.status}: {snapshot.error}")
         if options["json"]:
-            self.stdout.write(json.dumps(snapshot.diagnosis, indent=2, sort_keys=True))
+            self.stdout.write(json.dumps(diagnosis.to_json(), indent=2, sort_keys=True))
         else:
-            self.stdout.write(
-                f"{snapshot.diagnosis['classification']}: {snapshot.diagnosis['summary']}"
-            )
+            self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")

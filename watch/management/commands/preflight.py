@@ -1,9 +1,9 @@
 """`manage.py preflight CLUSTER [--json] [--from-snapshot]`: do every rank's NCCL_/TORCH_/CUDA_
 environment, the nodes' shell start-up files and NCCL's reported configuration agree?
 
-Exit status: 0 they agree, 1 they differ (or a node could not be read), 2 the cluster cannot be
-checked. A launch script can refuse to start on a non-zero status. The result is also stored
-and shown on the cluster page.
+Exit status: 0 they agree, 1 they differ (or a node could not be read, or ranks of the expected
+world size have no training process), 2 the cluster cannot be checked. A launch script can
+refuse to start on a non-zero status. The result is also stored and shown on the cluster page.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from analysis.stacks import compact_ranks
 from clusters.models import Cluster
 from collectors import selectors as snapshot_selectors
 from collectors.models import Snapshot, SnapshotStatus
@@ -77,3 +78,9 @@ class Command(BaseCommand):
             self.stdout.write(f"  NCCL {diff['name']}: {values}")
         for node in report["unreachable"]:
             self.stdout.write(f"  {node}: could not be read")
+        if report.get("missing_ranks"):
+            missing = compact_ranks(report["missing_ranks"])
+            self.stdout.write(
+                f"  missing ranks (no training process): {missing}"
+                f" of world size {report['expected_world_size']}"
+            )

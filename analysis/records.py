@@ -1,0 +1,556 @@
+"""The typed records a diagnosis is made of: per-rank rows, stack groups, environment and NCCL
+differences, shell start-up lines, flight-recorder and watchdog summaries, parse problems.
+
+Each record is a frozen dataclass with `to_json()` (the stored and served form, field by field
+as `collectors/diagnosis_serializers.py` documents it) and `from_json()`, which reads what any
+schema version stored: a field an older diagnosis lacks takes its default, a field it does
+not know is ignored. Readers (pages, guide, branches, post-mortems, sharing, the chart) read
+these fields, never the JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from analysis.stacks import compact_ranks
+
+
+class RankStatus(StrEnum):
+    """Where a rank stands in one snapshot: the per-rank table, the chart and the API."""
+
+    IN_COLLECTIVE = "in_collective"  # its stack waits in a collective
+    INIT = "init"  # its stack is in init_process_group / rendezvous
+    OUTSIDE = "outside"  # alive, its stack outside any collective
+    NO_STACK = "no_stack"  # alive, no stack collected
+    LOG_ONLY = "log_only"  # only its log lines were seen
+    MISSING = "missing"  # gone, on positive evidence
+    EXITED = "exited"  # gone, with an exit code or a zombie
+    UNOBSERVED = "unobserved"  # the evidence says nothing about it
+
+    @property
+    def gone(self) -> bool:
+        return self in (RankStatus.MISSING, RankStatus.EXITED)
+
+    @classmethod
+    def read(cls, value: object) -> RankStatus:
+        """A stored status; a value no version wrote reads as unobserved (claims nothing)."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNOBSERVED
+
+
+class GroupKind(StrEnum):
+    """What a stack group holds: ranks sharing one stack (by its innermost frame's kind), or
+    the ranks with no stack, gathered by why."""
+
+    COLLECTIVE = "collective"
+    INIT = "init"
+    OUTSIDE = "outside"
+    MISSING = "missing"
+    EXITED = "exited"
+    NO_STACK = "no_stack"
+    LOG_ONLY = "log_only"
+    UNOBSERVED = "unobserved"
+
+    @classmethod
+    def read(cls, value: object) -> GroupKind:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.OUTSIDE
+
+
+# ------------------------------------------------------------------ lenient readers
+
+
+def as_str(value: object, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def as_opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def as_int(value: object, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def as_opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_opt_float(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def as_ints(value: object) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(v for v in value if isinstance(v, int) and not isinstance(v, bool))
+
+
+def as_strs(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def _dicts(value: object) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list | tuple):
+        return []
+    return [v for v in value if isinstance(v, Mapping)]
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def read_when(value: object) -> datetime | None:
+    """An ISO timestamp as stored; anything else is no time."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def records(kind, value: object) -> tuple:
+    """A stored list of `kind` records (each read by `kind.from_json`)."""
+    return tuple(kind.from_json(item) for item in _dicts(value))
+
+
+# ------------------------------------------------------------------ per rank
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    """One rank of the per-rank table."""
+
+    rank: int
+    status: RankStatus
+    node: str | None = None
+    pid: int | None = None
+    state: str = ""  # R/S/D/Z/T from ps, "" when unknown
+    local_rank: int | None = None
+    suspect: bool = False
+    last_step: int | None = None
+    last_step_at: datetime | None = None
+    step_time: float | None = None  # seconds, median of the last logged step times
+    frame: str = ""  # "all_reduce (torch/distributed/distributed_c10d.py:3252)"
+    stack_signature: str = ""
+    stack_group: int | None = None  # the index of its stack group
+    exit_code: int | None = None
+    gpu_util: int | None = None  # percent
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "node": self.node,
+            "pid": self.pid,
+            "state": self.state,
+            "local_rank": self.local_rank,
+            "status": str(self.status),
+            "suspect": self.suspect,
+            "last_step": self.last_step,
+            "last_step_at": iso(self.last_step_at),
+            "step_time": self.step_time,
+            "frame": self.frame,
+            "stack_signature": self.stack_signature,
+            "stack_group": self.stack_group,
+            "exit_code": self.exit_code,
+            "gpu_util": self.gpu_util,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RankRow:
+        get = data.get
+        return cls(
+            rank=as_int(get("rank")),
+            status=RankStatus.read(get("status")),
+            node=as_opt_str(get("node")),
+            pid=as_opt_int(get("pid")),
+            state=as_str(get("state")),
+            local_rank=as_opt_int(get("local_rank")),
+            suspect=get("suspect") is True,
+            last_step=as_opt_int(get("last_step")),
+            last_step_at=read_when(get("last_step_at")),
+            step_time=as_opt_float(get("step_time")),
+            frame=as_str(get("frame")),
+            stack_signature=as_str(get("stack_signature")),
+            stack_group=as_opt_int(get("stack_group")),
+            exit_code=as_opt_int(get("exit_code")),
+            gpu_util=as_opt_int(get("gpu_util")),
+        )
+
+
+@dataclass(frozen=True)
+class StackGroup:
+    """Ranks with one identical stack, or the ranks without one gathered by why."""
+
+    index: int
+    kind: GroupKind
+    frame: str  # the innermost relevant frame's name, or "(absent)", "(no stack)", ...
+    rank_list: tuple[int, ...]
+    signature: str = ""
+    location: str = ""  # "torch/distributed/distributed_c10d.py:3252"
+    nodes: tuple[str, ...] = ()  # the first few
+    node_count: int = 0
+    stack: tuple[str, ...] = ()  # a sample of its frames, innermost first
+
+    @property
+    def ranks(self) -> str:
+        """Compact: "0-6, 8-39"."""
+        return compact_ranks(self.rank_list)
+
+    @property
+    def rank_count(self) -> int:
+        return len(self.rank_list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signature": self.signature,
+            "frame": self.frame,
+            "location": self.location,
+            "kind": str(self.kind),
+            "ranks": self.ranks,
+            "rank_list": list(self.rank_list),
+            "rank_count": self.rank_count,
+            "nodes": list(self.nodes),
+            "node_count": self.node_count,
+            "stack": list(self.stack),
+            "index": self.index,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StackGroup:
+        get = data.get
+        return cls(
+            index=as_int(get("index")),
+            kind=GroupKind.read(get("kind")),
+            frame=as_str(get("frame")),
+            rank_list=as_ints(get("rank_list")),
+            signature=as_str(get("signature")),
+            location=as_str(get("location")),
+            nodes=as_strs(get("nodes")),
+            node_count=as_int(get("node_count")),
+            stack=as_strs(get("stack")),
+        )
+
+
+# ------------------------------------------------------------------ what differs
+
+
+@dataclass(frozen=True)
+class DiffValue:
+    """One value of a variable (or of NCCL's choice) and who has it."""
+
+    value: str
+    ranks: str  # compact
+    nodes: tuple[str, ...] = ()  # the first few
+    node_count: int = 0
+    rank_count: int | None = None  # environment differences count their ranks
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": self.value, "ranks": self.ranks}
+        if self.rank_count is not None:
+            out["rank_count"] = self.rank_count
+        out.update(nodes=list(self.nodes), node_count=self.node_count)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DiffValue:
+        get = data.get
+        return cls(
+            value=as_str(get("value")),
+            ranks=as_str(get("ranks")),
+            nodes=as_strs(get("nodes")),
+            node_count=as_int(get("node_count")),
+            rank_count=as_opt_int(get("rank_count")),
+        )
+
+
+@dataclass(frozen=True)
+class EnvDiff:
+    """An NCCL_/TORCH_/CUDA_/GLOO_ variable whose value is not the same on every rank."""
+
+    name: str
+    values: tuple[DiffValue, ...]
+    expected_per_rank: bool = False  # differs per rank by design (CUDA_VISIBLE_DEVICES, ...)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "values": [v.to_json() for v in self.values],
+            "expected_per_rank": self.expected_per_rank,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EnvDiff:
+        return cls(
+            name=as_str(data.get("name")),
+            values=records(DiffValue, data.get("values")),
+            expected_per_rank=data.get("expected_per_rank") is True,
+        )
+
+
+@dataclass(frozen=True)
+class NcclConfigDiff:
+    """A choice NCCL reports (version, net plugin, transport, interfaces) that differs."""
+
+    name: str
+    values: tuple[DiffValue, ...]
+    minority_nodes: tuple[str, ...] = ()
+    minority_ranks: tuple[int, ...] = ()
+    lines: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "values": [v.to_json() for v in self.values],
+            "minority_nodes": list(self.minority_nodes),
+            "minority_ranks": list(self.minority_ranks),
+            "lines": list(self.lines),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NcclConfigDiff:
+        get = data.get
+        return cls(
+            name=as_str(get("name")),
+            values=records(DiffValue, get("values")),
+            minority_nodes=as_strs(get("minority_nodes")),
+            minority_ranks=as_ints(get("minority_ranks")),
+            lines=as_strs(get("lines")),
+        )
+
+
+@dataclass(frozen=True)
+class ShellInitLine:
+    """An NCCL_ setting found in a shell start-up file on a node."""
+
+    node: str
+    path: str
+    line_number: int
+    name: str
+    value: str
+    line: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "path": self.path,
+            "line_number": self.line_number,
+            "name": self.name,
+            "value": self.value,
+            "line": self.line,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ShellInitLine:
+        get = data.get
+        return cls(
+            node=as_str(get("node")),
+            path=as_str(get("path")),
+            line_number=as_int(get("line_number")),
+            name=as_str(get("name")),
+            value=as_str(get("value")),
+            line=as_str(get("line")),
+        )
+
+
+@dataclass(frozen=True)
+class ParseProblem:
+    """A piece of evidence that could not be read, and why."""
+
+    node: str
+    source: str
+    problem: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "source": self.source, "problem": self.problem}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ParseProblem:
+        get = data.get
+        return cls(as_str(get("node")), as_str(get("source")), as_str(get("problem")))
+
+
+# ------------------------------------------------------------------ collectives
+
+
+@dataclass(frozen=True)
+class FrCollective:
+    """The ranks that ran one collective (by signature) at a mismatched sequence id."""
+
+    signature: str
+    op: str
+    rank_list: tuple[int, ...]
+    frame: str = ""
+
+    @property
+    def ranks(self) -> str:
+        return compact_ranks(self.rank_list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signature": self.signature,
+            "op": self.op,
+            "ranks": self.ranks,
+            "rank_list": list(self.rank_list),
+            "frame": self.frame,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FrCollective:
+        get = data.get
+        return cls(
+            signature=as_str(get("signature")),
+            op=as_str(get("op")),
+            rank_list=as_ints(get("rank_list")),
+            frame=as_str(get("frame")),
+        )
+
+
+@dataclass(frozen=True)
+class FrMismatch:
+    """A process group's first collective its members did not all run alike."""
+
+    pg: str
+    seq: int
+    kind: str  # "different_collective" | "missing_ranks"
+    missing_rank_list: tuple[int, ...] = ()
+    collectives: tuple[FrCollective, ...] = ()
+
+    @property
+    def missing_ranks(self) -> str:
+        return compact_ranks(self.missing_rank_list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pg": self.pg,
+            "seq": self.seq,
+            "kind": self.kind,
+            "missing_ranks": self.missing_ranks,
+            "missing_rank_list": list(self.missing_rank_list),
+            "collectives": [c.to_json() for c in self.collectives],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FrMismatch:
+        get = data.get
+        return cls(
+            pg=str(get("pg", "")),
+            seq=as_int(get("seq")),
+            kind=as_str(get("kind")),
+            missing_rank_list=as_ints(get("missing_rank_list")),
+            collectives=records(FrCollective, get("collectives")),
+        )
+
+
+@dataclass(frozen=True)
+class SeqRanks:
+    """The ranks whose last completed sequence id is `seq` (None: none completed)."""
+
+    seq: int | None
+    ranks: str  # compact
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "ranks": self.ranks}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SeqRanks:
+        return cls(as_opt_int(data.get("seq")), as_str(data.get("ranks")))
+
+
+@dataclass(frozen=True)
+class FlightRecorderSummary:
+    """What the ranks' flight-recorder dumps say together."""
+
+    ranks_with_dumps: str  # compact
+    dump_count: int
+    first_mismatch: FrMismatch | None = None
+    last_completed_seq: tuple[SeqRanks, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        first = self.first_mismatch
+        return {
+            "ranks_with_dumps": self.ranks_with_dumps,
+            "dump_count": self.dump_count,
+            "first_mismatch": first.to_json() if first else None,
+            "last_completed_seq": [s.to_json() for s in self.last_completed_seq],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FlightRecorderSummary:
+        get = data.get
+        first = get("first_mismatch")
+        return cls(
+            ranks_with_dumps=as_str(get("ranks_with_dumps")),
+            dump_count=as_int(get("dump_count")),
+            first_mismatch=FrMismatch.from_json(first) if isinstance(first, Mapping) else None,
+            last_completed_seq=records(SeqRanks, get("last_completed_seq")),
+        )
+
+
+@dataclass(frozen=True)
+class StuckCollective:
+    """The collective most watchdog lines report stuck."""
+
+    seq: int | None
+    op: str | None
+    reports: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "op": self.op, "reports": self.reports}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StuckCollective:
+        get = data.get
+        return cls(as_opt_int(get("seq")), as_opt_str(get("op")), as_int(get("reports")))
+
+
+@dataclass(frozen=True)
+class WatchdogSummary:
+    """What the NCCL watchdog lines say: the stuck collective and who lags behind."""
+
+    stuck_collective: StuckCollective | None = None
+    last_completed: tuple[tuple[int, int], ...] = ()  # (rank, last completed work), by rank
+    lagging_ranks: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        stuck = self.stuck_collective
+        return {
+            "stuck_collective": stuck.to_json() if stuck else None,
+            "last_completed": {str(rank): seq for rank, seq in self.last_completed},
+            "lagging_ranks": list(self.lagging_ranks),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WatchdogSummary:
+        get = data.get
+        stuck = get("stuck_collective")
+        completed = []
+        for rank, seq in _mapping(get("last_completed")).items():
+            if str(rank).isdigit() and isinstance(seq, int):
+                completed.append((int(rank), seq))
+        return cls(
+            stuck_collective=StuckCollective.from_json(stuck)
+            if isinstance(stuck, Mapping)
+            else None,
+            last_completed=tuple(sorted(completed)),
+            lagging_ranks=as_ints(get("lagging_ranks")),
+        )

@@ -1,0 +1,102 @@
+"""The diagnosis as small pure rules over Facts, each returning a finding, and one combiner.
+
+Each rule looks at the facts and either concludes (a `Finding`: its class, suspects, strength,
+the lines it rests on and the check that would confirm it) or stays silent (None). Every rule
+runs; `analysis.findings.combine` weighs what they found into the verdict. `RULES` lists them
+in their precedence: proof of progress first, then ranks that provably left, then the
+rendezvous, then disagreements between ranks (B), ranks outside the collective (A), peers
+named by NCCL, and configuration (C) last, when everyone came to the same meeting.
+
+Rules of thumb (docs/domain.md): same stack everywhere + a rank absent -> A; different collectives
+-> B; same collective + all present -> C; progressing with one rank slow -> straggler; no step
+ever completed and ranks in init_process_group -> init.
+"""
+
+from __future__ import annotations
+
+from analysis.facts import Facts
+from analysis.findings import Finding, combine
+from analysis.rules.base import Rule
+from analysis.rules.config import (
+    cpu_side,
+    nccl_config_differs,
+    same_collective,
+    undecided,
+    watchdog_only,
+)
+from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.order import (
+    detail_mismatch,
+    different_call_sites,
+    fr_different_collective,
+    fr_never_reached,
+    lagging,
+    logs_different_collective,
+    outside_collective,
+    peer_named,
+    stacks_different_collective,
+)
+from analysis.rules.progress import moving, no_evidence, straggler
+from analysis.rules.stuck import context
+from analysis.verdict import Verdict
+
+RULES: tuple[Rule, ...] = (
+    no_evidence,
+    straggler,
+    moving,
+    detail_mismatch,
+    departed,
+    init,
+    lost,
+    unreachable,
+    fr_different_collective,
+    logs_different_collective,
+    outside_collective,
+    stacks_different_collective,
+    different_call_sites,
+    fr_never_reached,
+    peer_named,
+    lagging,
+    nccl_config_differs,
+    same_collective,
+    cpu_side,
+    watchdog_only,
+)
+
+
+def findings(facts: Facts, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
+    """What every rule found, in rule order."""
+    return [found for rule in rules if (found := rule(facts)) is not None]
+
+
+def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
+    return combine(findings(facts, rules), undecided(facts), context(facts))
+
+
+__all__ = [
+    "RULES",
+    "Rule",
+    "cpu_side",
+    "decide",
+    "departed",
+    "detail_mismatch",
+    "different_call_sites",
+    "findings",
+    "fr_different_collective",
+    "fr_never_reached",
+    "init",
+    "lagging",
+    "logs_different_collective",
+    "lost",
+    "moving",
+    "nccl_config_differs",
+    "no_evidence",
+    "outside_collective",
+    "peer_named",
+    "same_collective",
+    "stacks_different_collective",
+    "straggler",
+    "undecided",
+    "unreachable",
+    "watchdog_only",
+]

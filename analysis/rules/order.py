@@ -1,0 +1,294 @@
+"""Ranks out of order: different collectives (B), ranks that never reached one, peers named,
+ranks that fell behind (A)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from analysis import quotes
+from analysis.facts import Facts
+from analysis.findings import Finding
+from analysis.groups import disagreements, lagging_in_group
+from analysis.rules.base import step_text
+from analysis.stacks import base_name
+from analysis.verdict import Evidence, capitalised, ranks_text
+
+
+def fr_different_collective(facts: Facts) -> Finding | None:
+    """The flight recorder shows one group's ranks running different collectives: B."""
+    stops = [s for s in facts.group_stops if s.kind == "different_collective"]
+    if not stops:
+        return None
+    first = min(stops, key=lambda s: (s.seq, s.pg)).mismatch
+    collectives = first["collectives"]
+    majority, minority = collectives[0], [r for c in collectives[1:] for r in c["rank_list"]]
+    parts = "; ".join(
+        f"{ranks_text(c['rank_list'])} {'runs' if len(c['rank_list']) == 1 else 'run'} "
+        f"{c['signature']}"
+        for c in collectives[:3]
+    )
+    where = quotes.frame_of(facts, minority, fallback=collectives[1]["frame"])
+    return Finding(
+        "B",
+        0.9,
+        f"Ranks run different collectives at #{first['seq']} of group {first['pg']}: "
+        f"{parts}. {capitalised(ranks_text(minority))} left the others' order "
+        f"(majority: {majority['op']}); look for a rank-dependent branch near {where}.",
+        suspects=tuple(minority),
+        evidence=(quotes.flight_recorder(first), *quotes.stacks(facts, minority, limit=3)),
+        check=(
+            f"The stacks of {ranks_text(minority[:3])} and of one other rank at collective "
+            f"#{first['seq']}: the branch that differs."
+        ),
+        rule="fr_different_collective",
+    )
+
+
+def detail_mismatch(facts: Facts) -> Finding | None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL compared the ranks' fingerprints and found them
+    different: B, even when ranks then exited (the mismatch error is why they exited)."""
+    return _logs_disagree(facts, frozenset({"detail"}), "detail_mismatch")
+
+
+def logs_different_collective(facts: Facts) -> Finding | None:
+    """Watchdog lines: at one group's sequence number, ranks report another op or size than
+    their peers (the classic type B read from `kubectl logs`)."""
+    return _logs_disagree(facts, frozenset({"watchdog", "detail"}), "logs_different_collective")
+
+
+def _logs_disagree(facts: Facts, sources: frozenset[str], rule: str) -> Finding | None:
+    found = disagreements(facts.collectives, sources, frozenset(facts.departures))
+    if not found:
+        return None
+    first = found[0]
+    group = f" of group {first.pg}" if first.pg else ""
+    odd = first.minority or tuple(r for r in first.majority if first.lines)
+    evidence = [Evidence("collective", None, None, line) for line in first.lines]
+    for rank in first.majority[:1] if first.minority else ():
+        evidence += [
+            Evidence("collective", None, rank, r.line) for r in facts.collectives[rank][:1]
+        ]
+    if first.minority:
+        evidence = [Evidence(e.kind, e.node, first.minority[0], e.text) for e in evidence[:1]] + (
+            evidence[1:]
+        )
+        what = (
+            f"{ranks_text(first.minority)} {'runs' if len(first.minority) == 1 else 'run'} "
+            f"{first.minority_op} while {ranks_text(first.majority)} run {first.majority_op}"
+        )
+        where = f" Look for a rank-dependent branch near {quotes.frame_of(facts, first.minority)}."
+    else:
+        what = f"{ranks_text(odd)} disagree ({first.majority_op} vs {first.minority_op})"
+        where = " Nothing tells which side left the order: compare their code paths."
+    return Finding(
+        "B",
+        0.85 if first.minority else 0.7,
+        f"At collective #{first.seq}{group}, {what}: the ranks left the same order.{where}",
+        suspects=first.minority,
+        evidence=tuple(evidence),
+        rule=rule,
+    )
+
+
+def outside_collective(facts: Facts) -> Finding | None:
+    """Some ranks wait in a collective, others are alive elsewhere: A (they did not come)."""
+    if not (facts.outside and facts.in_collective):
+        return None
+    outside, waiting = list(facts.outside), list(facts.in_collective)
+    evidence = quotes.stacks(facts, outside) + quotes.stack(facts, waiting[0])
+    # The flight recorder agrees when the groups stop at these ranks (victims aside).
+    agreeing = [s for s in facts.group_stops if s.culprits and set(s.culprits) <= set(outside)]
+    evidence += [quotes.flight_recorder(s.mismatch) for s in agreeing[:2]]
+    state = facts.ranks[outside[0]]
+    nodes = sorted({facts.rank_node[r] for r in outside})
+    agrees = bool(agreeing)
+    return Finding(
+        "A",
+        0.9 if agrees else 0.8,
+        f"{capitalised(ranks_text(outside))} did not come: alive but stuck outside any "
+        f"collective in {state.innermost_frame}, while {ranks_text(waiting)} wait in "
+        f"{facts.main_op()}{step_text(facts, waiting)}. Look at {', '.join(nodes[:5])}: data "
+        "loading, I/O, locks.",
+        suspects=tuple(outside),
+        evidence=tuple(evidence),
+        check=(
+            f"py-spy dump --pid on {ranks_text(outside[:3])} again in a minute: still in "
+            f"{state.innermost_frame} means it is stuck there, not slow."
+        ),
+        rule="outside_collective",
+    )
+
+
+def stacks_different_collective(facts: Facts) -> Finding | None:
+    mismatch_lines = [f for _, log in facts.snap.logs for f in log.mismatches]
+    if len(facts.ops) < 2 and not mismatch_lines:
+        return None
+    by_op: dict[str, list[int]] = defaultdict(list)
+    for rank in facts.in_collective:
+        by_op[base_name(facts.ranks[rank].frame_name)].append(rank)
+    ordered = sorted(by_op.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    minority = [r for _, ranks in ordered[1:] for r in ranks]
+    evidence = [Evidence("log_error", None, f.rank, f.line) for f in mismatch_lines[:3]]
+    evidence += quotes.stacks(facts, minority, limit=3)
+    if ordered:
+        evidence += quotes.stack(facts, ordered[0][1][0])
+    parts = "; ".join(f"{ranks_text(r)} in {op}" for op, r in ordered[:3])
+    return Finding(
+        "B",
+        0.8 if len(ordered) > 1 else 0.7,
+        f"Ranks are in different collectives: {parts or 'see mismatch report'}. "
+        f"Look for a rank-dependent branch near {quotes.frame_of(facts, minority)}.",
+        suspects=tuple(minority),
+        evidence=tuple(evidence),
+        check=(
+            "The flight recorder of every rank (TORCH_NCCL_TRACE_BUFFER_SIZE): the first "
+            "sequence number at which the ops differ, and which rank issued the odd one."
+        ),
+        rule="stacks_different_collective",
+    )
+
+
+def different_call_sites(facts: Facts) -> Finding | None:
+    if len(facts.signatures) < 2:
+        return None
+    by_sig: dict[str, list[int]] = defaultdict(list)
+    for rank in facts.in_collective:
+        by_sig[facts.ranks[rank].stack_signature].append(rank)
+    ordered = sorted(by_sig.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    minority = [r for _, ranks in ordered[1:] for r in ranks]
+    op = facts.main_op()
+    return Finding(
+        "B",
+        0.55,
+        f"All ranks are in {op} but from different call sites: {ranks_text(minority)} "
+        f"call it elsewhere than {ranks_text(ordered[0][1])}. "
+        "Compare the stacks: a rank-dependent branch?",
+        suspects=tuple(minority),
+        evidence=tuple(quotes.stacks(facts, [ordered[0][1][0], *minority[:3]])),
+        check=(
+            "Compare the full stacks of both groups of ranks: a collective called from two "
+            "places in the code means a rank took another branch."
+        ),
+        rule="different_call_sites",
+    )
+
+
+def fr_never_reached(facts: Facts) -> Finding | None:
+    """The flight recorder: a group's collective some members never entered. Members that
+    wait in another group's collective are victims; the others are where the group stops."""
+    stops = [s for s in facts.group_stops if s.kind == "missing_ranks"]
+    culprits = sorted({r for s in stops for r in s.culprits})
+    if not culprits:
+        return None
+    first = min((s for s in stops if s.culprits), key=lambda s: (s.seq, s.pg))
+    victims = sorted({r for s in stops for r in s.waiting_elsewhere} - set(culprits))
+    victim_text = (
+        f"; {ranks_text(victims)} wait in another group's collective for them (victims)"
+        if victims
+        else ""
+    )
+    op = first.mismatch["collectives"][0]["op"] if first.mismatch["collectives"] else "?"
+    evidence = [quotes.flight_recorder(s.mismatch) for s in stops[:4]]
+    return Finding(
+        "A",
+        0.7,
+        f"{capitalised(ranks_text(culprits))} never reached collective #{first.seq} ({op}) "
+        f"of group {first.pg} that the others entered (flight recorder){victim_text}.",
+        suspects=tuple(culprits),
+        evidence=tuple(evidence + quotes.stacks(facts, culprits, limit=3)),
+        check=(
+            f"py-spy dump of {ranks_text(culprits[:3])}: where they are instead of group "
+            f"{first.pg}'s collective #{first.seq}."
+        ),
+        rule="fr_never_reached",
+    )
+
+
+def peer_named(facts: Facts) -> Finding | None:
+    """A rank's NCCL/gloo error names the peer it lost: the peer is the culprit, not the
+    reporter (a rank reporting a peer's death is its victim)."""
+    blames = [b for b in facts.peer_blames if b.peer_ranks or b.peer_node]
+    if not blames:
+        return None
+    culprits = sorted({r for b in blames for r in b.peer_ranks})
+    nodes = sorted({b.peer_node for b in blames if b.peer_node})
+    reporters = sorted({b.reporter for b in blames if b.reporter is not None} - set(culprits))
+    evidence = [Evidence("nccl_peer", b.node, b.reporter, b.line) for b in blames[:4]]
+    for rank in culprits[:3]:
+        evidence += quotes.log_errors(facts, rank)
+    who = ranks_text(culprits) if culprits else ", ".join(nodes)
+    by = f" by {ranks_text(reporters)}" if reporters else ""
+    return Finding(
+        "A",
+        0.75,
+        f"{capitalised(who)} {'is' if len(culprits) == 1 else 'are'} named as the lost peer{by} "
+        f"({blames[0].reason}){' on ' + ', '.join(nodes[:3]) if nodes and culprits else ''}. "
+        "The reporters are victims; read the peer's log tail and its node's dmesg.",
+        suspects=tuple(culprits),
+        suspect_nodes=tuple(nodes),
+        evidence=tuple(evidence),
+        check=(
+            "The named peer's log tail and its node's dmesg: it died, or its link dropped, "
+            "before the reporters' errors."
+        ),
+        rule="peer_named",
+    )
+
+
+def lagging(facts: Facts) -> Finding | None:
+    """A rank's last completed collective or step is behind its group's: it stopped first."""
+    behind = _lagging(facts)
+    if not behind:
+        return None
+    ranks = sorted(behind)
+    evidence = [Evidence("watchdog", facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]]
+    return Finding(
+        "A",
+        0.6,
+        f"{capitalised(ranks_text(ranks))} fell behind: their last completed collective or step "
+        "is older than the others'; read their log tails.",
+        suspects=tuple(ranks),
+        evidence=tuple(e for e in evidence if e.text),
+        check=(
+            f"The log tails of {ranks_text(ranks[:3])} around their last completed step: what "
+            "they did instead of the next collective."
+        ),
+        rule="lagging",
+    )
+
+
+def _lagging(facts: Facts) -> dict[int, str]:
+    """rank -> a line naming it behind: watchdog positions, desync reports, logged steps."""
+    behind = dict(lagging_in_group(facts.collectives))
+    watchdog = facts.watchdog or {}
+    lines = {r: f.line for _, r, f in facts.snap.watchdog if r is not None}
+    for rank in watchdog.get("lagging_ranks") or []:
+        behind.setdefault(rank, lines.get(rank, ""))
+    for _, log in facts.snap.logs:
+        for fact in log.desync:
+            if fact.rank in log.lagging:
+                behind.setdefault(fact.rank, fact.line)
+    if not facts.snap.has_process_evidence:
+        behind.update({r: t for r, t in _behind_in_logs(facts).items() if r not in behind})
+    return behind
+
+
+def _behind_in_logs(facts: Facts) -> dict[int, str]:
+    """Logs only: a rank whose last step is behind the others', or whose watchdog stayed
+    silent while most ranks' fired (it was not waiting in that collective)."""
+    behind: dict[int, str] = {}
+    steps = {r: s.last_step for r, s in facts.ranks.items() if s.last_step is not None}
+    top = max(steps.values(), default=None)
+    for rank, step in steps.items():
+        if top is not None and step < top:
+            behind[rank] = f"rank {rank}: last step {step}, others reached {top}"
+    reporting = {rank for _, rank, _ in facts.snap.watchdog if rank is not None}
+    stuck = (facts.watchdog or {}).get("stuck_collective") or {}
+    if steps and len(reporting) >= len(steps) / 2:
+        for rank in sorted(set(steps) - reporting):
+            behind.setdefault(
+                rank,
+                f"rank {rank}: no watchdog timeout while {ranks_text(reporting)} timed out in "
+                f"collective #{stuck.get('seq')}; its last step was {steps[rank]}",
+            )
+    return behind

@@ -1,0 +1,122 @@
+"""Stuck signals: the facts that forbid "healthy" whatever the steps say.
+
+A job can log a step a second ago and still hang: the warm-up step before the first real
+collective, a rank gone while the others finish what they started, a group in which one rank
+never issued its collective. "healthy" is a claim of motion *and* of nothing stuck, so the
+combiner (analysis/findings.py) takes it only when this list is empty.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from analysis import quotes
+from analysis.facts import HEALTHY_STEP_MULTIPLE, Facts, job_step_time
+from analysis.findings import Context, StuckSignal
+from analysis.verdict import ranks_text
+
+# The combiner needs to know whether there is any; quoting a few is enough.
+SIGNALS_KEPT = 32
+# A collective some ranks issued and others not yet is what every moving job shows at the
+# moment of a dump; it says "stuck" once it has waited this long with no step time to go by.
+UNMATCHED_WITHOUT_PACE_S = 60.0
+
+
+def context(facts: Facts) -> Context:
+    return Context(
+        stuck=tuple(stuck_signals(facts)),
+        proven_stopped=facts.progress.progressing is False,
+        moving=bool(facts.progress.progressing),
+    )
+
+
+def stuck_signals(facts: Facts) -> list[StuckSignal]:
+    found: list[StuckSignal] = []
+    for source in (_gone, _unmatched, _split, _timeouts, _stopped):
+        found += source(facts)
+        if len(found) >= SIGNALS_KEPT:
+            break
+    return found[:SIGNALS_KEPT]
+
+
+def _gone(facts: Facts) -> list[StuckSignal]:
+    gone = [
+        StuckSignal("gone", r, facts.node_of(r), f"rank {r}: {quotes.why_lost(facts, r)}")
+        for r in facts.missing[:SIGNALS_KEPT]
+    ]
+    return gone + [StuckSignal("gone", None, node, line) for node, line in facts.node_exits]
+
+
+def _unmatched(facts: Facts) -> list[StuckSignal]:
+    """The flight recorder's first unmatched collective of a group, unless it is simply in
+    flight: issued a moment before the dump, or by a dump the job has since left behind."""
+    stops = facts.group_stops[:SIGNALS_KEPT]
+    if not stops:
+        return []
+    issued = _issued_at(facts, {(s.pg, s.seq) for s in stops})
+    pace = job_step_time(facts.snap)
+    return [
+        StuckSignal("unmatched", None, None, quotes.flight_recorder(stop.mismatch).text)
+        for stop in stops
+        if _waited_long(facts, issued.get((stop.pg, stop.seq)), pace)
+    ]
+
+
+def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], datetime]:
+    """(group, sequence number) -> when the first rank issued it."""
+    first: dict[tuple[str, int], int] = {}
+    for dump in facts.snap.dumps:
+        for entry in dump.entries:
+            key = (entry.pg, entry.seq)
+            if key in wanted and entry.time_created_ns:
+                first[key] = min(first.get(key, entry.time_created_ns), entry.time_created_ns)
+    out = {}
+    for key, ns in first.items():
+        try:
+            out[key] = datetime.fromtimestamp(ns / 1e9, UTC)
+        except (OverflowError, OSError, ValueError):
+            continue  # a time no clock gives: no age, counted as waiting
+    return out
+
+
+def _waited_long(facts: Facts, issued: datetime | None, pace: float | None) -> bool:
+    now = facts.snap.collected_at
+    if issued is None or now is None:
+        return True  # nothing tells in flight from stuck: it counts
+    limit = timedelta(seconds=HEALTHY_STEP_MULTIPLE * pace if pace else UNMATCHED_WITHOUT_PACE_S)
+    steps = [s.last_step_at for s in facts.ranks.values() if s.last_step_at is not None]
+    if steps and max(steps) > issued + limit:
+        return False  # the job logged steps well after it: an old dump
+    return now - issued > limit
+
+
+def _split(facts: Facts) -> list[StuckSignal]:
+    if len(facts.ops) >= 2:
+        ops = ", ".join(sorted(facts.ops)[:4])
+        return [StuckSignal("split", None, None, f"ranks wait in different collectives: {ops}")]
+    if len(facts.signatures) >= 2:
+        text = f"ranks wait in {facts.main_op()} from {len(facts.signatures)} call sites"
+        return [StuckSignal("split", None, None, text)]
+    return []
+
+
+def _timeouts(facts: Facts) -> list[StuckSignal]:
+    found = [
+        StuckSignal("timeout", rank, node, fact.line)
+        for node, rank, fact in facts.snap.watchdog[:SIGNALS_KEPT]
+    ]
+    for node, log in facts.snap.logs:
+        for fact in (*log.desync[:2], *log.mismatches[:2]):
+            found.append(StuckSignal("timeout", fact.rank, node, fact.line))
+        if len(found) >= SIGNALS_KEPT:
+            break
+    return found
+
+
+def _stopped(facts: Facts) -> list[StuckSignal]:
+    """A process stopped (T: SIGSTOP, a debugger) cannot attend any collective."""
+    stopped = sorted(r for r, s in facts.ranks.items() if s.process_seen and s.state[:1] == "T")
+    if not stopped:
+        return []
+    text = f"{ranks_text(stopped)} stopped (ps state T)"
+    return [StuckSignal("stopped", r, facts.rank_node.get(r), text) for r in stopped[:8]]

@@ -1,0 +1,48 @@
+"""The block a line sits in, for outputs that name their subject once and its state below.
+
+`scontrol show node` names the node on its first line (`NodeName=gpu-a04 Arch=...`) and its
+state on an indented line further down (`State=DOWN+DRAIN ... Reason=Not responding`);
+`ibstat` and `ibstatus` name the HCA (`CA 'mlx5_10'`, `Infiniband device 'mlx5_11' port 1
+status:`) and give each port's `State: Down` / `state: 1: DOWN` / `Physical state: Disabled`
+below. A block ends at the next line that is not indented and is no header of its own.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NODE_NAME = re.compile(r"NodeName=([\w.\[\],-]{1,255})")
+_HCA = re.compile(r"(?:CA|Infiniband device) '([\w.-]{1,64})'")
+_NODE_BAD = ("state=down", "state=drain", "state=fail", "state=unknown", "+drain", "not_responding")
+_PORT_STATE = re.compile(r"^(?:physical )?state:\s{0,16}(?:\d{1,2}: )?(\w{1,32})")
+_PORT_BAD = frozenset({"down", "disabled", "polling", "init", "armed", "linkerror"})
+
+
+class Blocks:
+    def __init__(self) -> None:
+        self.node: str | None = None  # scontrol's node whose block this is
+        self.hca: str | None = None  # ibstat's device whose ports follow
+
+    def see(self, message: str, indented: bool) -> None:
+        if message.startswith("NodeName="):
+            match = _NODE_NAME.match(message)
+            self.node = match.group(1) if match else None
+            self.hca = None
+            return
+        hca = _HCA.match(message) if "'" in message[:40] else None
+        if hca:
+            self.hca, self.node = hca.group(1), None
+            return
+        if not indented:
+            self.node = self.hca = None
+
+    def kinds(self, low: str, found: set[str]) -> list[tuple[str, int | None, int | None]]:
+        """What the block makes of a line that says nothing by itself."""
+        node_bad = any(bad in low for bad in _NODE_BAD)
+        if self.node is not None and "node_state" not in found and node_bad:
+            return [("node_state", None, None)]
+        if self.hca is not None and "link" not in found:
+            match = _PORT_STATE.match(low)
+            if match and match.group(1) in _PORT_BAD:
+                return [("link", None, None)]
+        return []

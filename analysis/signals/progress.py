@@ -1,0 +1,95 @@
+"""Progress: any counter a training loop prints as it goes, in the forms frameworks print it.
+
+- a named counter: `step=12`, `step: 12`, `Step 12/1000`, `global_step=99.0`, `'global_step':
+  12`, `iteration 12/ 1000` (Megatron), `iter 12`, `steps: 12` (DeepSpeed), `step:  1  loss:`
+  (torchtitan);
+- a progress bar: tqdm's `101/1000 [00:41<06:10,  2.43it/s]` (HF Trainer, Accelerate,
+  torchtune), Lightning's `Epoch 2:  45%|████▌ | 45/100 [00:10<00:12, ...]` (the count as printed:
+  it starts again at 0 each epoch), or `101it [00:41, 2.43it/s]`; a named counter printed on
+  the same line (`global_step=99`) is preferred to the bar;
+- a trainer's metrics dict: HF Trainer's `{'loss': 1.2, 'learning_rate': 5e-05, 'epoch': 0.3}`
+  (no counter of its own: the step is its `'step'` when it has one, else none, and the line
+  still proves the loop ran).
+
+Lines of a job scheduler's "steps" (Slurm job steps) and of NCCL are not training progress.
+Every expression is bounded and searched in the first `HEAD` characters of a message.
+"""
+
+from __future__ import annotations
+
+import re
+
+HEAD = 2000
+
+_COUNTER = re.compile(
+    r"(?<![\w.\-])(global[_ ]step|steps?|iteration|iter)['\"]?\s{0,8}[:=]?\s{0,8}\[?\s{0,8}"
+    r"(\d{1,12})(?:\.0)?(?![\deE%]|\.\d)",
+    re.IGNORECASE,
+)
+_BAR = re.compile(r"(?<![\d/])(\d{1,12})/(\d{1,12}) \[(?:\d{1,4}:)?\d\d:\d\d(?:<|, )")
+_BAR_NO_TOTAL = re.compile(r"(?<![\d/])(\d{1,12})it \[(?:\d{1,4}:)?\d\d:\d\d, ")
+_AFTER = re.compile(r"\(after (\d{1,12}) iterations?\)")
+_DICT_STEP = re.compile(r"'(?:global_)?step': (\d{1,12})\b")
+_BRACKETS = re.compile(r"\[(\d{1,12})/(\d{1,12})\]")
+_NOT_TRAINING = (
+    "srun",
+    "slurmstepd",
+    "StepId",
+    "job step",
+    "NCCL",
+    "step creation",
+    "stepd",
+    "*** STEP",
+    "CANCELLED AT",
+    "JobId",
+)
+
+
+def progress(message: str) -> tuple[bool, int | None]:
+    """(is this a progress line, the counter's value or None)."""
+    head = message[:HEAD]
+    if "{'loss'" in head or "{'train_loss'" in head or "{'eval_loss'" in head:
+        step = _DICT_STEP.search(head)
+        return True, int(step.group(1)) if step else None
+    named = _named(head)
+    if named is not None:
+        return True, named  # a named counter beats a bar printed on the same line
+    bar = _bar(head)
+    if bar is not None:
+        return True, bar
+    if "poch" in head and "/" in head:
+        bracketed = _BRACKETS.search(head)
+        if bracketed:  # `Epoch: [0][511/1736]  Loss 0.5117` (torchvision's reference scripts)
+            return True, int(bracketed.group(1))
+    return False, None
+
+
+def _named(head: str) -> int | None:
+    lowered = head.lower()
+    if "step" not in lowered and "iter" not in lowered:
+        return None
+    for word in _NOT_TRAINING:
+        if word in head:
+            return None
+    after = _AFTER.search(head) if "(after " in head else None
+    if after:
+        return int(after.group(1))  # Megatron's memory report: "(after 1 iterations)"
+    best: tuple[int, int] | None = None  # (rank of the word, value)
+    for count, match in enumerate(_COUNTER.finditer(head)):
+        word = match.group(1).lower()
+        order = 0 if word.startswith("global") else 1
+        if best is None or order < best[0]:
+            best = (order, int(match.group(2)))
+        if count >= 8:
+            break
+    return best[1] if best else None
+
+
+def _bar(head: str) -> int | None:
+    if "[" not in head or ("/" not in head and "it [" not in head):
+        return None
+    match = _BAR.search(head)
+    if match:
+        return int(match.group(1))  # as printed: a per-epoch bar starts again at 0
+    match = _BAR_NO_TOTAL.search(head)
+    return int(match.group(1)) if match else None

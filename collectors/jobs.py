@@ -1,0 +1,65 @@
+"""Snapshots of a scheduler's job: the nodes it names registered, then exactly those visited.
+
+`job_snapshot_create` takes the plan a worker read from the scheduler
+(`scheduler.JobSnapshotPlan.to_json()`) and, in one transaction, registers or updates the
+job's nodes under the cluster, keeps the job on the incident (head and timeline), and creates
+the snapshot of those nodes with Slurm's evidence attached. Like services.py it queues
+nothing; tasks.py does.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from clusters.services import job_nodes_register
+from incidents.models import EventKind, Incident
+from incidents.services import timeline_event_record
+
+from .scheduler import JobRefused
+from .services import SnapshotCreated, snapshot_create
+
+
+def job_line(job: dict) -> str:
+    """`Slurm job 4417203 (pretrain, alice, partition gpu): RUNNING 2:01:13 of 1-00:00:00,
+    2 nodes gpu[001-002]`"""
+    who = ", ".join(
+        x for x in (job.get("name"), job.get("user"), job.get("partition") and
+                    f"partition {job['partition']}") if x
+    )  # fmt: skip
+    limit = f" of {job['time_limit']}" if job.get("time_limit") else ""
+    return (
+        f"Slurm job {job.get('id')}" + (f" ({who})" if who else "")
+        + f": {job.get('state')} {job.get('elapsed', '')}{limit}, "
+        f"{job.get('nodes')} nodes {job.get('node_list', '')}"
+    )  # fmt: skip
+
+
+def job_snapshot_create(
+    *, incident: Incident, plan: dict, by: AbstractBaseUser | None = None, source: str = ""
+) -> SnapshotCreated:
+    scheduler = plan["scheduler"]
+    job = scheduler["job"]
+    with transaction.atomic():
+        try:
+            nodes = job_nodes_register(cluster=incident.cluster, nodes=plan["nodes"])
+        except ValidationError as exc:
+            raise JobRefused(f"Slurm job {job['id']}: a node cannot be registered: {exc}") from exc
+        changed = incident.scheduler_job_info != job
+        Incident.objects.filter(pk=incident.pk).update(
+            scheduler_job=job["id"], scheduler_job_info=job
+        )
+        incident.scheduler_job, incident.scheduler_job_info = job["id"], job
+        if changed:
+            timeline_event_record(
+                incident=incident,
+                kind=EventKind.SYSTEM,
+                summary=job_line(job),
+                author=by,
+                source=source or "slurm",
+                details={"slurm_job": job},
+            )
+        return snapshot_create(
+            incident=incident, by=by, source=source, nodes=nodes, scheduler=scheduler
+        )
