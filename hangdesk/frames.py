@@ -30,8 +30,10 @@ PROBE_PATH = Path(__file__).with_name("probe.sh")
 # --- the probe script --------------------------------------------------------------------
 
 
-def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
+def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: int = 0) -> bytes:
     """The full script for `sh -s`: shell-quoted settings, then the constant probe.
+    `skip_pid`: a process of the caller's own that the pattern may match but is no training
+    process (`hangdesk collect` itself).
 
     Also usable with plain OpenSSH: `ssh node 'sh -s' < script` (see bench/).
     """
@@ -48,6 +50,7 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
         "HD_MAX_PROCS": str(int(plan.max_processes)),
         "HD_MAX_FILES": str(int(plan.max_files)),
         "HD_NONCE": nonce,
+        "HD_SKIP_PID": str(int(skip_pid)) if skip_pid > 0 else "",
     }
     preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())
     return preamble.encode() + PROBE_PATH.read_bytes()

@@ -26,6 +26,8 @@
 [ -n "${HD_MAX_PROCS+x}" ] || HD_MAX_PROCS=128
 [ -n "${HD_MAX_FILES+x}" ] || HD_MAX_FILES=256
 [ -n "${HD_NONCE+x}" ] || HD_NONCE=standalone
+# A process of the caller's that is no training process (`hangdesk collect` itself), or empty.
+[ -n "${HD_SKIP_PID+x}" ] || HD_SKIP_PID=
 
 # --- plumbing ------------------------------------------------------------------------------
 
@@ -159,12 +161,13 @@ hd_processes() {
 	ps -eo pid,ppid,stat,etimes,args >"$_w.all" 2>"$_w.err" ||
 		hd_error ps "$(head -c 2000 "$_w.err")"
 	# Match the command line only (fields 5..), never the probe or its children.
-	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v max="$HD_MAX_PROCS" '
+	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v skip="$HD_SKIP_PID" \
+		-v max="$HD_MAX_PROCS" '
 		NR == 1 { print; next }
 		{
 			args = $0
 			sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +[0-9]+ /, "", args)
-			if ($1 == self || $2 == self || $1 == parent) next
+			if ($1 == self || $2 == self || $1 == parent || $1 == skip) next
 			if (args ~ ENVIRON["HD_PATTERN"] && ++n <= max) print
 		}' "$_w.all" >"$_w" 2>"$_w.err" ||
 		hd_error ps "process_pattern: $(head -c 2000 "$_w.err")"
