@@ -25,6 +25,7 @@ from analysis.rules.config import (
     watchdog_only,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.order import (
     detail_mismatch,
     different_call_sites,
@@ -64,6 +65,8 @@ RULES: tuple[Rule, ...] = (
     same_collective,
     fr_all_waiting,
     cpu_side,
+    gpu_split,
+    gpu_cpu_side,
     watchdog_only,
 )
 
@@ -90,6 +93,8 @@ __all__ = [
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
+    "gpu_cpu_side",
+    "gpu_split",
     "init",
     "lagging",
     "logs_different_collective",
