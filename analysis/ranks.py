@@ -37,6 +37,7 @@ from analysis.parsers.nccl import (
 from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
+from analysis.parsers.pyspy_samples import WindowSample, parse_samples
 from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
 from analysis.signals import LineSource, Signal
 from analysis.signals.place import host_map, kernel_signals, placed, snapshot_signals
@@ -85,6 +86,7 @@ class RankState:
     started_at: datetime | None = None  # when the process started (ps etimes)
     stopped_by_launcher: bool = False  # the launcher killed it after another rank failed
     exited_at: datetime | None = None  # when the launcher says it failed
+    window: WindowSample | None = None  # py-spy's sampling window: how much of it it waited
 
 
 @dataclass
@@ -388,6 +390,10 @@ def _shell(node, node_ev, problem) -> list[ShellInitSetting]:
 
 
 def _apply_stack(node_ev: NodeEvidence, pid: int, state: RankState, problem) -> None:
+    if pid in node_ev.pyspy_samples:
+        state.window, sample_problems = parse_samples(node_ev.pyspy_samples[pid], pid)
+        for text in sample_problems:
+            problem(node_ev.node, f"py-spy samples {pid}", text)
     raw = node_ev.pyspy.get(pid)
     if raw is None:
         state.stack_error = node_ev.pyspy_errors.get(pid, "no py-spy dump")

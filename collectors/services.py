@@ -89,8 +89,10 @@ def snapshot_create(
             f"Cluster {cluster.name} finds its nodes through {cluster.get_source_display()}: "
             "a snapshot starts from the job (its id on the incident)."
         )
-    nodes = sorted(nodes, key=lambda n: n.name) if nodes is not None else None
-    nodes = nodes if nodes is not None else list(cluster.nodes.order_by("name"))
+    if nodes is None:
+        nodes = list(cluster.nodes.order_by("name"))
+    else:
+        nodes = sorted(nodes, key=lambda n: n.name)
     if not nodes:
         raise SnapshotRefused(f"Cluster {cluster.name} has no nodes: add them on its page first.")
     try:

@@ -49,6 +49,11 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: i
         "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),
         "HD_MAX_PROCS": str(int(plan.max_processes)),
         "HD_MAX_FILES": str(int(plan.max_files)),
+        # The window fits in one command's time limit, with a second for py-spy to start.
+        "HD_SAMPLE_S": str(
+            max(0, min(int(plan.sample_seconds), math.ceil(plan.command_timeout_s) - 1))
+        ),
+        "HD_SAMPLE_RATE": str(int(plan.sample_rate)),
         "HD_NONCE": nonce,
         "HD_SKIP_PID": str(int(skip_pid)) if skip_pid > 0 else "",
         "HD_GPU_MS": str(int(plan.gpu_sample_ms)),

@@ -22,10 +22,10 @@ from analysis.rules.config import (
     nccl_config_differs,
     same_collective,
     undecided,
-    watchdog_only,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
 from analysis.rules.gpu import gpu_cpu_side, gpu_split
+from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
     different_call_sites,
@@ -39,7 +39,8 @@ from analysis.rules.order import (
     peer_named,
     stacks_different_collective,
 )
-from analysis.rules.progress import moving, no_evidence, straggler
+from analysis.rules.progress import moving, no_evidence
+from analysis.rules.straggler import straggler
 from analysis.rules.stuck import context
 from analysis.verdict import Verdict
 
@@ -67,7 +68,7 @@ RULES: tuple[Rule, ...] = (
     cpu_side,
     gpu_split,
     gpu_cpu_side,
-    watchdog_only,
+    likeliest,
 )
 
 
@@ -97,6 +98,7 @@ __all__ = [
     "gpu_split",
     "init",
     "lagging",
+    "likeliest",
     "logs_different_collective",
     "lost",
     "moving",
@@ -109,5 +111,4 @@ __all__ = [
     "straggler",
     "undecided",
     "unreachable",
-    "watchdog_only",
 ]
