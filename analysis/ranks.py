@@ -36,7 +36,11 @@ from analysis.parsers.nccl import (
 from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
+from analysis.parsers.pyspy_samples import WindowSample, parse_samples
 from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
+from analysis.signals import LineSource, Signal
+from analysis.signals.place import host_map, kernel_signals, placed, snapshot_signals
+from analysis.signals.summary import SignalFacts
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 # Where ranks meet at start-up: a rank with another value never joins the others.
@@ -81,6 +85,7 @@ class RankState:
     started_at: datetime | None = None  # when the process started (ps etimes)
     stopped_by_launcher: bool = False  # the launcher killed it after another rank failed
     exited_at: datetime | None = None  # when the launcher says it failed
+    window: WindowSample | None = None  # py-spy's sampling window: how much of it it waited
 
 
 @dataclass
@@ -128,6 +133,12 @@ class ParsedSnapshot:
     comm_inits: list[tuple[str, CommInitFact]] = field(default_factory=list)
     # The first stamped line of each log collected whole (the job's start when ps has none).
     log_starts: list[datetime] = field(default_factory=list)
+    # What the line reader (analysis.signals) found, summed per rank and node: when each
+    # rank's log last moved, its first failure, the peers it reports; NCCL RAS per node.
+    signals: SignalFacts = field(default_factory=SignalFacts)
+    # Every signal placed so far, and each node's ncclras output, until `signals` is built.
+    raw_signals: list[Signal] = field(default_factory=list)
+    ras_outputs: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -163,6 +174,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
     def problem(node: str, source: str, text: str) -> None:
         parsed.problems.append({"node": node, "source": source, "problem": text})
 
+    hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
     for node_ev in sorted(evidence.nodes, key=lambda n: n.node):
         facts = _parse_node(node_ev, parsed.ranks, parsed.env, world_sizes, problem)
         parsed.nodes[node_ev.node] = facts
@@ -171,9 +183,11 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             for rank in facts.rank_pids.values()
             if parsed.ranks[rank].local_rank is not None
         }
+        when = node_ev.collected_at or evidence.collected_at
         cut = set(node_ev.truncated)
         for path in sorted(node_ev.logs):
-            log = parse_log(path, node_ev.logs[path])
+            source = LineSource(path, node_ev.node, facts.rank_pids, hosts, when, single_node=False)
+            log = parse_log(path, node_ev.logs[path], source)
             parsed.logs.append((node_ev.node, log))
             if log.file_rank is not None and node_ev.logs[path].strip():
                 parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
@@ -193,6 +207,10 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
                 parsed.dumps.append(dump)
         for name in node_ev.truncated:
             problem(node_ev.node, name, "cut at the size cap: its head is missing")
+        kernel = LineSource("dmesg.txt", node_ev.node, facts.rank_pids, hosts, when)
+        parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, facts.rank_pids, kernel)
+        if node_ev.ncclras:
+            parsed.ras_outputs.append((node_ev.node, node_ev.ncclras))
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
@@ -203,6 +221,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             state.world_size = expected
     parsed.expected_world_size = expected
     parsed.has_process_evidence = any(f.has_process_evidence for f in parsed.nodes.values())
+    parsed.signals = snapshot_signals(parsed, expected)
+    parsed.mentioned.update(parsed.signals.by_rank)
     return parsed
 
 
@@ -239,6 +259,24 @@ def _latest(values) -> datetime | None:
     return max(present) if present else None
 
 
+# srun's own numbering of its tasks, in every task's environment.
+SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})
+
+
+def _slurm_task_rank(variables: dict[str, str], *, use: bool) -> None:
+    """A job started by `srun` with one task per rank whose script takes its rank from
+    SLURM_PROCID (setting RANK in os.environ, which /proc/PID/environ never shows): the task
+    id is the rank, SLURM_LOCALID the local rank, SLURM_NTASKS the world size. Only on a node
+    where no process has RANK: under `srun torchrun` the launcher's SLURM_PROCID is the node's
+    index, and its children carry RANK. Slurm's variables are dropped either way (they differ
+    between ranks by design: no environment difference)."""
+    task = {name: variables.pop(name) for name in SLURM_TASK_VARIABLES if name in variables}
+    if use and "SLURM_PROCID" in task:
+        variables["RANK"] = task["SLURM_PROCID"]
+        variables.setdefault("LOCAL_RANK", task.get("SLURM_LOCALID", ""))
+        variables.setdefault("WORLD_SIZE", task.get("SLURM_NTASKS", ""))
+
+
 def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> NodeFacts:
     node = node_ev.node
     if not node_ev.status.gathered:
@@ -251,11 +289,16 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
     by_pid: dict[int, PsRow] = {row.pid: row for row in ps_rows}
     rank_pids: dict[int, int] = {}
     # Only what the analysis reads: RANK and its kin, the rendezvous and the comms settings.
-    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"}
+    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"} | SLURM_TASK_VARIABLES
+    parsed = {}
     for pid in sorted(node_ev.environ):
         variables, env_problems = parse_environ_subset(node_ev.environ[pid], wanted, COMMS_PREFIXES)
         for text in env_problems:
             problem(node, f"environ {pid}", text)
+        parsed[pid] = variables
+    slurm_tasks = not any("RANK" in variables for variables in parsed.values())
+    for pid, variables in parsed.items():
+        _slurm_task_rank(variables, use=slurm_tasks)
         rank = int_or_none(variables.pop("RANK", None))
         if rank is None:
             continue  # a launcher or helper process, not a rank
@@ -343,6 +386,10 @@ def _shell(node, node_ev, problem) -> list[ShellInitSetting]:
 
 
 def _apply_stack(node_ev: NodeEvidence, pid: int, state: RankState, problem) -> None:
+    if pid in node_ev.pyspy_samples:
+        state.window, sample_problems = parse_samples(node_ev.pyspy_samples[pid], pid)
+        for text in sample_problems:
+            problem(node_ev.node, f"py-spy samples {pid}", text)
     raw = node_ev.pyspy.get(pid)
     if raw is None:
         state.stack_error = node_ev.pyspy_errors.get(pid, "no py-spy dump")
@@ -384,6 +431,7 @@ def _apply_log(
         return local_to_global.get(local, local if single_node else None)
 
     _apply_steps(node, log, resolve, parsed.ranks, problem)
+    parsed.raw_signals += placed(log.signals, resolve, log.pid_ranks)
     for exit_fact in log.exits:
         if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks, log.pid_ranks):
             parsed.unplaced_exits.append((node, exit_fact))

@@ -93,10 +93,14 @@ def progress(snapshot: Snapshot) -> dict:
     collections = snapshot.collections.order_by("status", "node_name")
     if counts["total"] > LIST_ALL_NODES_UP_TO:
         collections = collections.exclude(status=NodeStatus.OK)
+    percent = round(100 * finished / counts["total"]) if counts["total"] else 100
+    if snapshot.waits_for_uploads:  # a push snapshot: the nodes that sent, of those expected
+        expected = snapshot.expected_nodes
+        percent = min(100, round(100 * counts["total"] / expected)) if expected else 0
     return {
         "snapshot": snapshot,
         "counts": counts,
-        "percent": round(100 * finished / counts["total"]) if counts["total"] else 100,
+        "percent": percent,
         "collections": list(collections),
         "ok_hidden": counts["total"] > LIST_ALL_NODES_UP_TO and counts["ok"],
     }

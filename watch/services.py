@@ -627,15 +627,15 @@ def _verdict(raised: WatchRaise) -> dict | None:
         if snapshot_id is None:
             continue
         snapshot = Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.DONE).first()
-        if snapshot and snapshot.diagnosis:
-            d = snapshot.diagnosis
+        d = snapshot.read_diagnosis() if snapshot else None
+        if d is not None:
             return {
                 "snapshot": snapshot.pk,
-                "classification": d.get("classification"),
-                "summary": d.get("summary", ""),
-                "suspect_ranks": list(d.get("suspect_ranks") or [])[:64],
-                "suspect_nodes": list(d.get("suspect_nodes") or [])[:16],
-                "missing_ranks": list(d.get("missing_ranks") or [])[:64],
+                "classification": d.classification,
+                "summary": d.summary,
+                "suspect_ranks": list(d.suspect_ranks[:64]),
+                "suspect_nodes": list(d.suspect_nodes[:16]),
+                "missing_ranks": list(d.missing_ranks[:64]),
             }
     return None
 

@@ -99,7 +99,7 @@ def looks_like_ras(text: str) -> bool:
         or "Missing communicator data" in head
         or "considered dead (unreachable via the RAS network)" in head
         or "ranks have launched up to operation" in head
-        or _COMM_MARK.search(head) is not None
+        or ("#" in head and ") " in head and _COMM_MARK.search(head) is not None)
     )
 
 

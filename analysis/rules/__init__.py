@@ -22,9 +22,9 @@ from analysis.rules.config import (
     nccl_config_differs,
     same_collective,
     undecided,
-    watchdog_only,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
     different_call_sites,
@@ -38,7 +38,8 @@ from analysis.rules.order import (
     peer_named,
     stacks_different_collective,
 )
-from analysis.rules.progress import moving, no_evidence, straggler
+from analysis.rules.progress import moving, no_evidence
+from analysis.rules.straggler import straggler
 from analysis.rules.stuck import context
 from analysis.verdict import Verdict
 
@@ -64,7 +65,7 @@ RULES: tuple[Rule, ...] = (
     same_collective,
     fr_all_waiting,
     cpu_side,
-    watchdog_only,
+    likeliest,
 )
 
 
@@ -92,6 +93,7 @@ __all__ = [
     "fr_never_reached",
     "init",
     "lagging",
+    "likeliest",
     "logs_different_collective",
     "lost",
     "moving",
@@ -104,5 +106,4 @@ __all__ = [
     "straggler",
     "undecided",
     "unreachable",
-    "watchdog_only",
 ]

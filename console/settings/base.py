@@ -324,6 +324,9 @@ CELERY_BEAT_SCHEDULE["watch-dispatch"] = {
     "task": "watch.tasks.watch_dispatch",
     "schedule": WATCH_PERIOD_S,
 }
+# Push clusters (collectors/push.py): a snapshot waits this long for its nodes' bundles; its
+# upload tokens expire then, and the sweep analyses what arrived.
+PUSH_WAIT_S = env_seconds("HANGDESK_PUSH_WAIT_S", 1800.0)
 # A worker not seen for this long is reported as down on every page.
 WORKER_STALE_AFTER_SECONDS = 120
 # /metrics (console/metrics.py): scrapers from these networks, or any sending this bearer token.

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import analysis
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
@@ -118,6 +119,22 @@ class TestHealthy:
 
     def test_the_console_concludes_what_the_lab_expects(self, lab):
         _assert_console_concludes(lab)
+
+    def test_two_looks_at_dumps_alone_name_no_straggler(self, lab):
+        # Issue 17's false alarm: over SSH, the second snapshot called rank 0 a straggler
+        # (outside the collective in both dumps while every step kept its usual time). Dumps
+        # are moments; without the sampling window the verdict stays healthy.
+        for _ in range(2):
+            diagnosis = lab.diagnose(sample_seconds=0)
+            assert diagnosis["classification"] == "healthy", diagnosis["summary"]
+            assert diagnosis["suspect_ranks"] == []
+
+    def test_the_sampling_window_names_no_straggler_either(self, lab):
+        evidence = lab.collect()
+        windows = [w for node in evidence.nodes for w in node.pyspy_samples.values()]
+        assert len(windows) == lab.expected["world_size"]
+        diagnosis = analysis.diagnose(evidence).to_json()
+        assert diagnosis["classification"] != "straggler", diagnosis["summary"]
 
 
 class TestRankExit:
