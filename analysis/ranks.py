@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence
+from analysis.gpushape import GpuSeries, node_series
 from analysis.jobtime import first_stamp
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
@@ -102,6 +103,8 @@ class NodeFacts:
     gpus: GpuFacts
     shell_init: list[ShellInitSetting]
     rank_pids: dict[int, int]  # pid -> rank, for live rank processes
+    # Its GPUs over time: DCGM's hour, else the probe's few seconds (analysis/gpushape.py).
+    gpu_series: list[GpuSeries] = field(default_factory=list)
 
 
 @dataclass
@@ -348,6 +351,7 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         gpus=gpus,
         shell_init=_shell(node, node_ev, problem),
         rank_pids=rank_pids,
+        gpu_series=node_series(node, node_ev.system),
     )
 
 

@@ -24,6 +24,7 @@ from analysis.rules.config import (
     undecided,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
@@ -65,6 +66,8 @@ RULES: tuple[Rule, ...] = (
     same_collective,
     fr_all_waiting,
     cpu_side,
+    gpu_split,
+    gpu_cpu_side,
     likeliest,
 )
 
@@ -91,6 +94,8 @@ __all__ = [
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
+    "gpu_cpu_side",
+    "gpu_split",
     "init",
     "lagging",
     "likeliest",
