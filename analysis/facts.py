@@ -17,6 +17,7 @@ from analysis import jobtime
 from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
 from analysis.departures import Departure, departures_of
 from analysis.envdiff import env_diffs, shell_init_findings
+from analysis.gpushape import GpuSeries, RankGpuHint, join
 from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
 from analysis.progress import Progress, progress_of
@@ -68,6 +69,8 @@ class Facts:
     job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
+    # rank -> its GPU's series and how it was joined (pid, CUDA_VISIBLE_DEVICES, LOCAL_RANK).
+    gpu: dict[int, tuple[GpuSeries, str]] = field(default_factory=dict)
     # The flight-recorder dumps read together: groups, stops, culprits and victims.
     fr: FlightRecorderReading | None = None
 
@@ -165,7 +168,31 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
         signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
         fr=fr,
+        gpu=_gpu_by_rank(snap),
     )
+
+
+def _gpu_by_rank(snap: ParsedSnapshot) -> dict[int, tuple[GpuSeries, str]]:
+    series = [one for node in snap.nodes.values() for one in node.gpu_series]
+    if not series:
+        return {}
+    pid_gpu = {
+        (name, process.pid): process.gpu
+        for name, node in snap.nodes.items()
+        for process in node.gpus.processes
+    }
+    hints = [
+        RankGpuHint(
+            rank=rank,
+            node=state.node,
+            pid_gpu=pid_gpu.get((state.node, state.pid)),
+            visible=snap.env.get(rank, {}).get("CUDA_VISIBLE_DEVICES", ""),
+            local_rank=state.local_rank,
+        )
+        for rank, state in snap.ranks.items()
+        if state.process_seen
+    ]
+    return join(series, hints)
 
 
 # ------------------------------------------------------------------ observed / missing

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from analysis.evidence import EvidenceStatus
+from analysis.gpushape import GpuSeries
 from analysis.parsers.dmesg import KernelFacts
 from analysis.parsers.flight_recorder import FrDump
 from analysis.parsers.logs import ExitFact, LogFacts, WatchdogFact
@@ -78,6 +79,8 @@ class NodeFacts:
     gpus: GpuFacts
     shell_init: list[ShellInitSetting]
     rank_pids: dict[int, int]  # pid -> rank, for live rank processes
+    # Its GPUs over time: DCGM's hour, else the probe's few seconds (analysis/gpushape.py).
+    gpu_series: list[GpuSeries] = field(default_factory=list)
 
 
 @dataclass

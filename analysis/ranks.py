@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.gpushape import node_series
 from analysis.jobtime import first_stamp
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
@@ -256,6 +257,7 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
         gpus=gpus,
         shell_init=_shell(node, node_ev, problem),
         rank_pids=rank_pids,
+        gpu_series=node_series(node, node_ev.system),
     )
 
 

@@ -25,6 +25,7 @@ from analysis.rules.config import (
 )
 from analysis.rules.departures import departed, init, lost, unreachable
 from analysis.rules.failures import failed_first, gpu_fault, node_failure, process_state, ras_named
+from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
@@ -71,6 +72,8 @@ RULES: tuple[Rule, ...] = (
     same_collective,
     fr_all_waiting,
     cpu_side,
+    gpu_split,
+    gpu_cpu_side,
     likeliest,
 )
 
@@ -98,7 +101,9 @@ __all__ = [
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
+    "gpu_cpu_side",
     "gpu_fault",
+    "gpu_split",
     "init",
     "lagging",
     "likeliest",

@@ -124,7 +124,7 @@ def exits(message: str, low: str) -> list[Found]:
         found.append(("exit", -15, None))  # srun's "tasks 0-57: Terminated" (SIGTERM)
     if not found and ("cancelled at" in low or ("*** " in low and " due to " in low)):
         found.append(_cancelled(low))
-    if not found and any(word in low for word in _DIED):
+    if not found and (any(word in low for word in _DIED) or "non-zero exit" in low):
         found.append(("exit", None, None))
     return found
 
@@ -160,6 +160,9 @@ def _killed_word(message: str) -> bool:
 
 _GPU_OOM = (
     "cuda out of memory",
+    "cuda failure 'out of memory'",
+    "failed to cuda calloc",
+    "failed to cuda malloc",
     "outofmemoryerror",
     "cuda error: out of memory",
     "cudaerrormemoryallocation",
@@ -217,6 +220,8 @@ def xid(message: str, low: str) -> list[Found]:
 # --- fatal errors ----------------------------------------------------------------------------
 
 _FATAL = (
+    "cuda failure",
+    "taking the entire process down",
     "fatal python error",
     "terminate called",
     "aborted (core",
@@ -243,10 +248,16 @@ _FATAL = (
 )
 
 
+# glog's severity letter: F(atal) is the line before the process aborts itself.
+_GLOG_FATAL = re.compile(r"\[F(?:\d{3,4})? |F\d{4} \d\d:\d\d")
+
+
 def fatal(message: str, low: str) -> list[Found]:
     for stem in _FATAL:
         if stem in low:
             return [("fatal", None, None)]
+    if _GLOG_FATAL.match(message):
+        return [("fatal", None, None)]
     return []
 
 
@@ -273,11 +284,17 @@ _TIMEOUT = (
     "timeout of ",
     "failed to pass monitoredbarrier",
     "detected by watchdog",
+    "watchdog got stuck",
     "collective timeout",
     "watchdog caught",
     "watchdog timeout",
 )
 _CONNECTION = (
+    "recv failed",
+    "send failed",
+    "could not receive",
+    "could not send",
+    "(!closed) failed",
     "connection closed",
     "connection refused",
     "connection reset",
@@ -388,6 +405,8 @@ _INIT = (
     "proxy service",
     "proxy connect",
     "operation connect",
+    "operation=connect",
+    "proxy call to rank",
 )
 # NCCL's error unwinding (`NCCL INFO init.cc:1089 -> 3`): through the set-up code, set-up failed.
 _UNWIND = re.compile(r"\b(?:init|bootstrap|proxy|transport|group)\.cc:\d{1,6} -> ([1-9]\d{0,2})\b")
@@ -610,6 +629,8 @@ _CHECKPOINT_BEGINS = (
     "retrieving",
     "gathering",
     "consolidating",
+    "checkpoint request",
+    "async checkpoint",
 )
 _CHECKPOINT_DONE = ("saved", "finished", "completed", "done", "success", "load", "resum", "restor")
 
@@ -624,7 +645,7 @@ def checkpoint(message: str, low: str) -> list[Found]:
     return [("checkpoint", None, None)]
 
 
-_CONFIG_WORDS = (" using ", "no device found", "plugin", "nccl version")
+_CONFIG_WORDS = (" using ", "no device found", "plugin", "nccl version", " via ")
 
 
 def nccl_config(message: str, low: str) -> list[Found]:
@@ -637,33 +658,23 @@ def nccl_config(message: str, low: str) -> list[Found]:
     return []
 
 
+_CONNECTION_STEMS = ("conn", "pipe", "peer", "unreachable", "route", "eof", "got 0 bytes", "econn")
+_CONNECTION_STEMS += ("recv failed", "send failed", "could not receive", "could not send")
+_CONNECTION_STEMS += ("closed)", "remote pro")
 _TABLE_STEMS = ("notready", "unknown", "down", "drain", "fail", "evicted", "preempted", "error")
 _TABLE_STEMS += ("crashloopbackoff", "oomkilled")
 _DESYNC_STEMS = ("] finished collective", "] joined but", "lagging ranks", "missing ranks:")
 _DESYNC_STEMS += (*_STALLED, "send/recv from rank")
 _EXIT_STEMS = ("exit", "sig", "killed", "segm", "segfault", "return code", "terminated", "died")
-_EXIT_STEMS += ("has failed.", "cancelled at", " due to ", *_DIED)
+_EXIT_STEMS += ("has failed.", "cancelled at", " due to ", "non-zero", *_DIED)
 # (stems that must be present, reader), in the order their kinds are reported.
 READERS = (
     (("xid", "fallen off the bus"), xid),
-    (("memory", "oom", "killed process", "cpuallocator"), memory),
+    (("memory", "oom", "killed process", "cpuallocator", "calloc", "malloc"), memory),
     (_EXIT_STEMS, exits),
-    (_FATAL, fatal),
+    ((*_FATAL, "[f"), fatal),
     (("tim", "deadline", "monitoredbarrier", "watchdog"), timeouts),
-    (
-        (
-            "conn",
-            "pipe",
-            "peer",
-            "unreachable",
-            "route",
-            "eof",
-            "got 0 bytes",
-            "econn",
-            "remote pro",
-        ),
-        connections,
-    ),
+    (_CONNECTION_STEMS, connections),
     (_RENDEZVOUS, rendezvous),
     (("nccl",), communicator_init),
     (_DESYNC_STEMS, desync),
@@ -809,6 +820,15 @@ TRIGGERS = (
     "missing ranks",
     "lagging",
     "subset of",
+    "non-zero",
+    "could not",
+    "calloc",
+    "malloc",
+    "cuda",
+    "[f",
+    "stuck",
+    "entire process",
+    "closed",
     "traceback",  # a traceback's frames and quoted source must be seen to be skipped
     'file "',
 )

@@ -102,6 +102,8 @@ class SignalReader:
         self.pending: list[Signal] = []
         self.blocks = Blocks()
         self.previous_line: str | None = None  # a quiet line, read again if indented ones follow
+        self.held: str | None = None  # a line that may go on in the next one (a terminal's wrap)
+        self.hinted = False  # the last line read named something a failure line names
 
     # -- whole texts ---------------------------------------------------------------------------
 
@@ -123,7 +125,22 @@ class SignalReader:
         return False
 
     def read_line(self, line: str) -> None:
-        """One line of the text, split where two log lines ran together."""
+        """One line of the text, split where two log lines ran together, joined to the line
+        above when a terminal wrapped one sentence over both (`... exited on ` then
+        `signal 6 (Aborted).`)."""
+        held, self.held = self.held, None
+        if held is not None and line[:1].islower():
+            line = held.rstrip() + " " + line
+        before = self.line_no, len(self.pending)
+        self._read_parts(line)
+        if line[-1:] in (" ", "\t") and len(line) < 400 and self._said_nothing(before):
+            self.held = line
+
+    def _said_nothing(self, before: tuple[int, int]) -> bool:
+        """The line just read (after `before`) gave no failure and had something to say."""
+        return self.line_no == before[0] + 1 and len(self.pending) == before[1] and self.hinted
+
+    def _read_parts(self, line: str) -> None:
         if "][" in line:
             for part in _runs(line):
                 self.read(part)
@@ -189,8 +206,8 @@ class SignalReader:
         elif self.pending:
             self._flush()
         low = window.lower()
-        triggered = may_say_anything(low)
-        if not triggered and not _may_progress(low):
+        triggered = self.hinted = may_say_anything(low)
+        if not triggered and not _may_progress(low) and not self.blocks.listing:
             self._quiet(window, low, indented)  # most lines of a log: nothing to say
             return
         found = self._writer(window, indented)
@@ -233,6 +250,7 @@ class SignalReader:
         is_progress, step = progress(message) if _may_progress(low) else (False, None)
         failures = classify(message) if triggered else []
         failures += self.blocks.kinds(low, {kind for kind, _, _ in failures})
+        failures = self.blocks.adjust(message, low, failures)
         event = self._ras_event(message)
         if triggered and exception_line(message):
             failures = self._exception((found.rank, found.local, found.host), failures)
@@ -401,7 +419,7 @@ def _runs(line: str) -> list[str]:
 
 
 # Every progress form has one: a named counter, a bar's rate, a trainer's dict, an epoch.
-_PROGRESS_STEMS = ("step", "iter", "it/s", "s/it", "it [", "{'", "epoch")
+_PROGRESS_STEMS = ("step", "iter", "it/s", "s/it", "it [", "{'", "epoch", "batch", "loss")
 
 
 def _may_progress(low: str) -> bool:
