@@ -39,6 +39,8 @@ def _first_cause(facts: Facts, rank: int) -> Signal | None:
     gone = facts.departures.get(rank)
     if gone is not None and gone.stopped_by_launcher:
         return None  # the launcher stopped it, or it first waited for another: a victim
+    if found.first_failure is not None and waited(found.first_failure, found):
+        return None  # its first failure was waiting for another rank: whatever came after
     reports = {s.text for s in found.failures if s.kind in REPORTS}
     causes = [
         s
