@@ -32,6 +32,7 @@ from collectors.remote import parse_probe_output
 from tests.analysis.adversarial_lines import FILLERS, adversarial_lines
 
 size = int(sys.argv[1])
+source = LineSource("logs/job-worker-3.log", "n0")
 thread = 'Thread 7 (active): "MainThread"\\n'
 readers = {
     "logs": ([
@@ -47,8 +48,7 @@ readers = {
         "analysis.signals.cluster", "analysis.signals.triggers", "analysis.signals.progress",
         "analysis.signals.times", "analysis.signals.nodes", "analysis.signals.blocks",
         "analysis.signals.reader", "analysis.parsers.ncclras", "analysis.parsers.ncclras_text",
-    ], [lambda line: read_text(line, LineSource("logs/job-worker-3.log", "n0")),
-        lambda line: read_text("Traceback (most recent call last):\\n" + line),
+    ], [lambda line: read_text("Traceback (most recent call last):\\n" + line, source),
         lambda line: read_text("Group     Comms\\n" + line + "\\n\\n#0-0 (ab) ERROR\\n" + line),
         lambda line: parse_ncclras('{"communicators": [' + line)]),
     "probe": (["hangdesk.frames"], [lambda line: parse_probe_output("n", line.encode())]),
