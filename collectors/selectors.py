@@ -9,7 +9,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 import analysis
-from analysis import guide
+from analysis import gpushape, guide
 from analysis.evidence import SnapshotEvidence
 from analysis.records import RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
@@ -161,6 +161,7 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
         "figure": analysis.timeline_figure(diagnosis),
+        "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
         "rank_rows": ordered,
         "rank_table_open": len(ordered) <= RANK_TABLE_OPEN_UP_TO,
     }

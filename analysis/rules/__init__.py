@@ -24,6 +24,8 @@ from analysis.rules.config import (
     undecided,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.failures import failed_first, gpu_fault, node_failure, process_state, ras_named
+from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
@@ -51,6 +53,11 @@ RULES: tuple[Rule, ...] = (
     departed,
     init,
     lost,
+    failed_first,
+    gpu_fault,
+    ras_named,
+    process_state,
+    node_failure,
     unreachable,
     fr_different_collective,
     logs_different_collective,
@@ -65,6 +72,8 @@ RULES: tuple[Rule, ...] = (
     same_collective,
     fr_all_waiting,
     cpu_side,
+    gpu_split,
+    gpu_cpu_side,
     likeliest,
 )
 
@@ -86,11 +95,15 @@ __all__ = [
     "departed",
     "detail_mismatch",
     "different_call_sites",
+    "failed_first",
     "findings",
     "fr_all_waiting",
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
+    "gpu_cpu_side",
+    "gpu_fault",
+    "gpu_split",
     "init",
     "lagging",
     "likeliest",
@@ -99,8 +112,11 @@ __all__ = [
     "moving",
     "nccl_config_differs",
     "no_evidence",
+    "node_failure",
     "outside_collective",
     "peer_named",
+    "process_state",
+    "ras_named",
     "same_collective",
     "stacks_different_collective",
     "straggler",

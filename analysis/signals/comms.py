@@ -267,7 +267,7 @@ def straggler(message: str, low: str) -> list[Found]:
 
 _CONNECTION_STEMS = ("conn", "pipe", "peer", "unreachable", "route", "eof", "got 0 bytes", "econn")
 _CONNECTION_STEMS += ("recv failed", "send failed", "could not receive", "could not send")
-_CONNECTION_STEMS += ("closed)",)
+_CONNECTION_STEMS += ("closed)", "remote pro")
 _DESYNC_STEMS = ("] finished collective", "] joined but", "lagging ranks", "missing ranks:")
 _DESYNC_STEMS += (*_STALLED, "send/recv from rank")
 READERS = (

@@ -107,6 +107,7 @@ TRIGGERS = (
     "missing ranks",
     "lagging",
     "subset of",
+    "remote pro",
     "non-zero",
     "could not",
     "calloc",

@@ -134,7 +134,9 @@ def test_a_launcher_s_start_line_ties_a_dead_rank_s_pid_for_the_kernel_s_oom_kil
         "2026-11-29 09:23:10 holding 2 connections of rank 3\n"
         "2026-11-29 09:23:11 holding 2 connections of rank 2\n"
     )
-    snapshot.nodes[0].dmesg = (
+    snapshot.nodes[
+        0
+    ].dmesg = (
         "[Sat Nov 29 09:23:25 2026] Out of memory: Killed process 19304 (python) total-vm:9kB\n"
     )
     parsed = parse_snapshot(snapshot)
