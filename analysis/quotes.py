@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from analysis.facts import Facts, Progress, exit_reason
+from analysis.departures import exit_reason
+from analysis.facts import Facts
+from analysis.progress import Progress
 from analysis.ranks import line_rank
 from analysis.verdict import Evidence, ranks_text
 

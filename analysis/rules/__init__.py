@@ -24,6 +24,7 @@ from analysis.rules.config import (
     undecided,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.failures import failed_first, gpu_fault, node_failure, process_state, ras_named
 from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
@@ -52,6 +53,11 @@ RULES: tuple[Rule, ...] = (
     departed,
     init,
     lost,
+    failed_first,
+    gpu_fault,
+    ras_named,
+    process_state,
+    node_failure,
     unreachable,
     fr_different_collective,
     logs_different_collective,
@@ -89,12 +95,14 @@ __all__ = [
     "departed",
     "detail_mismatch",
     "different_call_sites",
+    "failed_first",
     "findings",
     "fr_all_waiting",
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
     "gpu_cpu_side",
+    "gpu_fault",
     "gpu_split",
     "init",
     "lagging",
@@ -104,8 +112,11 @@ __all__ = [
     "moving",
     "nccl_config_differs",
     "no_evidence",
+    "node_failure",
     "outside_collective",
     "peer_named",
+    "process_state",
+    "ras_named",
     "same_collective",
     "stacks_different_collective",
     "straggler",

@@ -21,6 +21,9 @@ def tied_evidence(facts: Facts) -> bool:
         return True
     if facts.snap.dumps or facts.snap.watchdog or facts.peer_blames:
         return True
+    signals = facts.snap.signals
+    if signals.by_rank or signals.by_node or signals.ras_signals:
+        return True
     return any(
         not node.status.gathered
         or node.kernel.oom_kills

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from analysis import quotes
-from analysis.facts import HEALTHY_STEP_MULTIPLE, Facts, job_step_time
+from analysis.facts import Facts
 from analysis.findings import Context, StuckSignal
+from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
 from analysis.verdict import ranks_text
 
 # The combiner needs to know whether there is any; quoting a few is enough.

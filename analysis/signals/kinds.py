@@ -660,7 +660,7 @@ def nccl_config(message: str, low: str) -> list[Found]:
 
 _CONNECTION_STEMS = ("conn", "pipe", "peer", "unreachable", "route", "eof", "got 0 bytes", "econn")
 _CONNECTION_STEMS += ("recv failed", "send failed", "could not receive", "could not send")
-_CONNECTION_STEMS += ("closed)",)
+_CONNECTION_STEMS += ("closed)", "remote pro")
 _TABLE_STEMS = ("notready", "unknown", "down", "drain", "fail", "evicted", "preempted", "error")
 _TABLE_STEMS += ("crashloopbackoff", "oomkilled")
 _DESYNC_STEMS = ("] finished collective", "] joined but", "lagging ranks", "missing ranks:")
