@@ -91,6 +91,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         }
         when = node_ev.collected_at or evidence.collected_at
         cut = set(node_ev.truncated)
+        launched: dict[int, int] = {}  # pid -> rank, as this node's launchers' lines say
         for path in sorted(node_ev.logs):
             source = LineSource(path, node_ev.node, facts.rank_pids, hosts, when, single_node=False)
             log = parse_log(path, node_ev.logs[path], source)
@@ -102,6 +103,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             if log.world_size:
                 world_sizes.append(log.world_size)
             apply_log(node_ev.node, log, local_to_global, facts, parsed, problem, single_node)
+            launched.update(log.pid_ranks)
             if f"logs:{path}" not in cut and "output" not in cut:  # the log is held whole
                 start = first_stamp(node_ev.logs[path], node_ev.collected_at)
                 parsed.log_starts += [start] if start else []
@@ -114,7 +116,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         for name in node_ev.truncated:
             problem(node_ev.node, name, "cut at the size cap: its head is missing")
         kernel = LineSource("dmesg.txt", node_ev.node, facts.rank_pids, hosts, when)
-        parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, facts.rank_pids, kernel)
+        pids = {**launched, **facts.rank_pids}
+        parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, pids, kernel)
         if node_ev.ncclras:
             parsed.ras_outputs.append((node_ev.node, node_ev.ncclras))
 

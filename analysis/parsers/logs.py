@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from analysis.parsers import nccl
 from analysis.parsers.launchers import ExitFact, LauncherReader
-from analysis.parsers.log_signals import apply_signals, signal_reader
+from analysis.parsers.log_signals import apply_signals, apply_started, signal_reader
 from analysis.parsers.nccl import (
     CollectiveFact,
     CommInitFact,
@@ -330,7 +330,7 @@ class _LogReader:
         self.facts.host_ranks = rank_map.host_ranks
         self.facts.pid_ranks = rank_map.pid_ranks
         signals = self.signals.signals()
-        if signals:
+        if signals or apply_started(self.facts, self.signals):
             self.recognised += 1
         apply_signals(self.facts, signals, _keep, LineFact)
 

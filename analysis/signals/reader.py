@@ -93,6 +93,7 @@ class SignalReader:
         self.source = source
         self._file: tuple[int | None, int | None, str | None] | None = None  # read when needed
         self.learned: dict[int, tuple[int, int]] = {}  # pid -> (rank, communicator size)
+        self.started: dict[int, int] = {}  # pid -> rank, from a launcher's start lines
         self.widest = 0
         self.kept = _Kept()
         self.line_no = 0
@@ -178,6 +179,15 @@ class SignalReader:
                 self.learned[fact.pid] = (fact.rank, fact.nranks)
             self.widest = max(self.widest, fact.nranks)
 
+    def _started(self, window: str) -> None:
+        """`started rank 3 (local_rank 3) pid 6` (the lab's launcher), `Launched rank 3 with
+        pid 6`: the pid is that rank's, wherever its environment went."""
+        message = window[who.writer(window).start :]
+        rank, _local = who.subject(message)
+        pid = who.named_pid(message)
+        if rank is not None and pid is not None and len(self.started) < MAX_LEARNED:
+            self.started[pid] = rank
+
     def signals(self) -> tuple[Signal, ...]:
         if not self.kept.first and not self.pending and self.ras is None:
             return ()
@@ -221,8 +231,10 @@ class SignalReader:
 
     def _quiet(self, window: str, low: str, indented: bool) -> None:
         """A line that says nothing: it may still be whom the next indented line continues,
-        or name the rank of the lines under it (torchrun's summary: `  rank : 3 (local_rank:
-        3)`)."""
+        name the rank of the lines under it (torchrun's summary: `  rank : 3 (local_rank:
+        3)`), or say which process a launcher started as which rank."""
+        if "pid" in low and ("start" in low or "spawn" in low or "launch" in low):
+            self._started(window)
         if not indented:
             self.blocks.node = self.blocks.hca = None  # a block ends at a line of its own
             self.previous_line = window
@@ -372,7 +384,7 @@ class SignalReader:
         return rank, local, self._node(host), pid
 
     def _pid_rank(self, pid: int) -> int | None:
-        rank = self.source.pid_ranks.get(pid)
+        rank = self.source.pid_ranks.get(pid, self.started.get(pid))
         if rank is not None:
             return rank
         learned = self.learned.get(pid)

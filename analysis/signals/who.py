@@ -69,7 +69,8 @@ _HOST_IN_MESSAGE = re.compile(
     r"|\bhost=([\w.-]{1,255})|^srun: error: ([\w.-]{1,255}): |\bON ([\w.-]{1,255}) CANCELLED AT"
 )
 _PID = re.compile(
-    r"\b(?:pid|PID)[=: ]{1,3}(\d{1,9})\b|Killed process (\d{1,9})|\[(\d{1,9})\]: segfault at"
+    r"\b(?:pid|PID)[=: ]{1,3}(\d{1,9})\b|\bwith pid (\d{1,9})\b"
+    r"|Killed process (\d{1,9})|\[(\d{1,9})\]: segfault at"
     r"|\bprocess (\d{1,9}) (?:on node|managing|exited|terminated)|: line \d{1,9}: +(\d{1,9}) "
 )
 _FILE_RANK = re.compile(r"rank[_-]?(\d{1,7})(?!\d)", re.IGNORECASE)

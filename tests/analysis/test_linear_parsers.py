@@ -32,6 +32,7 @@ from collectors.remote import parse_probe_output
 from tests.analysis.adversarial_lines import FILLERS, adversarial_lines
 
 size = int(sys.argv[1])
+source = LineSource("logs/job-worker-3.log", "n0")
 thread = 'Thread 7 (active): "MainThread"\\n'
 readers = {
     "logs": ([
@@ -43,14 +44,14 @@ readers = {
     "shell_init": (["analysis.parsers.shell_init"], [parse_shell_init]),
     "secrets": (["analysis.secrets"], [mask_text]),
     "signals": ([
-        "analysis.signals.who", "analysis.signals.kinds", "analysis.signals.progress",
+        "analysis.signals.who", "analysis.signals.kinds", "analysis.signals.comms",
+        "analysis.signals.cluster", "analysis.signals.triggers", "analysis.signals.progress",
         "analysis.signals.times", "analysis.signals.nodes", "analysis.signals.blocks",
-        "analysis.signals.reader", "analysis.parsers.ncclras",
-    ], [read_text, lambda line: read_text(line, LineSource("logs/job-worker-3.log", "n0")),
-        lambda line: read_text("Traceback (most recent call last):\\n" + line),
-        lambda line: read_text("Group     Comms\\n" + line), parse_ncclras,
+        "analysis.signals.reader", "analysis.parsers.ncclras", "analysis.parsers.ncclras_text",
+    ], [lambda line: read_text("Traceback (most recent call last):\\n" + line, source),
+        lambda line: read_text("Group     Comms\\n" + line + "\\n\\n#0-0 (ab) ERROR\\n" + line),
         lambda line: parse_ncclras('{"communicators": [' + line)]),
-    "probe": (["collectors.remote"], [lambda line: parse_probe_output("n", line.encode())]),
+    "probe": (["hangdesk.frames"], [lambda line: parse_probe_output("n", line.encode())]),
 }
 every = [lambda line: parse_log("/x/rank1.log", line),
          parse_dmesg, parse_pyspy, parse_nvidia_smi, parse_ps, parse_shell_init,
