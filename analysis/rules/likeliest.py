@@ -24,6 +24,10 @@ def tied_evidence(facts: Facts) -> bool:
     signals = facts.snap.signals
     if signals.by_rank or signals.by_node or signals.ras_signals:
         return True
+    # A line of a node's log that says anything (a step of a local rank no map places, an
+    # error naming nobody) is evidence of that node.
+    if any(log.signals or log.steps or log.errors for _, log in facts.snap.logs):
+        return True
     return any(
         not node.status.gathered
         or node.kernel.oom_kills

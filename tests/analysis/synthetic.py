@@ -128,6 +128,7 @@ class Job:
                 )
                 node.pyspy[state.pid] = pyspy_json(state.pid, state.frames)
             node.ps = "\n".join(rows) + "\n"
+            node.environ[3999] = b"PATH=/usr/bin\0HOME=/root\0"  # the launcher: no RANK
             if self.extra_logs.get(index):
                 node.logs["/var/log/train/launcher.log"] = "\n".join(self.extra_logs[index]) + "\n"
             node.dmesg = self.dmesg.get(index, "[    0.000000] Linux version 6.1.0\n")
