@@ -110,6 +110,7 @@ def test_the_rank_whose_log_stopped_first_is_the_culprit_the_reporters_victims()
     evidence = job.evidence()
     for node in evidence.nodes:
         node.ps = None
+        node.environ.clear()
         for path in list(node.logs):
             rank = int(path.rsplit("rank", 1)[1].split(".")[0])
             if rank == 3:
