@@ -17,6 +17,7 @@ from __future__ import annotations
 from analysis.facts import Facts
 from analysis.findings import Finding, combine
 from analysis.rules.base import Rule
+from analysis.rules.checkpoint import checkpoint_save
 from analysis.rules.config import (
     cpu_side,
     nccl_config_differs,
@@ -58,6 +59,7 @@ RULES: tuple[Rule, ...] = (
     ras_named,
     process_state,
     node_failure,
+    checkpoint_save,
     unreachable,
     fr_different_collective,
     logs_different_collective,
@@ -90,6 +92,7 @@ def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
 __all__ = [
     "RULES",
     "Rule",
+    "checkpoint_save",
     "cpu_side",
     "decide",
     "departed",

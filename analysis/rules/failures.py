@@ -45,7 +45,10 @@ def _first_cause(facts: Facts, rank: int) -> Signal | None:
     causes = [
         s
         for s in found.failures
-        if s.kind in CAUSES and not waited(s, found) and s.text not in reports
+        if s.kind in CAUSES
+        and not waited(s, found)
+        and s.text not in reports
+        and not facts.before_job(s.text)
     ]
     if not causes:
         return None
