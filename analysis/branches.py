@@ -1,17 +1,22 @@
 """The guided workflow to its end: for each class, the questions of its branch, each answered
-in advance from a stored diagnosis (its `to_json()`) with the evidence beside it, and the next
-actions the branch ends in (docs/domain.md, "Diagnosis workflow").
+in advance from a diagnosis with the evidence beside it, and the next actions the branch ends
+in (docs/domain.md, "Diagnosis workflow").
 
 A question is a dict: `id`, `question`, `choices` [(value, label)], `suggested` (a value),
-`basis` (why, in words) and `evidence` (quoted lines). The responder confirms the suggestion
-or picks another choice; the console records either as a timeline event.
+`basis` (why, in words) and `evidence` (quoted lines, `Evidence`). The responder confirms the
+suggestion or picks another choice; the console records either as a timeline event.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from analysis import postmortem as story
+from analysis.diagnosis import Diagnosis
+from analysis.postmortem import DepartureCause
+from analysis.records import GroupKind, RankRow, StackGroup
+from analysis.verdict import Evidence
 
 # What the branch's buttons do (the incident page turns each into a form or a link).
 SECOND_SNAPSHOT = "second_snapshot"
@@ -24,60 +29,57 @@ EVIDENCE_PER_QUESTION = 4
 YES_NO = [("yes", "Yes"), ("no", "No")]
 
 
-def _lines(d: dict, *, rank: int | None = None, kinds: tuple[str, ...] = ()) -> list[dict]:
+def _lines(d: Diagnosis, *, rank: int | None = None, kinds: tuple[str, ...] = ()) -> list:
     found = [
-        e
-        for e in d.get("evidence") or []
-        if (rank is None or e.get("rank") == rank) and (not kinds or e.get("kind") in kinds)
+        e for e in d.evidence if (rank is None or e.rank == rank) and (not kinds or e.kind in kinds)
     ]
     return found[:EVIDENCE_PER_QUESTION]
 
 
-def _group_lines(d: dict) -> list[dict]:
+def _group_lines(d: Diagnosis) -> list[Evidence]:
     return [
-        {
-            "kind": "stack group",
-            "node": None,
-            "rank": None,
-            "text": f"ranks {g['ranks']}: {g['frame']}",
-        }
-        for g in (d.get("stack_groups") or [])[:EVIDENCE_PER_QUESTION]
+        Evidence("stack group", None, None, f"ranks {g.ranks}: {g.frame}")
+        for g in d.stack_groups[:EVIDENCE_PER_QUESTION]
     ]
 
 
-def suspect(d: dict) -> dict[str, Any]:
-    """The first suspect rank, its node and its per-rank row (empty when there is none)."""
-    ranks = d.get("suspect_ranks") or d.get("missing_ranks") or []
+@dataclass(frozen=True)
+class Suspect:
+    """The first suspect rank (or the first missing one), its node and its per-rank row."""
+
+    rank: int | None
+    node: str | None
+    row: RankRow | None
+
+
+def suspect(d: Diagnosis) -> Suspect:
+    ranks = d.suspect_ranks or d.missing_ranks
     rank = ranks[0] if ranks else None
-    row = next((r for r in d.get("per_rank") or [] if r.get("rank") == rank), {})
-    node = row.get("node") or (d.get("suspect_nodes") or [None])[0]
-    return {"rank": rank, "node": node, "row": row}
+    row = d.rank_row(rank)
+    node = (row.node if row else None) or (d.suspect_nodes[0] if d.suspect_nodes else None)
+    return Suspect(rank, node, row)
 
 
-def healthy_rank(d: dict) -> dict[str, Any] | None:
+def healthy_rank(d: Diagnosis) -> RankRow | None:
     """A rank to compare the suspect with: alive, not a suspect, on another node if possible."""
     who = suspect(d)
-    rows = [
-        r
-        for r in d.get("per_rank") or []
-        if not r.get("suspect") and r.get("pid") and r.get("rank") != who["rank"]
-    ]
-    other_node = [r for r in rows if r.get("node") != who["node"]]
+    rows = [r for r in d.per_rank if not r.suspect and r.pid and r.rank != who.rank]
+    other_node = [r for r in rows if r.node != who.node]
     return (other_node or rows or [None])[0]
 
 
-def _who_question(d: dict, question: str) -> dict:
+def _who_question(d: Diagnosis, question: str) -> dict:
     who = suspect(d)
-    if who["rank"] is None:
+    if who.rank is None:
         choices = [("other", "A rank the console did not name (say which in the note)")]
         return _q("who", question, choices, "other", "no suspect in the verdict", [])
-    where = f" on {who['node']}" if who["node"] else ""
+    where = f" on {who.node}" if who.node else ""
     choices = [
-        ("suspect", f"Rank {who['rank']}{where}"),
+        ("suspect", f"Rank {who.rank}{where}"),
         ("other", "Another rank (say which in the note)"),
     ]
-    basis = f"the verdict's suspects: ranks {d.get('suspect_ranks_compact') or who['rank']}"
-    return _q("who", question, choices, "suspect", basis, _lines(d, rank=who["rank"]))
+    basis = f"the verdict's suspects: ranks {d.suspect_ranks_compact or who.rank}"
+    return _q("who", question, choices, "suspect", basis, _lines(d, rank=who.rank))
 
 
 def _q(qid: str, question: str, choices: list, suggested: str, basis: str, evidence: list) -> dict:
@@ -91,16 +93,13 @@ def _q(qid: str, question: str, choices: list, suggested: str, basis: str, evide
     }
 
 
-def _slow_or_dead(d: dict) -> dict:
-    progress = d.get("progress") or {}
-    progressing = progress.get("progressing")
-    suggested = {True: "slow", False: "dead"}.get(progressing, "unknown")
-    if progress.get("method") == "two_snapshots":
+def _slow_or_dead(d: Diagnosis) -> dict:
+    progress = d.progress
+    suggested = {True: "slow", False: "dead"}.get(progress.progressing, "unknown")
+    if progress.method == "two_snapshots":
         basis = "compared with the previous snapshot"
-    elif progress.get("method") == "last_step_age":
-        basis = (
-            f"last step {progress.get('age_s')} s ago, stuck after {progress.get('threshold_s')} s"
-        )
+    elif progress.method == "last_step_age":
+        basis = f"last step {progress.age_s} s ago, stuck after {progress.threshold_s} s"
     else:
         basis = "one observation only: a second snapshot tells"
     choices = [
@@ -113,69 +112,68 @@ def _slow_or_dead(d: dict) -> dict:
     )
 
 
-def _cause_basis(cause: dict) -> str:
-    if cause["exit_code"] is not None:
-        return f"rank {cause['rank']}: exit code {cause['exit_code']}"
-    kinds = sorted({e["kind"] for e in cause["evidence"]})
+def _cause_basis(cause: DepartureCause) -> str:
+    if cause.exit_code is not None:
+        return f"rank {cause.rank}: exit code {cause.exit_code}"
+    kinds = sorted({e.kind for e in cause.evidence})
     return f"evidence kinds: {', '.join(kinds) or 'none'}"
 
 
-def _branch_a(d: dict) -> list[dict]:
+def _branch_a(d: Diagnosis) -> list[dict]:
     cause = story.departure_cause(d)
-    waiting = [g for g in d.get("stack_groups") or [] if g.get("kind") == "collective"]
-    biggest = max(waiting, key=lambda g: g.get("rank_count", 0)) if waiting else None
-    others = (d.get("world_size") or 0) - len(d.get("suspect_ranks") or [])
-    together = bool(biggest) and biggest.get("rank_count", 0) >= others > 0
+    waiting = [g for g in d.stack_groups if g.kind is GroupKind.COLLECTIVE]
+    biggest = max(waiting, key=lambda g: g.rank_count) if waiting else None
+    others = d.world_size - len(d.suspect_ranks)
+    together = biggest is not None and biggest.rank_count >= others > 0
     return [
         _who_question(d, "Which rank left or stalled first?"),
         _q(
             "why",
             "Why did it leave?",
             [(key, words[:1].upper() + words[1:]) for key, words in story.CAUSES.items()],
-            cause["key"],
+            cause.key,
             _cause_basis(cause),
-            cause["evidence"][:EVIDENCE_PER_QUESTION],
+            list(cause.evidence[:EVIDENCE_PER_QUESTION]),
         ),
         _q(
             "others_wait",
             "Are the other ranks waiting for it in the same collective?",
             YES_NO,
             "yes" if together else "no",
-            f"ranks {biggest['ranks']} in {biggest['frame']}" if biggest else "no collective group",
+            f"ranks {biggest.ranks} in {biggest.frame}" if biggest else "no collective group",
             _group_lines(d),
         ),
         _slow_or_dead(d),
     ]
 
 
-def _odd_group(d: dict) -> dict:
+def _odd_group(d: Diagnosis) -> StackGroup | None:
     """The stack group holding the first suspect (B: the rank that left the common order)."""
-    suspects = set(d.get("suspect_ranks") or [])
-    for group in d.get("stack_groups") or []:
-        if suspects & set(group.get("rank_list") or []):
-            return group
-    return {}
+    suspects = set(d.suspect_ranks)
+    return next((g for g in d.stack_groups if suspects & set(g.rank_list)), None)
 
 
-def _call_site(group: dict) -> str:
+def _call_site(group: StackGroup | None) -> str:
     """The first frame of the job's own code in a stack (under torch's wrappers)."""
-    for frame in group.get("stack") or []:
+    if group is None:
+        return "unknown"
+    for frame in group.stack:
         if "torch/" not in frame and "c10d" not in frame:
             return frame
-    return group.get("frame") or "unknown"
+    return group.frame or "unknown"
 
 
-def _stack_lines(group: dict) -> list[dict]:
-    frames = (group.get("stack") or [])[:EVIDENCE_PER_QUESTION]
-    return [{"kind": "stack", "node": None, "rank": None, "text": frame} for frame in frames]
+def _stack_lines(group: StackGroup | None) -> list[Evidence]:
+    frames = group.stack[:EVIDENCE_PER_QUESTION] if group else ()
+    return [Evidence("stack", None, None, frame) for frame in frames]
 
 
-def _branch_b(d: dict) -> list[dict]:
-    mismatch = (d.get("flight_recorder") or {}).get("first_mismatch") or {}
-    groups = d.get("stack_groups") or []
+def _branch_b(d: Diagnosis) -> list[dict]:
+    mismatch = d.flight_recorder.first_mismatch if d.flight_recorder else None
+    groups = d.stack_groups
     odd = _odd_group(d)
     if mismatch:
-        basis = f"flight recorder: group {mismatch.get('pg')} collective #{mismatch.get('seq')}"
+        basis = f"flight recorder: group {mismatch.pg} collective #{mismatch.seq}"
     else:
         basis = f"{len(groups)} stack groups"
     shown = _lines(d, kinds=("flight_recorder", "collective", "watchdog")) or _group_lines(d)
@@ -185,7 +183,7 @@ def _branch_b(d: dict) -> list[dict]:
         ("exception", "An exception path taken on some ranks"),
         ("other", "Something else (say what in the note)"),
     ]
-    single = len(d.get("suspect_ranks") or []) == 1
+    single = len(d.suspect_ranks) == 1
     return [
         _q(
             "different",
@@ -208,29 +206,24 @@ def _branch_b(d: dict) -> list[dict]:
     ]
 
 
-def _env_lines(d: dict, *, prefix: str = "") -> list[dict]:
+def _env_lines(d: Diagnosis, *, prefix: str = "") -> list[Evidence]:
     lines = []
-    for diff in d.get("env_diffs") or []:
-        if diff.get("expected_per_rank") or not diff.get("name", "").startswith(prefix):
+    for diff in d.real_env_diffs:
+        if not diff.name.startswith(prefix):
             continue
-        values = "; ".join(
-            f"{v.get('value')} on ranks {v.get('ranks')}" for v in (diff.get("values") or [])[:3]
-        )
-        lines.append(
-            {"kind": "env_diff", "node": None, "rank": None, "text": f"{diff['name']}: {values}"}
-        )
+        values = "; ".join(f"{v.value} on ranks {v.ranks}" for v in diff.values[:3])
+        lines.append(Evidence("env_diff", None, None, f"{diff.name}: {values}"))
     return lines[:EVIDENCE_PER_QUESTION]
 
 
-def _branch_c(d: dict) -> list[dict]:
-    groups = d.get("stack_groups") or []
-    together = not d.get("missing_ranks") and len(groups) == 1
+def _branch_c(d: Diagnosis) -> list[dict]:
+    groups = d.stack_groups
+    together = not d.missing_ranks and len(groups) == 1
     env, nccl = _env_lines(d), _lines(d, kinds=("nccl_config", "nccl_warn"))
     differs = "env" if env else "nccl" if nccl else "network"
-    shell = d.get("shell_init") or []
+    shell = d.shell_init
     shell_lines = [
-        {"kind": "shell_init", "node": s.get("node"), "rank": None, "text": s.get("line", "")}
-        for s in shell[:EVIDENCE_PER_QUESTION]
+        Evidence("shell_init", s.node, None, s.line) for s in shell[:EVIDENCE_PER_QUESTION]
     ]
     what = [
         ("env", "Environment variables (NCCL_*, TORCH_*, CUDA_*)"),
@@ -244,7 +237,7 @@ def _branch_c(d: dict) -> list[dict]:
             "Are all ranks alive and in the same collective?",
             YES_NO,
             "yes" if together else "no",
-            f"{d.get('ranks_seen')} of {d.get('world_size')} ranks seen, {len(groups)} groups",
+            f"{d.ranks_seen} of {d.world_size} ranks seen, {len(groups)} groups",
             _group_lines(d),
         ),
         _q(
@@ -270,11 +263,10 @@ def _branch_c(d: dict) -> list[dict]:
 _DATA_WORDS = ("load", "data", "read", "next", "batch", "fetch", "io")
 
 
-def _branch_straggler(d: dict) -> list[dict]:
+def _branch_straggler(d: Diagnosis) -> list[dict]:
     who = suspect(d)
-    frame = (who["row"].get("frame") or "").lower()
-    where = "data" if any(word in frame for word in _DATA_WORDS) else "unknown"
-    progressing = (d.get("progress") or {}).get("progressing")
+    frame = who.row.frame if who.row else ""
+    where = "data" if any(word in frame.lower() for word in _DATA_WORDS) else "unknown"
     places = [
         ("data", "Data loading or I/O"),
         ("cpu", "CPU contention, NUMA, throttling"),
@@ -286,8 +278,8 @@ def _branch_straggler(d: dict) -> list[dict]:
             "progressing",
             "Is the job still progressing?",
             YES_NO,
-            "no" if progressing is False else "yes",
-            (d.get("progress") or {}).get("method") or "no progress measure",
+            "no" if d.progress.progressing is False else "yes",
+            d.progress.method or "no progress measure",
             _lines(d, kinds=("progress", "step_time")),
         ),
         _who_question(d, "Which rank is slow?"),
@@ -296,21 +288,21 @@ def _branch_straggler(d: dict) -> list[dict]:
             "Where does the slow rank spend its time?",
             places,
             where,
-            f"its stack: {who['row'].get('frame') or 'not collected'}",
-            _lines(d, rank=who["rank"], kinds=("slow_rank", "step_time", "stack", "gpu")),
+            f"its stack: {frame or 'not collected'}",
+            _lines(d, rank=who.rank, kinds=("slow_rank", "step_time", "stack", "gpu")),
         ),
     ]
 
 
-def _branch_init(d: dict) -> list[dict]:
+def _branch_init(d: Diagnosis) -> list[dict]:
     master = _env_lines(d, prefix="MASTER_")
     return [
         _q(
             "any_step",
             "Did any step complete?",
             YES_NO,
-            "no" if d.get("last_completed_step") is None else "yes",
-            f"last step completed by every rank: {d.get('last_completed_step')}",
+            "no" if d.last_completed_step is None else "yes",
+            f"last step completed by every rank: {d.last_completed_step}",
             _group_lines(d),
         ),
         _who_question(d, "Which ranks never arrived at the rendezvous?"),
@@ -334,20 +326,20 @@ BRANCHES = {
 }
 
 
-def _branch_other(d: dict) -> list[dict]:
+def _branch_other(d: Diagnosis) -> list[dict]:
     return [_slow_or_dead(d)]
 
 
-def branch(d: dict[str, Any], classification: str) -> dict[str, Any]:
+def branch(d: Diagnosis, classification: str) -> dict[str, Any]:
     """The branch for `classification` (the responders' call, else the verdict's): its
     questions pre-answered from `d`, and the next actions it ends in."""
     title, build = BRANCHES.get(classification, ("Not classified yet", _branch_other))
     who = suspect(d)
     healthy = healthy_rank(d)
     actions = [SECOND_SNAPSHOT]
-    if who["rank"] is not None:
+    if who.rank is not None:
         actions.append(LOG_TAIL)
-    if who["row"].get("pid") and healthy:
+    if who.row is not None and who.row.pid and healthy:
         actions.append(ENV_COMPARE)
     actions.append(RESOLVE)
     return {
@@ -355,10 +347,10 @@ def branch(d: dict[str, Any], classification: str) -> dict[str, Any]:
         "title": title,
         "questions": build(d),
         "actions": actions,
-        "suspect": {"rank": who["rank"], "node": who["node"]},
-        "healthy": {"rank": healthy["rank"], "node": healthy.get("node")} if healthy else None,
+        "suspect": {"rank": who.rank, "node": who.node},
+        "healthy": {"rank": healthy.rank, "node": healthy.node} if healthy else None,
     }
 
 
-def question(d: dict[str, Any], classification: str, qid: str) -> dict[str, Any] | None:
+def question(d: Diagnosis, classification: str, qid: str) -> dict[str, Any] | None:
     return next((q for q in branch(d, classification)["questions"] if q["id"] == qid), None)

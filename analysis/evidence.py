@@ -90,6 +90,9 @@ class NodeEvidence:
     pyspy: dict[int, str] = field(default_factory=dict)
     # pid -> why py-spy gave nothing for that process (stderr, exit status, time-out).
     pyspy_errors: dict[int, str] = field(default_factory=dict)
+    # pid -> `py-spy record --format raw --idle --threads` over a short window: each distinct
+    # stack ("thread (tid): name;outer (file:line);...;inner (file:line) count"), sampled.
+    pyspy_samples: dict[int, str] = field(default_factory=dict)
     dmesg: str | None = None
     nvidia_smi: str | None = None
     # Free-form system facts: `df -h /dev/shm`, load average, ... name -> text.
@@ -100,6 +103,9 @@ class NodeEvidence:
     flight_recorder: dict[str, bytes] = field(default_factory=dict)
     # `path:line` for every NCCL_ line found in shell start-up files.
     shell_init: str | None = None
+    # `ncclras -f json` (NCCL 2.28.7+) or `ncclras` text: the job's communicators as NCCL's RAS
+    # sees them, asked on this node; None when the node has no ncclras or gave nothing.
+    ncclras: str | None = None
     # Names of artifacts that were cut at the size cap.
     truncated: list[str] = field(default_factory=list)
     collected_at: datetime | None = None

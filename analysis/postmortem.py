@@ -1,14 +1,18 @@
-"""What a post-mortem draft says about the job, read from a stored diagnosis (its `to_json()`):
-what happened in plain words, why the suspect rank left, what made it worse, and the
-prevention that fits this cause (docs/domain.md, "Prevention the console should encourage").
+"""What a post-mortem draft says about the job, read from a diagnosis: what happened in plain
+words, why the suspect rank left, what made it worse, and the prevention that fits this cause
+(docs/domain.md, "Prevention the console should encourage").
 
-Pure functions over the diagnosis dict; the incidents app adds the people and the times.
+Pure functions over the typed diagnosis; the incidents app adds the people and the times.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+
+from analysis.diagnosis import Diagnosis
+from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
+from analysis.verdict import Evidence
 
 # Exit codes as the launchers print them: negative = killed by that signal, 128+N = the same
 # through a shell.
@@ -37,44 +41,55 @@ CAUSES = {
 CRASHES = frozenset({"segfault", "abort", "exception"})
 
 
-def departure_cause(d: dict[str, Any], confirmed: str | None = None) -> dict[str, Any]:
-    """Why the first suspect rank left or stalled: a key of CAUSES, its words, the rank and
-    node, the exit code, and the evidence lines that say so. `confirmed` is the cause the
-    responders settled on (a key of CAUSES): it wins over what the evidence shows, and
-    `evidence_key` keeps the latter."""
-    suspects = d.get("suspect_ranks") or d.get("missing_ranks") or []
+@dataclass(frozen=True)
+class DepartureCause:
+    """Why the first suspect rank left or stalled."""
+
+    key: str  # a key of CAUSES: the responders' answer when they gave one, else the evidence's
+    evidence_key: str  # what the evidence alone shows
+    confirmed: bool  # `key` is the responders' answer
+    rank: int | None
+    node: str | None
+    exit_code: int | None
+    frame: str
+    evidence: tuple[Evidence, ...]  # the lines that say so (the rank's, then its node's)
+
+    @property
+    def words(self) -> str:
+        return CAUSES[self.key]
+
+
+def departure_cause(d: Diagnosis, confirmed: str | None = None) -> DepartureCause:
+    """Why the first suspect rank left or stalled: a key of CAUSES, the rank and node, the
+    exit code, and the evidence lines that say so. `confirmed` is the cause the responders
+    settled on (a key of CAUSES): it wins over what the evidence shows, and `evidence_key`
+    keeps the latter."""
+    suspects = d.suspect_ranks or d.missing_ranks
     rank = suspects[0] if suspects else None
-    row = next((r for r in d.get("per_rank") or [] if r.get("rank") == rank), {})
-    node = row.get("node") or (d.get("suspect_nodes") or [None])[0]
+    row = d.rank_row(rank)
+    node = (row.node if row else None) or (d.suspect_nodes[0] if d.suspect_nodes else None)
     lines = [
-        e
-        for e in d.get("evidence") or []
-        if (e.get("rank") == rank and rank is not None) or (e.get("node") == node and node)
+        e for e in d.evidence if (e.rank == rank and rank is not None) or (e.node == node and node)
     ]
     # A line of the rank's own says why it left; of its node's, only a GPU fault or the node
     # lost (an OOM kill in a node's dmesg may be any process's).
-    kinds = {
-        e.get("kind")
-        for e in lines
-        if e.get("rank") == rank or e.get("kind") in ("xid", "node_unreachable")
-    }
+    kinds = {e.kind for e in lines if e.rank == rank or e.kind in ("xid", "node_unreachable")}
     evidence_key = _cause_key(kinds, row)
     key = confirmed if confirmed in CAUSES else evidence_key
-    return {
-        "key": key,
-        "evidence_key": evidence_key,
-        "confirmed": key == confirmed,
-        "words": CAUSES[key],
-        "rank": rank,
-        "node": node,
-        "exit_code": row.get("exit_code"),
-        "frame": row.get("frame") or "",
-        "evidence": lines[:6],
-    }
+    return DepartureCause(
+        key=key,
+        evidence_key=evidence_key,
+        confirmed=key == confirmed,
+        rank=rank,
+        node=node,
+        exit_code=row.exit_code if row else None,
+        frame=row.frame if row else "",
+        evidence=tuple(lines[:6]),
+    )
 
 
-def _cause_key(kinds: set, row: dict) -> str:
-    code = row.get("exit_code")
+def _cause_key(kinds: set[str], row: RankRow | None) -> str:
+    code = row.exit_code if row else None
     if "dmesg_oom" in kinds:
         return "oom"
     if "xid" in kinds:
@@ -89,24 +104,24 @@ def _cause_key(kinds: set, row: dict) -> str:
         return "exception"
     if "node_unreachable" in kinds:
         return "node_lost"
-    if row.get("status") == "outside":
+    if row is not None and row.status is RankStatus.OUTSIDE:
         return "cpu_stall"
     return "unknown"
 
 
-def what_happened(d: dict[str, Any], classification: str, confirmed: str | None = None) -> str:
+def what_happened(d: Diagnosis, classification: str, confirmed: str | None = None) -> str:
     """One paragraph: what the job did, in the class (and for A the cause, `confirmed`) the
     responders settled on."""
-    step = d.get("last_completed_step")
+    step = d.last_completed_step
     opening = (
-        f"The job ({d.get('world_size', 0)} ranks) stopped after step {step}."
+        f"The job ({d.world_size} ranks) stopped after step {step}."
         if step is not None
-        else f"The job ({d.get('world_size', 0)} ranks) never completed a step."
+        else f"The job ({d.world_size} ranks) never completed a step."
     )
     return f"{opening} {cause_story(d, classification, confirmed)}".strip()
 
 
-def cause_story(d: dict[str, Any], classification: str, confirmed: str | None = None) -> str:
+def cause_story(d: Diagnosis, classification: str, confirmed: str | None = None) -> str:
     """What went wrong, for this class, without the opening about the job."""
     if classification == "A":
         return _a_story(d, confirmed)
@@ -118,79 +133,74 @@ def _ranks_words(ranks: str, count: int | None = None) -> str:
     return f"rank {ranks}" if single else f"ranks {ranks}"
 
 
-def _waiting_group(d: dict) -> dict | None:
-    groups = [g for g in d.get("stack_groups") or [] if g.get("kind") == "collective"]
-    return max(groups, key=lambda g: g.get("rank_count", 0)) if groups else None
+def _waiting_group(d: Diagnosis) -> StackGroup | None:
+    groups = [g for g in d.stack_groups if g.kind is GroupKind.COLLECTIVE]
+    return max(groups, key=lambda g: g.rank_count) if groups else None
 
 
-def _a_story(d: dict, confirmed: str | None = None) -> str:
+def _a_story(d: Diagnosis, confirmed: str | None = None) -> str:
     cause = departure_cause(d, confirmed)
-    if cause["rank"] is None:
+    if cause.rank is None:
         return "Some ranks did not come to the collective the others waited in."
-    where = f" on {cause['node']}" if cause["node"] else ""
-    what = cause["words"]
-    if cause["key"] == "cpu_stall" and cause["frame"]:
-        what += f", in {cause['frame']}"
-    elif cause["exit_code"] is not None:
-        what += f" (exit code {cause['exit_code']})"
-    text = f"Rank {cause['rank']}{where} was {what}."
-    gone = next((e for e in cause["evidence"] if e.get("kind") == "missing"), None)
-    if cause["key"] == "unknown" and gone:
+    where = f" on {cause.node}" if cause.node else ""
+    what = cause.words
+    if cause.key == "cpu_stall" and cause.frame:
+        what += f", in {cause.frame}"
+    elif cause.exit_code is not None and f"exit code {cause.exit_code}" not in what:
+        what += f" (exit code {cause.exit_code})"
+    text = f"Rank {cause.rank}{where} was {what}."
+    gone = next((e for e in cause.evidence if e.kind == "missing"), None)
+    if cause.key == "unknown" and gone:
         # "rank 3: its process is gone (no longer in ps)": what the collection did see.
-        seen = (gone.get("text") or "").split(": ", 1)[-1]
-        text = f"Rank {cause['rank']}{where} left the job: {seen}."
+        seen = gone.text.split(": ", 1)[-1]
+        text = f"Rank {cause.rank}{where} left the job: {seen}."
     waiting = _waiting_group(d)
     if waiting:
         text += (
-            f" The other ranks ({waiting['ranks']}) waited for it in {waiting['frame']}, "
+            f" The other ranks ({waiting.ranks}) waited for it in {waiting.frame}, "
             "where a collective needs every rank."
         )
     return text
 
 
-def _b_story(d: dict) -> str:
-    mismatch = (d.get("flight_recorder") or {}).get("first_mismatch") or {}
-    calls = mismatch.get("collectives") or []
-    if len(calls) > 1:
+def _b_story(d: Diagnosis) -> str:
+    mismatch = d.flight_recorder.first_mismatch if d.flight_recorder else None
+    calls = mismatch.collectives if mismatch else ()
+    if mismatch and len(calls) > 1:
         parts = [
-            f"{_ranks_words(c['ranks'], len(c.get('rank_list') or []))} called {c['op']}"
-            + (f" at {c['frame']}" if c.get("frame") else "")
+            f"{_ranks_words(c.ranks, len(c.rank_list))} called {c.op}"
+            + (f" at {c.frame}" if c.frame else "")
             for c in calls[:3]
         ]
-        where = f"collective #{mismatch.get('seq')} of group {mismatch.get('pg')}"
+        where = f"collective #{mismatch.seq} of group {mismatch.pg}"
         return f"The ranks ran different collectives at {where}: " + "; ".join(parts) + "."
-    groups = d.get("stack_groups") or []
+    groups = d.stack_groups
     if len(groups) > 1:
-        parts = [
-            f"{_ranks_words(g['ranks'], g.get('rank_count'))} in {g['frame']}" for g in groups[:3]
-        ]
+        parts = [f"{_ranks_words(g.ranks, g.rank_count)} in {g.frame}" for g in groups[:3]]
         return "The ranks waited in different collectives: " + "; ".join(parts) + "."
     return "The ranks ran their collectives in a different order."
 
 
-def _c_story(d: dict) -> str:
+def _c_story(d: Diagnosis) -> str:
     waiting = _waiting_group(d)
-    where = f" in {waiting['frame']}" if waiting else ""
+    where = f" in {waiting.frame}" if waiting else ""
     text = f"Every rank was alive and waiting{where}, but their configuration differed"
-    diffs = [x for x in d.get("env_diffs") or [] if not x.get("expected_per_rank")]
-    diffs += d.get("nccl_config_diffs") or []
+    diffs = [*d.real_env_diffs, *d.nccl_config_diffs]
     if diffs:
         first = diffs[0]
         values = "; ".join(
-            f"{v.get('value')} on {', '.join(v.get('nodes') or []) or _ranks_words(v['ranks'])}"
-            for v in (first.get("values") or [])[:3]
+            f"{v.value} on {', '.join(v.nodes) or _ranks_words(v.ranks)}" for v in first.values[:3]
         )
-        text += f": {first.get('name')} was {values}"
-    shell = d.get("shell_init") or []
-    if shell:
-        s = shell[0]
-        text += f" ({s.get('name')} set in {s.get('path')} on {s.get('node')})"
+        text += f": {first.name} was {values}"
+    if d.shell_init:
+        s = d.shell_init[0]
+        text += f" ({s.name} set in {s.path} on {s.node})"
     return text + "."
 
 
-def _straggler_story(d: dict) -> str:
-    suspects = d.get("suspect_ranks_compact") or ""
-    nodes = ", ".join(d.get("suspect_nodes") or [])
+def _straggler_story(d: Diagnosis) -> str:
+    suspects = d.suspect_ranks_compact
+    nodes = ", ".join(d.suspect_nodes)
     who = (
         f"{_ranks_words(suspects)}" + (f" on {nodes}" if nodes else "") if suspects else "one rank"
     )
@@ -200,21 +210,21 @@ def _straggler_story(d: dict) -> str:
     )
 
 
-def _init_story(d: dict) -> str:
-    missing = d.get("missing_ranks_compact") or d.get("suspect_ranks_compact") or ""
-    waiting = [g for g in d.get("stack_groups") or [] if g.get("kind") == "init"]
+def _init_story(d: Diagnosis) -> str:
+    missing = d.missing_ranks_compact or d.suspect_ranks_compact
+    waiting = [g for g in d.stack_groups if g.kind is GroupKind.INIT]
     text = "The job hung at start-up, in the rendezvous"
     if waiting:
-        who = ", ".join(_ranks_words(g["ranks"], g.get("rank_count")) for g in waiting)
-        text += f": {who} waited in {waiting[0]['frame']}"
+        who = ", ".join(_ranks_words(g.ranks, g.rank_count) for g in waiting)
+        text += f": {who} waited in {waiting[0].frame}"
     if missing:
         text += f"; {_ranks_words(missing)} never joined"
     return text + "."
 
 
-def _other_story(d: dict) -> str:
+def _other_story(d: Diagnosis) -> str:
     # The verdict's first sentence is what it saw; the rest tells the responder what to do.
-    summary = d.get("summary") or ""
+    summary = d.summary
     return summary.split(". ", 1)[0].rstrip(".") + "." if summary else ""
 
 
@@ -235,12 +245,12 @@ def watchdog_timeout_s(step_time_s: float | None) -> int | None:
     return int(math.ceil(seconds / 60) * 60)
 
 
-def observed_watchdog_timeout_s(d: dict[str, Any]) -> float | None:
+def observed_watchdog_timeout_s(d: Diagnosis) -> float | None:
     """The timeout the job's watchdog used, from a quoted `Timeout(ms)=600000` line."""
-    for e in d.get("evidence") or []:
-        text = e.get("text") or ""
+    for e in d.evidence:
+        text = e.text
         start = text.find("Timeout(ms)=")
-        if e.get("kind") != "watchdog" or start < 0:
+        if e.kind != "watchdog" or start < 0:
             continue
         digits = text[start + 12 : start + 24]
         number = digits[: len(digits) - len(digits.lstrip("0123456789"))]
@@ -253,7 +263,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
-def prevention(d: dict[str, Any], classification: str, confirmed: str | None = None) -> list[str]:
+def prevention(d: Diagnosis, classification: str, confirmed: str | None = None) -> list[str]:
     """The actions that fit this incident's cause (for A the one the responders confirmed,
     `confirmed`, else the evidence's), most specific first. The generic watchdog advice only
     stands in when nothing more specific is known."""
@@ -265,10 +275,10 @@ def prevention(d: dict[str, Any], classification: str, confirmed: str | None = N
     return advice
 
 
-def _cause_advice(cause: dict | None) -> list[str]:
+def _cause_advice(cause: DepartureCause | None) -> list[str]:
     if cause is None:
         return []
-    key, rank, node = cause["key"], cause["rank"], cause["node"] or "its node"
+    key, rank, node = cause.key, cause.rank, cause.node or "its node"
     if key in CRASHES:
         return [
             f"Crash handler (rank {rank} {CAUSES[key]}): print and fsync the traceback first, "
@@ -297,7 +307,7 @@ def _cause_advice(cause: dict | None) -> list[str]:
     if key == "node_lost":
         return [f"Find why {node} dropped off the network; alert on node reachability."]
     if key == "cpu_stall":
-        where = f" ({cause['frame']})" if cause["frame"] else ""
+        where = f" ({cause.frame})" if cause.frame else ""
         return [
             f"Bound the CPU-side work that stalled rank {rank}{where}: a DataLoader timeout, "
             "I/O with timeouts, no lock held across a collective; log per-rank data time."
@@ -305,7 +315,7 @@ def _cause_advice(cause: dict | None) -> list[str]:
     return []
 
 
-def _class_advice(d: dict, classification: str) -> list[str]:
+def _class_advice(d: Diagnosis, classification: str) -> list[str]:
     if classification == "B":
         return [
             "No collective under a rank-dependent branch: every rank must call the same "
@@ -325,10 +335,12 @@ def _class_advice(d: dict, classification: str) -> list[str]:
     return []
 
 
-def _watchdog_advice(d: dict, classification: str, *, measured_only: bool = False) -> list[str]:
+def _watchdog_advice(
+    d: Diagnosis, classification: str, *, measured_only: bool = False
+) -> list[str]:
     if classification in ("straggler", "init", "healthy"):
         return []
-    step = (d.get("progress") or {}).get("step_time_s")
+    step = d.progress.step_time_s
     suggested = watchdog_timeout_s(step)
     if suggested is None:
         if measured_only:
@@ -346,15 +358,14 @@ def _watchdog_advice(d: dict, classification: str, *, measured_only: bool = Fals
     ]
 
 
-def _consistency_advice(d: dict, classification: str) -> list[str]:
-    diffs = [x for x in d.get("env_diffs") or [] if not x.get("expected_per_rank")]
-    if classification != "C" and not diffs and not d.get("shell_init"):
+def _consistency_advice(d: Diagnosis, classification: str) -> list[str]:
+    if classification != "C" and not d.real_env_diffs and not d.shell_init:
         return []
     advice = [
         "At start-up, dump `env | grep -E 'NCCL|TORCH|CUDA' | sort` on every rank and refuse "
         "to start if the ranks differ."
     ]
-    if d.get("shell_init"):
+    if d.shell_init:
         advice.append(
             "Remove NCCL_ exports from shell start-up files (/etc/profile, /etc/bashrc, "
             "~/.bashrc); set them in the job's launcher only."
@@ -362,11 +373,10 @@ def _consistency_advice(d: dict, classification: str) -> list[str]:
     return advice
 
 
-def _flight_recorder_advice(d: dict, classification: str) -> list[str]:
-    fr = d.get("flight_recorder") or {}
+def _flight_recorder_advice(d: Diagnosis, classification: str) -> list[str]:
     if classification in ("straggler", "healthy"):
         return []
-    if not fr.get("dump_count"):
+    if not (d.flight_recorder and d.flight_recorder.dump_count):
         return [
             "Turn the flight recorder on (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, "
             "TORCH_NCCL_DUMP_ON_TIMEOUT=1): this incident had no dumps to name the first "
@@ -380,35 +390,35 @@ def _flight_recorder_advice(d: dict, classification: str) -> list[str]:
     return []
 
 
-def contributing_factors(d: dict[str, Any]) -> list[str]:
+def contributing_factors(d: Diagnosis) -> list[str]:
     """What made this incident worse or slower to find, as the evidence shows it."""
     factors = []
-    step = (d.get("progress") or {}).get("step_time_s")
+    step = d.progress.step_time_s
     observed, suggested = observed_watchdog_timeout_s(d), watchdog_timeout_s(step)
     if observed and suggested and observed > WATCHDOG_TOO_LONG_FACTOR * suggested:
         factors.append(
             f"The watchdog waited {_minutes(observed)} for {step:g} s steps: the job sat idle "
             "that long before anything failed."
         )
-    if not (d.get("flight_recorder") or {}).get("dump_count"):
+    if not (d.flight_recorder and d.flight_recorder.dump_count):
         factors.append("No flight-recorder dumps were collected.")
-    if d.get("shell_init"):
-        nodes = sorted({s.get("node") for s in d["shell_init"] if s.get("node")})
+    if d.shell_init:
+        nodes = sorted({s.node for s in d.shell_init if s.node})
         factors.append(f"NCCL_ variables set in shell start-up files on {', '.join(nodes)}.")
-    if d.get("unobserved_ranks_compact"):
+    if d.unobserved_ranks:
         factors.append(
-            f"Nothing was collected about ranks {d['unobserved_ranks_compact']} "
+            f"Nothing was collected about ranks {d.unobserved_ranks_compact} "
             "(the evidence is incomplete)."
         )
     return factors
 
 
-def evidence_quality(d: dict[str, Any], limit: int = 5) -> list[str]:
+def evidence_quality(d: Diagnosis, limit: int = 5) -> list[str]:
     """The console's own trouble reading the evidence (a log with no line it knows, a file
     cut at the cap): a note on how far the verdict can be trusted, never a cause."""
-    problems = d.get("parse_problems") or []
+    problems = d.parse_problems
     shown = [
-        f"{p.get('node') or 'the bundle'}: {p.get('problem') or p.get('source') or 'unreadable'}"
+        f"{p.node or 'the bundle'}: {p.problem or p.source or 'unreadable'}"
         for p in problems[:limit]
     ]
     if len(problems) > limit:

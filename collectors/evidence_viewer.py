@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.utils.html import format_html, format_html_join
 
+from analysis.jobtime import line_before_job
 from analysis.verdict import Evidence
 
 from .masking import masked_artifact_text
@@ -91,11 +93,20 @@ class Page:
     lines_shown: int
     cut_lines: int  # lines shortened to LINE_CHARS
     quoted: dict[int, int]
+    before_job: int = 0  # lines stamped before the job began
 
 
-def render_lines(text: str, quotes: list[tuple[int, str]]) -> Page:
-    """The artifact as table rows: a line number that links to itself, the line, and the
-    verdict's quoted lines marked (class "quoted", with the evidence index)."""
+def render_lines(
+    text: str,
+    quotes: list[tuple[int, str]],
+    *,
+    job_started: datetime | None = None,
+    now: datetime | None = None,
+) -> Page:
+    """The artifact as table rows: a line number that links to itself, the line, the
+    verdict's quoted lines marked (class "quoted", with the evidence index), and the lines
+    stamped before the job began marked "before-job" (analysis/jobtime.py: an earlier run's,
+    never quoted)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -104,25 +115,28 @@ def render_lines(text: str, quotes: list[tuple[int, str]]) -> Page:
     quoted = quoted_line_numbers(lines, quotes)
     cut = 0
     shown = []
+    old = set()
     for number, line in enumerate(lines, start=1):
+        if job_started is not None and line_before_job(line, job_started, now):
+            old.add(number)
         if len(line) > LINE_CHARS:
             line, cut = line[:LINE_CHARS] + " …", cut + 1
         shown.append((number, line))
     rows = format_html_join(
         "\n",
         '<tr id="L{}"{}><td class="ln"><a href="#L{}">{}</a></td><td class="tx">{}</td></tr>',
-        (
-            (
-                n,
-                format_html(' class="quoted" data-quote="{}"', quoted[n]) if n in quoted else "",
-                n,
-                n,
-                line,
-            )
-            for n, line in shown
-        ),
+        ((n, _row_attributes(n, quoted, old), n, n, line) for n, line in shown),
     )
-    return Page(rows, total, len(lines), cut, quoted)
+    return Page(rows, total, len(lines), cut, quoted, len(old))
+
+
+def _row_attributes(number: int, quoted: dict[int, int], old: set[int]) -> str:
+    if number in quoted:
+        classes = "quoted before-job" if number in old else "quoted"
+        return format_html(' class="{}" data-quote="{}"', classes, quoted[number])
+    if number in old:
+        return format_html(' class="before-job" title="{}"', "older than the job: an earlier run's")
+    return ""
 
 
 def _evidence(snapshot: Snapshot) -> tuple[Evidence, ...]:
@@ -138,14 +152,18 @@ def artifact_page(artifact: Artifact, text: str, *, raw: bool) -> dict:
     """What the viewer page shows of one artifact (its text already masked or not)."""
     collection = artifact.collection
     snapshot = collection.snapshot
-    evidence = _evidence(snapshot)
+    diagnosis = snapshot.read_diagnosis()
+    evidence = diagnosis.evidence if diagnosis else ()
     quotes = usable_quotes(evidence, collection.node_name)
-    page = render_lines(text, quotes)
+    started = diagnosis.job_started_at if diagnosis else None
+    now = (diagnosis.collected_at if diagnosis else None) or snapshot.finished_at
+    page = render_lines(text, quotes, job_started=started, now=now)
     return {
         "artifact": artifact,
         "snapshot": snapshot,
         "node": collection.node_name,
         "page": page,
+        "job_started": started,
         "raw": raw,
         "quotes": [
             {"index": i, "text": evidence[i].text, "kind": evidence[i].kind, "line": n}

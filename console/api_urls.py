@@ -5,7 +5,7 @@ from django.urls import path
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularRedocView,
-    SpectacularSwaggerView,
+    SpectacularSwaggerSplitView,
 )
 
 from clusters import apis as cluster_apis
@@ -25,7 +25,7 @@ urlpatterns = [
     # Pages to read the schema, behind the site's login like every page.
     path(
         "docs/",
-        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
         name="api-docs",
     ),
     path(
@@ -78,6 +78,11 @@ urlpatterns = [
         "v1/incidents/<int:pk>/bundles/",
         api(snapshot_apis.BundleImportApi),
         name="api-bundle-import",
+    ),
+    path(
+        "v1/incidents/<int:pk>/uploads/",
+        api(snapshot_apis.PushUploadApi),
+        name="api-push-upload",
     ),
     path(
         "v1/snapshots/<int:snapshot_pk>/bundle/",

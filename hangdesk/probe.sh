@@ -19,12 +19,21 @@
 [ -n "${HD_LOG_GLOBS+x}" ] || HD_LOG_GLOBS='/var/log/train/*.log'
 [ -n "${HD_FR_GLOBS+x}" ] || HD_FR_GLOBS='/var/log/train/fr/*'
 [ -n "${HD_PYSPY+x}" ] || HD_PYSPY='py-spy'
+[ -n "${HD_NCCLRAS+x}" ] || HD_NCCLRAS='ncclras'
 [ -n "${HD_TAIL_BYTES+x}" ] || HD_TAIL_BYTES=262144
 [ -n "${HD_CAP_BYTES+x}" ] || HD_CAP_BYTES=2097152
 [ -n "${HD_CMD_TIMEOUT+x}" ] || HD_CMD_TIMEOUT=20
 [ -n "${HD_MAX_PROCS+x}" ] || HD_MAX_PROCS=128
 [ -n "${HD_MAX_FILES+x}" ] || HD_MAX_FILES=256
 [ -n "${HD_NONCE+x}" ] || HD_NONCE=standalone
+# The sampling window: seconds of `py-spy record` per process (0: none), samples a second.
+[ -n "${HD_SAMPLE_S+x}" ] || HD_SAMPLE_S=2
+[ -n "${HD_SAMPLE_RATE+x}" ] || HD_SAMPLE_RATE=50
+# A process of the caller's that is no training process (`hangdesk collect` itself), or empty.
+[ -n "${HD_SKIP_PID+x}" ] || HD_SKIP_PID=
+# The GPU's shape: nvidia-smi sampled every HD_GPU_MS ms for HD_GPU_WINDOW s (0: no sampling).
+[ -n "${HD_GPU_MS+x}" ] || HD_GPU_MS=200
+[ -n "${HD_GPU_WINDOW+x}" ] || HD_GPU_WINDOW=2
 
 # --- plumbing ------------------------------------------------------------------------------
 
@@ -158,12 +167,13 @@ hd_processes() {
 	ps -eo pid,ppid,stat,etimes,args >"$_w.all" 2>"$_w.err" ||
 		hd_error ps "$(head -c 2000 "$_w.err")"
 	# Match the command line only (fields 5..), never the probe or its children.
-	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v max="$HD_MAX_PROCS" '
+	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v skip="$HD_SKIP_PID" \
+		-v max="$HD_MAX_PROCS" '
 		NR == 1 { print; next }
 		{
 			args = $0
 			sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +[0-9]+ /, "", args)
-			if ($1 == self || $2 == self || $1 == parent) next
+			if ($1 == self || $2 == self || $1 == parent || $1 == skip) next
 			if (args ~ ENVIRON["HD_PATTERN"] && ++n <= max) print
 		}' "$_w.all" >"$_w" 2>"$_w.err" ||
 		hd_error ps "process_pattern: $(head -c 2000 "$_w.err")"
@@ -201,6 +211,28 @@ hd_pyspy() { # pid
 		_why="$_why; text dump exited $_rc: $(head -c 2000 "$_w.err")"
 	fi
 	hd_publish_text "pyspyerr.$1" "$_why"
+	return 1
+}
+
+# Where the process spends a few seconds: the straggler is the rank that rarely waits in a
+# collective while the others mostly do. Non-blocking (the process is never paused), idle
+# threads included (a rank blocked in a collective sleeps in the kernel), per thread.
+hd_pyspy_sample() { # pid
+	[ "$HD_SAMPLE_S" -gt 0 ] 2>/dev/null || return 0
+	_w="$HD_DIR/w.pyspyrec.$1"
+	hd_bounded "$HD_PYSPY" record --pid "$1" --duration "$HD_SAMPLE_S" \
+		--rate "$HD_SAMPLE_RATE" --format raw --output "$_w" --idle --threads --nonblocking \
+		>"$_w.log" 2>&1
+	_rc=$?
+	if [ "$_rc" -eq 0 ] && [ -s "$_w" ]; then
+		hd_publish "pyspyrec.$1" "$HD_CAP_BYTES" start
+	else
+		hd_error "pyspyrec.$1" "py-spy record exited $_rc: $(tail -c 500 "$_w.log")"
+	fi
+}
+
+hd_pyspy_both() { # pid: the dump first (the moment), then the window (the spread)
+	hd_pyspy "$1" && hd_pyspy_sample "$1"
 }
 
 hd_kernel_log() {
@@ -227,6 +259,18 @@ hd_gpus() {
 		--format=csv
 	hd_capture nvsmi.apps nvidia-smi \
 		--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv
+	[ "$HD_GPU_WINDOW" -gt 0 ] || return 0
+	# A few samples over a short window: flat at 100 % (NCCL spinning), 0 % with memory held
+	# (the CPU side), or moving. `timeout` ends the loop: its 124 is the expected end.
+	_w="$HD_DIR/w.nvsmi.samples"
+	timeout -k 1 "$HD_GPU_WINDOW" nvidia-smi \
+		--query-gpu=timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,ecc.errors.uncorrected.volatile.total \
+		--format=csv,nounits -lms "$HD_GPU_MS" >"$_w" 2>"$_w.err"
+	if [ -s "$_w" ]; then
+		hd_publish nvsmi.samples "$HD_CAP_BYTES" start
+	else
+		hd_error nvsmi.samples "$(head -c 500 "$_w.err")"
+	fi
 }
 
 hd_system() {
@@ -249,6 +293,38 @@ hd_shell_init() {
 		hd_bounded grep -H -e NCCL_ -- "$_f" >>"$_w" 2>/dev/null
 	done
 	hd_publish shellinit "$HD_CAP_BYTES" start
+}
+
+# NCCL's RAS (NCCL 2.24+): one query of the job's communicators, asked of the RAS thread of an
+# NCCL process on this node (localhost:28028). JSON where the client has -f (2.28.7+), text
+# otherwise. Bounded twice: `timeout` ends a client that hangs, `head -c` one that streams
+# (RAS's own -t stays under the command's timeout; -t 0 would disable it).
+hd_ncclras() {
+	command -v "$HD_NCCLRAS" >/dev/null 2>&1 || return 0
+	_w="$HD_DIR/w.ncclras"
+	_t=5
+	if [ "$HD_CMD_TIMEOUT" -le 6 ]; then
+		_t=$((HD_CMD_TIMEOUT / 2))
+		[ "$_t" -ge 1 ] || _t=1
+	fi
+	hd_ras_query "$_w" -f json -t "$_t"
+	if [ "$_rrc" -ne 0 ] && ! grep -q '{' "$_w" 2>/dev/null &&
+		grep -q -i -e option -e usage -e format "$_w.err" 2>/dev/null; then
+		hd_ras_query "$_w" -t "$_t" # a client before 2.28.7 knows no -f
+	fi
+	[ "$_rrc" -eq 0 ] || hd_error ncclras "$HD_NCCLRAS exited $_rrc: $(head -c 500 "$_w.err")"
+	[ -s "$_w" ] && hd_publish ncclras "$HD_CAP_BYTES" start
+}
+
+hd_ras_query() { # file args...: the client's output in file (capped), its status in $_rrc
+	_rf=$1
+	shift
+	{
+		hd_bounded "$HD_NCCLRAS" "$@" 2>"$_rf.err"
+		echo "$?" >"$_rf.rc"
+	} | head -c "$((HD_CAP_BYTES + 1))" >"$_rf"
+	_rrc=$(cat "$_rf.rc" 2>/dev/null)
+	[ -n "$_rrc" ] || _rrc=1
 }
 
 # hd_files kind cap end|start globs: copy every regular file matching one of the
@@ -323,12 +399,13 @@ hd_main() {
 	# Everything else side by side; ship each artifact as soon as it is finished.
 	HD_SPAWNED=0
 	while read -r _pid; do
-		hd_spawn "pyspy.$_pid" hd_pyspy "$_pid"
+		hd_spawn "pyspy.$_pid" hd_pyspy_both "$_pid"
 	done <"$HD_DIR/pids"
 	hd_spawn dmesg hd_kernel_log
 	hd_spawn gpus hd_gpus
 	hd_spawn system hd_system
 	hd_spawn shellinit hd_shell_init
+	hd_spawn ncclras hd_ncclras
 	hd_spawn logs hd_files log "$HD_TAIL_BYTES" end "$HD_LOG_GLOBS"
 	hd_spawn fr hd_files fr "$HD_CAP_BYTES" start "$HD_FR_GLOBS"
 	until hd_all_done; do

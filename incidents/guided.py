@@ -13,6 +13,7 @@ from typing import ClassVar
 from django.contrib.auth.models import AbstractBaseUser
 
 from analysis import branches
+from analysis.diagnosis import Diagnosis
 
 from .models import EventKind, Incident, TimelineEvent
 from .services import incident_require_open, timeline_event_record
@@ -165,10 +166,10 @@ def _carried(earlier: TimelineEvent, question: dict) -> Standing | Reasked:
     return Reasked(earlier, details.get("snapshot"))
 
 
-def guided_state(events: list[TimelineEvent], snapshot_id: int, diagnosis: dict) -> dict:
+def guided_state(events: list[TimelineEvent], snapshot_id: int, diagnosis: Diagnosis) -> dict:
     """What stands on a snapshot: the responders' call (or None), the class whose branch is
     asked, the branch with its pre-answered questions, and question id -> standing answer."""
-    verdict_class = diagnosis.get("classification", "")
+    verdict_class = diagnosis.classification
     call = responders_call(events, snapshot_id, verdict_class)
     classification = (call.details.get("classification") if call and call.standing else "") or (
         verdict_class

@@ -2,7 +2,7 @@
 responders' decisions and the timeline), then the responders' words, saved as versions.
 
 The incidents app knows nothing of snapshots: whoever asks for a draft hands in the latest
-diagnosis (its `to_json()`) and when it was made.
+diagnosis (typed, `analysis.diagnosis.Diagnosis`) and when it was made.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from analysis import guide
 from analysis import postmortem as story
-from analysis.secrets import mask_json
+from analysis.diagnosis import Diagnosis
 from core.errors import Invalid
 
 from .models import (
@@ -63,18 +63,18 @@ ACTION_DUE_AFTER = timedelta(days=14)
 
 
 def postmortem_draft(
-    incident: Incident, *, diagnosis: dict | None = None, diagnosed_at: datetime | None = None
+    incident: Incident, *, diagnosis: Diagnosis | None = None, diagnosed_at: datetime | None = None
 ) -> PostMortem:
     """An unsaved post-mortem drafted from the latest diagnosis (made at `diagnosed_at`), the
     responders' decisions and the timeline. Secret-looking values are masked before any of
     the diagnosis is quoted."""
-    d = mask_json(diagnosis) if diagnosis else {}
+    d = diagnosis.masked() if diagnosis else None
     events = list(incident.events.select_related("author").order_by("at", "pk"))
     decisions = [e for e in events if e.kind in DECISION_KINDS]
     calls = [e for e in decisions if e.kind == EventKind.DECISION]
     final = calls[-1] if calls else None
-    classification = (final.details.get("classification") if final else "") or d.get(
-        "classification", ""
+    classification = (final.details.get("classification") if final else "") or (
+        d.classification if d else ""
     )
     times = _times(incident, d, events, diagnosed_at)
     owner = _owner(incident, final)
@@ -91,7 +91,7 @@ def postmortem_draft(
         contributing_factors=_bullets(_factors(d, times)),
         action_items="\n".join(
             action_item_line(text, owner, due)
-            for text in story.prevention(d, classification, cause)
+            for text in (story.prevention(d, classification, cause) if d else [])
         ),
     )
 
@@ -130,7 +130,10 @@ def _owner(incident: Incident, final: TimelineEvent | None) -> str:
 
 
 def _times(
-    incident: Incident, d: dict, events: list[TimelineEvent], diagnosed_at: datetime | None
+    incident: Incident,
+    d: Diagnosis | None,
+    events: list[TimelineEvent],
+    diagnosed_at: datetime | None,
 ) -> dict[str, datetime | None]:
     started = next(
         (e.at for e in events if e.kind == EventKind.SNAPSHOT and e.details.get("phase")), None
@@ -151,20 +154,15 @@ def _resolves(event: TimelineEvent) -> bool:
     return event.details.get("to") == Status.RESOLVED
 
 
-def _last_step_at(d: dict) -> datetime | None:
+def _last_step_at(d: Diagnosis | None) -> datetime | None:
     """When the last step line was written by any rank: when the job stopped moving."""
-    stamps = [r.get("last_step_at") for r in d.get("per_rank") or [] if r.get("last_step_at")]
-    if not stamps:
-        return None
-    try:
-        return datetime.fromisoformat(max(stamps))
-    except ValueError:
-        return None
+    stamps = [r.last_step_at for r in d.per_rank if r.last_step_at] if d else []
+    return max(stamps) if stamps else None
 
 
 def _summary(
     incident: Incident,
-    d: dict,
+    d: Diagnosis | None,
     classification: str,
     final: TimelineEvent | None,
     times: dict,
@@ -190,8 +188,8 @@ def _summary(
     return " ".join(p for p in parts if p)
 
 
-def _impact(d: dict, times: dict) -> str:
-    world = d.get("world_size") or 0
+def _impact(d: Diagnosis | None, times: dict) -> str:
+    world = d.world_size if d else 0
     start = times.get("stalled") or times.get("opened")
     end = times.get("resolved")
     if not world or not start:
@@ -205,31 +203,25 @@ def _impact(d: dict, times: dict) -> str:
     return (
         f"{world} ranks idle for {_duration(start, end)} "
         f"(≈ {world * hours:.1f} GPU-hours at one GPU per rank), from the last completed step "
-        f"{d.get('last_completed_step')} to resolution. "
+        f"{d.last_completed_step} to resolution. "
         "Fill in: steps redone since the last checkpoint, who waited."
     )
 
 
 def _detection_markdown(
     incident: Incident,
-    d: dict,
+    d: Diagnosis | None,
     times: dict,
     events: list[TimelineEvent],
     decisions: list[TimelineEvent],
 ) -> str:
     rows = []
-    if times.get("stalled"):
-        rows.append((times["stalled"], f"Last step line written (step {d.get('max_step')})"))
+    if times.get("stalled") and d:
+        rows.append((times["stalled"], f"Last step line written (step {d.max_step})"))
     rows.append((times["opened"], f"Incident opened by {_opener(incident, events)}"))
     if times.get("snapshot"):
         rows.append((times["snapshot"], "First snapshot of the cluster"))
-    if times.get("verdict"):
-        rows.append(
-            (
-                times["verdict"],
-                f"Console's verdict: {guide.class_name(d.get('classification', ''))}",
-            )
-        )
+    rows += _verdict_rows(events, d, times)
     for event in decisions:
         rows.append((event.at, f"{event.actor}: {decision_words(event)}"))
     if times.get("resolved"):
@@ -262,6 +254,26 @@ def _detection_markdown(
     return text
 
 
+def _verdict_rows(events: list[TimelineEvent], d: Diagnosis | None, times: dict) -> list[tuple]:
+    """The console's verdicts as the timeline recorded them: the first, then each change of
+    class (a second snapshot that says the same is no news); the latest diagnosis when the
+    timeline has none."""
+    rows, last = [], None
+    for event in events:
+        details = event.details
+        if event.kind != EventKind.SNAPSHOT or details.get("phase") != "finished":
+            continue
+        classification = details.get("classification") or ""
+        if classification and classification != last:
+            name = guide.class_name(classification)
+            on = f"snapshot {details.get('snapshot')}"
+            rows.append((event.at, f"Console's verdict ({on}): {name}"))
+            last = classification
+    if not rows and times.get("verdict") and d:
+        rows.append((times["verdict"], f"Console's verdict: {guide.class_name(d.classification)}"))
+    return rows
+
+
 def decision_words(event: TimelineEvent) -> str:
     details = event.details
     if event.kind == EventKind.ANSWER:
@@ -282,7 +294,10 @@ def _resolution(events: list[TimelineEvent]) -> str:
 
 
 def _root_cause(
-    d: dict, classification: str, decisions: list[TimelineEvent], cause_key: str | None = None
+    d: Diagnosis | None,
+    classification: str,
+    decisions: list[TimelineEvent],
+    cause_key: str | None = None,
 ) -> str:
     """What the responders concluded first (their notes and overrides), then the cause: the
     one they confirmed, beside what the evidence alone showed when that differs."""
@@ -298,20 +313,20 @@ def _root_cause(
         parts.append("Responders concluded:\n\n" + "\n".join(concluded))
     if classification == "A" and d:
         cause = story.departure_cause(d, cause_key)
-        if cause["rank"] is not None and cause["confirmed"]:
-            text = f"Cause (the responders' answer): rank {cause['rank']} was {cause['words']}."
-            if cause["evidence_key"] != cause["key"]:
-                alone = story.CAUSES[cause["evidence_key"]]
+        if cause.rank is not None and cause.confirmed:
+            text = f"Cause (the responders' answer): rank {cause.rank} was {cause.words}."
+            if cause.evidence_key != cause.key:
+                alone = story.CAUSES[cause.evidence_key]
                 text += f" The evidence alone showed: {alone}."
             parts.append(text)
-        elif cause["rank"] is not None:
-            parts.append(f"Evidence: rank {cause['rank']} was {cause['words']}.")
+        elif cause.rank is not None:
+            parts.append(f"Evidence: rank {cause.rank} was {cause.words}.")
     elif d:
         parts.append(f"Evidence: {story.cause_story(d, classification)}")
     return "\n\n".join(parts) or "Fill in: why it happened."
 
 
-def _factors(d: dict, times: dict) -> list[str]:
+def _factors(d: Diagnosis | None, times: dict) -> list[str]:
     factors = story.contributing_factors(d) if d else []
     if times.get("stalled") and times.get("opened"):
         idle = (times["opened"] - times["stalled"]).total_seconds()
@@ -321,7 +336,9 @@ def _factors(d: dict, times: dict) -> list[str]:
                 f"The job sat idle {_duration(times['stalled'], times['opened'])} before anyone "
                 "opened an incident: nothing alerted on the step lines stopping.",
             )
-    return factors
+    return factors or [
+        "Fill in: what made it worse or slower to find (the evidence shows nothing)."
+    ]
 
 
 def _bullets(items: list[str]) -> str:

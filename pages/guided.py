@@ -2,11 +2,13 @@
 on (else the verdict's), each question pre-answered from the stored diagnosis with its
 evidence, every answer a timeline event, and the next actions as buttons that do the thing.
 
-Raw evidence shown here (a rank's log tail, its node's dmesg, two environments side by side)
+Raw evidence shown here (two environments side by side; a rank's lines: pages/rank_page.py)
 is read from the artifacts already collected, masked, and shown to responders only.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -14,6 +16,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from analysis import branches, guide
+from analysis.diagnosis import Diagnosis
+from analysis.records import RankRow
 from analysis.secrets import mask_environment, mask_text
 from collectors.models import Artifact, Snapshot
 from core.errors import AppError
@@ -28,9 +32,6 @@ from incidents.guided import (
 from incidents.models import Incident, Status, TimelineEvent
 from incidents.services import InvalidTransition, incident_change_status
 
-# A log tail or dmesg shows at most this many of its last lines, read from its last bytes.
-TAIL_LINES = 200
-TAIL_BYTES = 256 * 1024
 # Variables that differ per rank by design: shown, never counted as a difference.
 PER_RANK_VARIABLES = frozenset(
     {
@@ -53,9 +54,10 @@ def guided_context(
     incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
 ) -> dict | None:
     """What the guided panel shows, or None before a snapshot has a diagnosis."""
-    if snapshot is None or not snapshot.diagnosis:
+    diagnosis = snapshot.read_diagnosis() if snapshot is not None else None
+    if diagnosis is None:
         return None
-    state = guided_state(events, snapshot.pk, snapshot.diagnosis)
+    state = guided_state(events, snapshot.pk, diagnosis)
     branch, answers = state["branch"], state["answers"]
     questions = []
     for q in branch["questions"]:
@@ -65,7 +67,7 @@ def guided_context(
             {
                 **q,
                 "suggested_label": labels.get(q["suggested"], q["suggested"]),
-                "evidence": [{**e, "text": mask_text(e.get("text") or "")} for e in q["evidence"]],
+                "evidence": [replace(e, text=mask_text(e.text)) for e in q["evidence"]],
                 "answer": found if isinstance(found, Standing) else None,
                 "reasked": found if isinstance(found, Reasked) else None,
                 "selected": answer_value(found, q),
@@ -102,7 +104,7 @@ def guided_answer(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpRespon
     snapshot = _snapshot(pk, snapshot_pk)
     incident = snapshot.incident
     events = list(incident.events.order_by("at", "pk"))
-    state = guided_state(events, snapshot.pk, snapshot.diagnosis or {})
+    state = guided_state(events, snapshot.pk, snapshot.read_diagnosis() or Diagnosis.empty())
     classification = state["classification"]
     qid = request.POST.get("q", "")
     question = next((q for q in state["branch"]["questions"] if q["id"] == qid), None)
@@ -158,71 +160,10 @@ def _artifacts(snapshot: Snapshot, node: str, *, prefix: str = "", name: str = "
     return list(artifacts.order_by("name"))
 
 
-def _tail(data: bytes) -> tuple[list[str], bool]:
-    """The last lines of a piece of evidence, masked; and whether there was more."""
-    cut = len(data) > TAIL_BYTES
-    text = data[-TAIL_BYTES:].decode("utf-8", "replace")
-    lines = text.splitlines()
-    if cut and lines:
-        lines = lines[1:]  # the first line was cut in the middle
-    more = cut or len(lines) > TAIL_LINES
-    return [mask_text(line) for line in lines[-TAIL_LINES:]], more
-
-
-def _rank_markers(rank: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """How a rank's own log file is named, and how its lines are marked in a shared log."""
-    names = (f"rank{rank}.", f"rank{rank}_", f"rank_{rank}.", f"rank-{rank}.", f"rank{rank}-")
-    lines = (f"[rank{rank}]", f"[default{rank}]", f"rank={rank} ", f"[{rank}]:")
-    return names, lines
-
-
-def rank_logs(snapshot: Snapshot, node: str, rank: int) -> list[dict]:
-    """The rank's own log file's tail; else, from the node's shared logs, its lines."""
-    names, markers = _rank_markers(rank)
-    logs = _artifacts(snapshot, node, prefix="logs/")
-    own = [a for a in logs if any(m in a.name.rsplit("/", 1)[-1] for m in names)]
-    shown = []
-    for artifact in own or logs:
-        lines, more = _tail(artifact.content)
-        if not own:
-            lines = [line for line in lines if any(m in line for m in markers)]
-        if lines:
-            shown.append(
-                {"name": artifact.name.removeprefix("logs/"), "lines": lines, "more": more}
-            )
-    return shown
-
-
-@role_required(Role.RESPONDER)
-def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> HttpResponse:
-    """A rank's log tail and its node's dmesg, from the snapshot's collected evidence."""
-    snapshot = _snapshot(pk, snapshot_pk)
-    row = next(
-        (r for r in (snapshot.diagnosis or {}).get("per_rank") or [] if r.get("rank") == rank), {}
-    )
-    node = row.get("node") or ""
-    dmesg = _artifacts(snapshot, node, name="dmesg.txt") if node else []
-    dmesg_lines, dmesg_more = _tail(dmesg[0].content) if dmesg else ([], False)
-    return render(
-        request,
-        "pages/guided_rank.html",
-        {
-            "incident": snapshot.incident,
-            "snapshot": snapshot,
-            "rank": rank,
-            "row": row,
-            "node": node,
-            "logs": rank_logs(snapshot, node, rank) if node else [],
-            "dmesg": dmesg_lines,
-            "dmesg_more": dmesg_more,
-        },
-    )
-
-
-def _environ(snapshot: Snapshot, row: dict) -> dict[str, str] | None:
-    if not row.get("node") or not row.get("pid"):
+def _environ(snapshot: Snapshot, row: RankRow | None) -> dict[str, str] | None:
+    if row is None or not row.node or not row.pid:
         return None
-    found = _artifacts(snapshot, row["node"], name=f"environ/{row['pid']}")
+    found = _artifacts(snapshot, row.node, name=f"environ/{row.pid}")
     if not found:
         return None
     text = found[0].content.decode("utf-8", "replace")
@@ -248,10 +189,10 @@ def env_rows(suspect: dict[str, str], healthy: dict[str, str]) -> list[dict]:
 def guided_env(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
     """The suspect rank's environment beside a healthy rank's, on another node if possible."""
     snapshot = _snapshot(pk, snapshot_pk)
-    diagnosis = snapshot.diagnosis or {}
+    diagnosis = snapshot.read_diagnosis() or Diagnosis.empty()
     who = branches.suspect(diagnosis)
     healthy = branches.healthy_rank(diagnosis)
-    suspect_env = _environ(snapshot, who["row"])
+    suspect_env = _environ(snapshot, who.row)
     healthy_env = _environ(snapshot, healthy) if healthy else None
     rows = env_rows(suspect_env or {}, healthy_env or {})
     return render(

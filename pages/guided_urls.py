@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import guided
+from . import guided, rank_page
 
 # The guided workflow's verbs and evidence pages, served in the `incidents` namespace.
 urlpatterns = [
@@ -11,7 +11,7 @@ urlpatterns = [
     ),
     path(
         "incidents/<int:pk>/snapshots/<int:snapshot_pk>/ranks/<int:rank>/",
-        guided.guided_rank,
+        rank_page.guided_rank,
         name="guided_rank",
     ),
     path(

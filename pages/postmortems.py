@@ -73,7 +73,7 @@ def _draft(incident: Incident) -> PostMortem:
     if snapshot is None:
         return postmortems.postmortem_draft(incident)
     return postmortems.postmortem_draft(
-        incident, diagnosis=snapshot.diagnosis, diagnosed_at=snapshot.finished_at
+        incident, diagnosis=snapshot.read_diagnosis(), diagnosed_at=snapshot.finished_at
     )
 
 

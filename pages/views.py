@@ -114,9 +114,10 @@ def _incident_context(incident: Incident, *, evidence: bool = True) -> dict:
 def decision_on(events: list[TimelineEvent], snapshot) -> Standing | Reasked | None:
     """The responders' class decision standing on this snapshot (its own, or one carried from
     an earlier snapshot), shown in the verdict's head."""
-    if snapshot is None or not snapshot.diagnosis:
+    diagnosis = snapshot.read_diagnosis() if snapshot is not None else None
+    if diagnosis is None:
         return None
-    return responders_call(events, snapshot.pk, snapshot.diagnosis.get("classification", ""))
+    return responders_call(events, snapshot.pk, diagnosis.classification)
 
 
 def _int(text: str | None) -> int:

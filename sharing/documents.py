@@ -9,12 +9,18 @@ its Markdown export and the shared page.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import analysis
 from analysis import guide
-from analysis.secrets import mask_json, mask_text
+from analysis.diagnosis import Diagnosis
+from analysis.fr_records import FrMismatch
+from analysis.records import EnvDiff, NcclConfigDiff, ShellInitLine, StackGroup, records
+from analysis.secrets import mask_text
+from analysis.verdict import Evidence
 from collectors import selectors as snapshot_selectors
 from incidents.markdown import render_markdown
 from incidents.models import Incident, PostMortem, PostMortemStatus, PostMortemVersion
@@ -53,7 +59,7 @@ def document(
     )
     content = {name: mask_text(value or "") for name, value in content.items()}
     if version is not None and version.status == PostMortemStatus.PUBLISHED:
-        parts = frozen.frozen_parts(version, lambda: live_parts(incident))
+        parts = _typed(frozen.frozen_parts(version, lambda: live_parts(incident)))
     else:
         parts = {**live_parts(incident), "frozen_at": None}
     classification = content.get("classification") or ""
@@ -85,14 +91,12 @@ def live_parts(incident: Incident) -> dict[str, Any]:
     """What the document shows beside the written sections, from the incident as it stands:
     what a published version freezes."""
     snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
-    diagnosis = mask_json(snapshot.diagnosis) if snapshot and snapshot.diagnosis else None
-    figure = None
-    if diagnosis:
-        figure = analysis.timeline_figure(analysis.Diagnosis.from_json(diagnosis))
+    stored = snapshot.read_diagnosis() if snapshot else None
+    diagnosis = stored.masked() if stored else None
     return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
-        "figure": figure,
-        "evidence": _evidence_summary(diagnosis) if diagnosis else None,
+        "figure": analysis.timeline_figure(diagnosis) if diagnosis else None,
+        "evidence": EvidenceSummary.of(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [
             {
@@ -115,6 +119,17 @@ def freeze_published(incident: Incident, postmortem: PostMortem) -> None:
         frozen.freeze(version, live_parts(incident))
 
 
+def _typed(parts: dict[str, Any]) -> dict[str, Any]:
+    """Frozen parts as the live ones are: the quoted lines and the evidence summary typed
+    again (they were frozen as their JSON)."""
+    verdict, summary = parts.get("verdict"), parts.get("evidence")
+    if isinstance(verdict, Mapping):
+        parts["verdict"] = {**verdict, "lines": records(Evidence, verdict.get("lines"))}
+    if isinstance(summary, Mapping):
+        parts["evidence"] = EvidenceSummary.from_json(summary)
+    return parts
+
+
 def _anonymous(row: dict[str, Any]) -> dict[str, Any]:
     """A note as a share link shows it: a person is "a responder", never their user name."""
     return {**row, "actor": "a responder"} if row.get("person", True) else row
@@ -135,21 +150,21 @@ def _sections(content: dict[str, str]) -> list[dict[str, Any]]:
     return sections
 
 
-def _verdict(d: dict, snapshot) -> dict[str, Any]:
+def _verdict(d: Diagnosis, snapshot) -> dict[str, Any]:
     return {
         "snapshot": snapshot.pk,
         "at": snapshot.finished_at,
-        "classification": d.get("classification", ""),
-        "class_name": guide.class_name(d.get("classification", "")),
-        "confidence": d.get("confidence"),
-        "summary": d.get("summary", ""),
-        "world_size": d.get("world_size"),
-        "ranks_seen": d.get("ranks_seen"),
-        "missing": d.get("missing_ranks_compact", ""),
-        "suspects": d.get("suspect_ranks_compact", ""),
-        "suspect_nodes": d.get("suspect_nodes") or [],
-        "last_completed_step": d.get("last_completed_step"),
-        "lines": (d.get("evidence") or [])[:VERDICT_LINES],
+        "classification": d.classification,
+        "class_name": guide.class_name(d.classification),
+        "confidence": d.confidence,
+        "summary": d.summary,
+        "world_size": d.world_size,
+        "ranks_seen": d.ranks_seen,
+        "missing": d.missing_ranks_compact,
+        "suspects": d.suspect_ranks_compact,
+        "suspect_nodes": list(d.suspect_nodes),
+        "last_completed_step": d.last_completed_step,
+        "lines": d.evidence[:VERDICT_LINES],
     }
 
 
@@ -165,20 +180,52 @@ def _decision(event) -> dict[str, Any]:
     }
 
 
-def _evidence_summary(d: dict) -> dict[str, Any]:
-    groups = []
-    for g in (d.get("stack_groups") or [])[:STACK_GROUPS]:
-        groups.append({**g, "stack": (g.get("stack") or [])[:STACK_FRAMES]})
-    return {
-        "stack_groups": groups,
-        "env_diffs": [x for x in d.get("env_diffs") or [] if not x.get("expected_per_rank")][
-            :ENV_DIFFS
-        ],
-        "nccl_config_diffs": (d.get("nccl_config_diffs") or [])[:ENV_DIFFS],
-        "shell_init": (d.get("shell_init") or [])[:ENV_DIFFS],
-        "first_mismatch": (d.get("flight_recorder") or {}).get("first_mismatch"),
-        "lines": (d.get("evidence") or [])[:SUMMARY_LINES],
-    }
+@dataclass(frozen=True)
+class EvidenceSummary:
+    """The part of the diagnosis a document quotes on request, bounded."""
+
+    stack_groups: tuple[StackGroup, ...]
+    env_diffs: tuple[EnvDiff, ...]
+    nccl_config_diffs: tuple[NcclConfigDiff, ...]
+    shell_init: tuple[ShellInitLine, ...]
+    first_mismatch: FrMismatch | None
+    lines: tuple[Evidence, ...]
+
+    @classmethod
+    def of(cls, d: Diagnosis) -> EvidenceSummary:
+        return cls(
+            stack_groups=tuple(
+                replace(g, stack=g.stack[:STACK_FRAMES]) for g in d.stack_groups[:STACK_GROUPS]
+            ),
+            env_diffs=d.real_env_diffs[:ENV_DIFFS],
+            nccl_config_diffs=d.nccl_config_diffs[:ENV_DIFFS],
+            shell_init=d.shell_init[:ENV_DIFFS],
+            first_mismatch=d.flight_recorder.first_mismatch if d.flight_recorder else None,
+            lines=d.evidence[:SUMMARY_LINES],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        first = self.first_mismatch
+        return {
+            "stack_groups": [g.to_json() for g in self.stack_groups],
+            "env_diffs": [x.to_json() for x in self.env_diffs],
+            "nccl_config_diffs": [x.to_json() for x in self.nccl_config_diffs],
+            "shell_init": [x.to_json() for x in self.shell_init],
+            "first_mismatch": first.to_json() if first else None,
+            "lines": [e.to_json() for e in self.lines],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvidenceSummary:
+        first = data.get("first_mismatch")
+        return cls(
+            stack_groups=records(StackGroup, data.get("stack_groups")),
+            env_diffs=records(EnvDiff, data.get("env_diffs")),
+            nccl_config_diffs=records(NcclConfigDiff, data.get("nccl_config_diffs")),
+            shell_init=records(ShellInitLine, data.get("shell_init")),
+            first_mismatch=FrMismatch.from_json(first) if isinstance(first, Mapping) else None,
+            lines=records(Evidence, data.get("lines")),
+        )
 
 
 # --- Markdown export ---------------------------------------------------------------------------
@@ -248,11 +295,11 @@ def _md_verdict(verdict: dict | None) -> list[str]:
     return lines
 
 
-def _evidence_line(e: dict) -> str:
-    rank = f"rank {e['rank']}" if e.get("rank") is not None else ""
-    where = " ".join(p for p in (e.get("node") or "", rank) if p)
-    head = f"[{e.get('kind')}] {where}:" if where else f"[{e.get('kind')}]"
-    return f"{head} {e.get('text')}"
+def _evidence_line(e: Evidence) -> str:
+    rank = f"rank {e.rank}" if e.rank is not None else ""
+    where = " ".join(p for p in (e.node or "", rank) if p)
+    head = f"[{e.kind}] {where}:" if where else f"[{e.kind}]"
+    return f"{head} {e.text}"
 
 
 def _md_events(title: str, events: list[dict], field: str) -> list[str]:
@@ -265,21 +312,17 @@ def _md_events(title: str, events: list[dict], field: str) -> list[str]:
     return [*lines, ""]
 
 
-def _md_evidence(summary: dict) -> list[str]:
+def _md_evidence(summary: EvidenceSummary) -> list[str]:
     lines = ["## Evidence summary", "", "### Stack groups", ""]
-    for g in summary["stack_groups"]:
-        frame = md_text(g.get("frame", ""))
-        lines.append(f"- ranks {md_text(g['ranks'])} ({g.get('kind')}): {frame}")
+    for g in summary.stack_groups:
+        lines.append(f"- ranks {md_text(g.ranks)} ({g.kind}): {md_text(g.frame)}")
     lines += ["", "### Environment differences", ""]
-    if not summary["env_diffs"]:
+    if not summary.env_diffs:
         lines.append("_Every NCCL\\_/TORCH\\_/CUDA\\_/GLOO\\_ variable is the same on all ranks._")
-    for diff in summary["env_diffs"]:
-        values = "; ".join(
-            f"{md_text(v.get('value', ''))} on ranks {md_text(v.get('ranks', ''))}"
-            for v in diff.get("values") or []
-        )
-        lines.append(f"- {md_text(diff.get('name', ''))}: {values}")
-    if summary["lines"]:
-        quoted = "\n".join(_evidence_line(e) for e in summary["lines"])
+    for diff in summary.env_diffs:
+        values = "; ".join(f"{md_text(v.value)} on ranks {md_text(v.ranks)}" for v in diff.values)
+        lines.append(f"- {md_text(diff.name)}: {values}")
+    if summary.lines:
+        quoted = "\n".join(_evidence_line(e) for e in summary.lines)
         lines += ["", "### Evidence lines", "", code_fence(quoted)]
     return [*lines, ""]

@@ -55,6 +55,8 @@ def freeze(version: PostMortemVersion, parts: dict[str, Any]) -> PublishedDocume
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
+    if hasattr(value, "to_json"):  # a typed part of the diagnosis: its stored form
+        return _jsonable(value.to_json())
     if isinstance(value, dict):
         return {key: _jsonable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

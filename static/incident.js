@@ -24,3 +24,19 @@ document.addEventListener("htmx:afterSettle", function () {
     flash.removeAttribute("data-about");
   });
 });
+
+// A form marked data-reset-on-success (the note form) empties itself once htmx says its
+// request went through: no inline handler, the console's CSP runs no inline script.
+document.addEventListener("htmx:afterRequest", function (event) {
+  var form = event.target.closest && event.target.closest("form[data-reset-on-success]");
+  if (form && event.detail.successful) form.reset();
+});
+
+// A poller marked data-visible-only (the live poll) asks nothing while its tab is hidden. The
+// condition lives here, not in an hx-trigger filter: htmx runs those as code (eval), which
+// the console's CSP forbids.
+document.addEventListener("htmx:beforeRequest", function (event) {
+  var from = event.detail && event.detail.elt;
+  var gated = from && from.hasAttribute && from.hasAttribute("data-visible-only");
+  if (gated && document.visibilityState !== "visible") event.preventDefault();
+});

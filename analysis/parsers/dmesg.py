@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 _OOM = re.compile(
@@ -75,6 +75,13 @@ class KernelFacts:
     xids: list[XidEvent]
     segfaults: list[Segfault]
     problems: list[str]
+    # Lines about network and NVLink links (mlx5, InfiniBand, a NIC's link going down), for the
+    # line reader to judge (analysis.signals); the first MAX_LINK_LINES of them.
+    links: list[str] = field(default_factory=list)
+
+
+MAX_LINK_LINES = 256
+_LINK_HINTS = ("mlx5", "nfiniband", "NVLink", "nvlink", "ink down", "ink is down", "ink is Down")
 
 
 _HUMAN_STAMP = re.compile(r"^\s*\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")
@@ -134,6 +141,9 @@ def parse_dmesg(text: str | None) -> KernelFacts:
             match = _SEGV.search(line, max(0, line.find("]: segfault at") - 80))
             if match:
                 facts.segfaults.append(Segfault(int(match.group(2)), match.group(1), line.strip()))
+                continue
+        if len(facts.links) < MAX_LINK_LINES and any(hint in line for hint in _LINK_HINTS):
+            facts.links.append(line.strip()[:1000])
     if lines and unstamped == len([ln for ln in lines if ln.strip()]):
         facts.problems.append("no kernel log timestamps found: is this dmesg output?")
     return facts

@@ -584,7 +584,10 @@ class LauncherReader:
             return True
         if self._rdzv is not None and self._rendezvous_line(line):
             return True
-        return any(handler(self, line, rank, local) for handler in self._HANDLERS)
+        for handler in self._HANDLERS:  # noqa: SIM110 (a plain loop: any() of a generator costs more)
+            if handler(self, line, rank, local):
+                return True
+        return False
 
     def finish(self) -> None:
         self._close_summary()

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 from analysis.parsers import nccl
 from analysis.parsers.launchers import ExitFact, LauncherReader
+from analysis.parsers.log_signals import apply_signals, apply_started, signal_reader
 from analysis.parsers.nccl import (
     CollectiveFact,
     CommInitFact,
@@ -29,6 +30,7 @@ from analysis.parsers.nccl import (
     PeerFact,
     SlowFact,
 )
+from analysis.signals import LineSource, Signal
 
 __all__ = [
     "ExitFact",
@@ -162,11 +164,21 @@ class LogFacts:
     world_size: int | None = None
     fr_disabled: bool = False
     problems: list[str] = field(default_factory=list)
+    # What the line reader (analysis.signals) found in the lines above, bounded per kind.
+    signals: tuple[Signal, ...] = ()
+
+
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".json")
 
 
 def rank_from_filename(path: str) -> int | None:
     name = path.rsplit("/", 1)[-1]
-    name = re.sub(r"\.(log|txt|out|err|json)$", "", name)
+    if "ank" not in name and "ANK" not in name:
+        return None  # no rank[_-]N in it (case-insensitive): most files, at no regex's cost
+    for suffix in _LOG_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
     match = _FILE_RANK.search(name)
     return int(match.group(1)) if match else None
 
@@ -237,15 +249,18 @@ _MAX_COMM_INITS = 256
 _JOB_STEP_WORDS = ("srun", "slurmstepd", "StepId", "oom-kill", "oom_kill", "job step")
 
 
-def parse_log(path: str, text: str | None) -> LogFacts:
+def parse_log(path: str, text: str | None, source: LineSource | None = None) -> LogFacts:
+    """The log's facts; `source` says where it came from (its node, the node's pids) for the
+    line reader's signals."""
     facts = LogFacts(path=path, file_rank=rank_from_filename(path))
     if not text:
         return facts
-    reader = _LogReader(facts)
+    reader = _LogReader(facts, source)
+    reader.whole = reader.signals.prepare(text)
     for raw_line in text.splitlines():
         line = raw_line.rstrip()
         if line:
-            reader.read(line)
+            reader.read(line, raw_line)
     reader.finish()
     if reader.recognised == 0 and text.count("\n") >= 3:
         facts.problems.append(f"{path}: no step, watchdog, NCCL or error line recognised")
@@ -256,13 +271,15 @@ class _LogReader:
     """One pass over one log. `read` resolves who wrote the line, then offers it to each
     handler whose guard substring it contains, until one consumes it."""
 
-    def __init__(self, facts: LogFacts) -> None:
+    def __init__(self, facts: LogFacts, source: LineSource | None = None) -> None:
         self.facts = facts
         self.recognised = 0
         self.previous_rank: int | None = None
         self.launchers = LauncherReader()
+        self.signals = signal_reader(facts.path, source)
+        self.whole = False  # the line reader took the text whole (ncclras JSON)
 
-    def read(self, line: str) -> None:
+    def read(self, line: str, raw: str | None = None) -> None:
         if line[0].isdigit():
             # Fast path for the lab step line, which makes up most of a healthy log.
             lab = _LAB_STEP.match(line)
@@ -271,6 +288,8 @@ class _LogReader:
                 self.previous_rank = int(lab.group(3))
                 self.facts.steps.append(_lab_step(lab, line))
                 return
+        if not self.whole:
+            self.signals.read_line(raw or line)
         rank, local = self._who(line)
         self.previous_rank = rank
         for hint in _PEER_HINTS:
@@ -310,6 +329,10 @@ class _LogReader:
         self.facts.local_to_global = rank_map.local_to_global
         self.facts.host_ranks = rank_map.host_ranks
         self.facts.pid_ranks = rank_map.pid_ranks
+        signals = self.signals.signals()
+        if signals or apply_started(self.facts, self.signals):
+            self.recognised += 1
+        apply_signals(self.facts, signals, _keep, LineFact)
 
     def _who(self, line: str) -> tuple[int | None, int | None]:
         local = None

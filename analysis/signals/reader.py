@@ -91,9 +91,9 @@ class _Traceback:
 class SignalReader:
     def __init__(self, source: LineSource = NO_SOURCE) -> None:
         self.source = source
-        self.file_rank, self.file_local = who.file_rank(source.path)
-        self.pod = who.pod_name(source.path) if source.path else None
+        self._file: tuple[int | None, int | None, str | None] | None = None  # read when needed
         self.learned: dict[int, tuple[int, int]] = {}  # pid -> (rank, communicator size)
+        self.started: dict[int, int] = {}  # pid -> rank, from a launcher's start lines
         self.widest = 0
         self.kept = _Kept()
         self.line_no = 0
@@ -102,22 +102,51 @@ class SignalReader:
         self.ras: RasTextReader | None = None
         self.pending: list[Signal] = []
         self.blocks = Blocks()
+        self.previous_line: str | None = None  # a quiet line, read again if indented ones follow
+        self.held: str | None = None  # a line that may go on in the next one (a terminal's wrap)
+        self.hinted = False  # the last line read named something a failure line names
 
     # -- whole texts ---------------------------------------------------------------------------
 
     def read_text(self, text: str) -> None:
-        if self._structured(text):
+        if self.prepare(text):
             return
+        for line in text.splitlines():
+            self.read_line(line)
+
+    def prepare(self, text: str) -> bool:
+        """Look at the whole text before its lines: True when it was read whole (ncclras's
+        JSON), else learn what its lines need from each other."""
+        if self._structured(text):
+            return True
         if looks_like_ras(text):
             self.ras = RasTextReader()
         if " nranks " in text:
             self.learn(text)
-        for line in text.splitlines():
-            if "][" in line:
-                for part in _runs(line):
-                    self.read(part)
-            else:
-                self.read(line)
+        return False
+
+    def read_line(self, line: str) -> None:
+        """One line of the text, split where two log lines ran together, joined to the line
+        above when a terminal wrapped one sentence over both (`... exited on ` then
+        `signal 6 (Aborted).`)."""
+        held, self.held = self.held, None
+        if held is not None and line[:1].islower():
+            line = held.rstrip() + " " + line
+        before = self.line_no, len(self.pending)
+        self._read_parts(line)
+        if line[-1:] in (" ", "\t") and len(line) < 400 and self._said_nothing(before):
+            self.held = line
+
+    def _said_nothing(self, before: tuple[int, int]) -> bool:
+        """The line just read (after `before`) gave no failure and had something to say."""
+        return self.line_no == before[0] + 1 and len(self.pending) == before[1] and self.hinted
+
+    def _read_parts(self, line: str) -> None:
+        if "][" in line:
+            for part in _runs(line):
+                self.read(part)
+        else:
+            self.read(line)
 
     def _structured(self, text: str) -> bool:
         """ncclras's JSON: a report, or monitoring events (a text banner may come first)."""
@@ -150,7 +179,18 @@ class SignalReader:
                 self.learned[fact.pid] = (fact.rank, fact.nranks)
             self.widest = max(self.widest, fact.nranks)
 
+    def _started(self, window: str) -> None:
+        """`started rank 3 (local_rank 3) pid 6` (the lab's launcher), `Launched rank 3 with
+        pid 6`: the pid is that rank's, wherever its environment went."""
+        message = window[who.writer(window).start :]
+        rank, _local = who.subject(message)
+        pid = who.named_pid(message)
+        if rank is not None and pid is not None and len(self.started) < MAX_LEARNED:
+            self.started[pid] = rank
+
     def signals(self) -> tuple[Signal, ...]:
+        if not self.kept.first and not self.pending and self.ras is None:
+            return ()
         self._flush()
         if self.ras is not None:
             for signal in ras_signals(self.ras.report(), self.source):
@@ -175,23 +215,56 @@ class SignalReader:
                 return
         elif self.pending:
             self._flush()
-        found = who.writer(window)
+        low = window.lower()
+        triggered = self.hinted = may_say_anything(low)
+        if not triggered and not _may_progress(low) and not self.blocks.listing:
+            self._quiet(window, low, indented)  # most lines of a log: nothing to say
+            return
+        found = self._writer(window, indented)
         message = window[found.start :].strip()
         if not message:
             return
         key = (found.rank, found.local, found.host)
         if self._quoted_code(key, message):
             return
-        self._line(found, message, line, indented)
+        self._line(found, message, line, indented, triggered)
 
-    def _line(self, found: who.Writer, message: str, line: str, indented: bool) -> None:
+    def _quiet(self, window: str, low: str, indented: bool) -> None:
+        """A line that says nothing: it may still be whom the next indented line continues,
+        name the rank of the lines under it (torchrun's summary: `  rank : 3 (local_rank:
+        3)`), or say which process a launcher started as which rank."""
+        if "pid" in low and ("start" in low or "spawn" in low or "launch" in low):
+            self._started(window)
+        if not indented:
+            self.blocks.node = self.blocks.hca = None  # a block ends at a line of its own
+            self.previous_line = window
+            self.previous = None
+        elif "rank" in low:
+            self.previous_line = None
+            self._remember(who.writer(window), window)
+
+    def _writer(self, window: str, indented: bool) -> who.Writer:
+        if indented and self.previous_line is not None:
+            # The quiet line above is the one this continues: read its writer now.
+            above = who.writer(self.previous_line)
+            self.previous_line = None
+            if above.rank is not None or above.local is not None or above.host is not None:
+                self.previous = (above.rank, above.local, above.host, above.pid)
+        elif not indented:
+            self.previous_line = None
+        return who.writer(window)
+
+    def _line(
+        self, found: who.Writer, message: str, line: str, indented: bool, triggered: bool
+    ) -> None:
         low = message.lower()
         self.blocks.see(message, indented)
         is_progress, step = progress(message) if _may_progress(low) else (False, None)
-        failures = classify(message) if may_say_anything(low) else []
+        failures = classify(message) if triggered else []
         failures += self.blocks.kinds(low, {kind for kind, _, _ in failures})
+        failures = self.blocks.adjust(message, low, failures)
         event = self._ras_event(message)
-        if exception_line(message):
+        if triggered and exception_line(message):
             failures = self._exception((found.rank, found.local, found.host), failures)
         if not (is_progress or failures or event):
             self._remember(found, line)
@@ -305,13 +378,13 @@ class SignalReader:
         if rank is None and pid is not None:
             rank = self._pid_rank(pid)
         if rank is None and local is None:
-            rank, local = self.file_rank, self.file_local
+            rank, local, _ = self._from_file()
         if rank is None and local is not None:
             rank = self._local_rank(local)
         return rank, local, self._node(host), pid
 
     def _pid_rank(self, pid: int) -> int | None:
-        rank = self.source.pid_ranks.get(pid)
+        rank = self.source.pid_ranks.get(pid, self.started.get(pid))
         if rank is not None:
             return rank
         learned = self.learned.get(pid)
@@ -334,7 +407,15 @@ class SignalReader:
             if not self.source.node:
                 return host
             return host if host not in ("localhost", "127.0.0.1") else self.source.node
-        return self.source.node or self.pod or None
+        return self.source.node or self._from_file()[2] or None
+
+    def _from_file(self) -> tuple[int | None, int | None, str | None]:
+        """(rank, local rank, pod) the file's path gives, read once."""
+        if self._file is None:
+            path = self.source.path
+            rank, local = who.file_rank(path) if path else (None, None)
+            self._file = (rank, local, who.pod_name(path) if path else None)
+        return self._file
 
 
 def _runs(line: str) -> list[str]:
@@ -349,11 +430,15 @@ def _runs(line: str) -> list[str]:
     return parts
 
 
-_PROGRESS_STEMS = ("step", "iter", "/", "it [", "{'loss'", "{'train_loss'", "{'eval_loss'")
+# Every progress form has one: a named counter, a bar's rate, a trainer's dict, an epoch.
+_PROGRESS_STEMS = ("step", "iter", "it/s", "s/it", "it [", "{'", "epoch", "batch", "loss")
 
 
 def _may_progress(low: str) -> bool:
-    return any(stem in low for stem in _PROGRESS_STEMS)
+    for stem in _PROGRESS_STEMS:  # noqa: SIM110 (a plain loop: any() of a generator costs more)
+        if stem in low:
+            return True
+    return False
 
 
 def read_text(text: str, source: LineSource = NO_SOURCE) -> tuple[Signal, ...]:

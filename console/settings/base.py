@@ -38,6 +38,15 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_minutes(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= 7 * 24 * 60:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be a whole number of minutes (1-10080)")
+    return int(raw)
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
@@ -70,11 +79,14 @@ MIDDLEWARE = [
     # First, so it sees every response last: shared pages (/s/) leave with no cookie.
     "sharing.middleware.SharedPageMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "core.headers.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Ends sessions idle too long or too old, before anything else sees the user.
+    "core.sessions.SessionLimitsMiddleware",
     # Refuses a body over its cap from Content-Length, before CSRF reads (and spools) it.
     "core.bodycap.BodyCapMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -133,6 +145,11 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = ["core.throttle.ThrottledModelBackend"]
 LOGIN_FAILURE_LIMIT = int(os.environ.get("HANGDESK_LOGIN_FAILURE_LIMIT", "5"))
 LOGIN_FAILURE_WINDOW_SECONDS = int(os.environ.get("HANGDESK_LOGIN_FAILURE_WINDOW_SECONDS", "900"))
+# A console session ends when the browser closes, after HANGDESK_SESSION_IDLE_MINUTES (60)
+# without a request, and 12 hours after the login (core/sessions.py).
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+SESSION_COOKIE_AGE = 12 * 3600
+SESSION_IDLE_SECONDS = env_minutes("HANGDESK_SESSION_IDLE_MINUTES", 60) * 60
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "incidents:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -307,6 +324,20 @@ CELERY_BEAT_SCHEDULE["watch-dispatch"] = {
     "task": "watch.tasks.watch_dispatch",
     "schedule": WATCH_PERIOD_S,
 }
+# Push clusters (collectors/push.py): a snapshot waits this long for its nodes' bundles; its
+# upload tokens expire then, and the sweep analyses what arrived.
+PUSH_WAIT_S = env_seconds("HANGDESK_PUSH_WAIT_S", 1800.0)
+# A cluster's Prometheus (its prometheus_url; collectors/gpumetrics.py): the DCGM series of the
+# window before a snapshot, at this step, each query within the timeout.
+GPU_METRICS_WINDOW_S = env_seconds("HANGDESK_GPU_METRICS_WINDOW_S", 3600.0)
+GPU_METRICS_STEP_S = env_seconds("HANGDESK_GPU_METRICS_STEP_S", 30.0)
+GPU_METRICS_TIMEOUT_S = 10.0
+# Pagers (watch/pagers.py): where PagerDuty's Events API v2 and Opsgenie's Alert API answer
+# (EU accounts: https://events.eu.pagerduty.com/v2/enqueue, https://api.eu.opsgenie.com).
+PAGERDUTY_EVENTS_URL = os.environ.get(
+    "HANGDESK_PAGERDUTY_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue"
+)
+OPSGENIE_API_URL = os.environ.get("HANGDESK_OPSGENIE_API_URL", "https://api.opsgenie.com")
 # A worker not seen for this long is reported as down on every page.
 WORKER_STALE_AFTER_SECONDS = 120
 # /metrics (console/metrics.py): scrapers from these networks, or any sending this bearer token.

@@ -161,3 +161,51 @@ def test_slurm_words_reach_the_node_they_are_about_as_signals():
 def test_a_bundle_scheduler_entry_of_the_wrong_shape_adds_nothing(hostile):
     evidence = SnapshotEvidence(nodes=[NodeEvidence(node="n")], scheduler=hostile)
     assert with_scheduler_evidence(evidence).nodes[0].logs == {}
+
+
+def _environ(**variables: str) -> bytes:
+    return b"\0".join(f"{k}={v}".encode() for k, v in variables.items()) + b"\0"
+
+
+PS = "PID PPID STAT ELAPSED COMMAND\n{rows}\n"
+
+
+def test_srun_tasks_whose_rank_is_slurm_procid_are_ranks():
+    from analysis.ranks import parse_snapshot
+
+    # `srun python train.py`: the script sets RANK from SLURM_PROCID in os.environ, which
+    # /proc/PID/environ never shows.
+    node = NodeEvidence(
+        node="gpu-1",
+        ps=PS.format(rows="\n".join(f"{p} 1 S 60 python train.py" for p in (41, 42))),
+        environ={
+            41: _environ(SLURM_PROCID="2", SLURM_LOCALID="0", SLURM_NTASKS="4", NCCL_DEBUG="INFO"),
+            42: _environ(SLURM_PROCID="3", SLURM_LOCALID="1", SLURM_NTASKS="4", NCCL_DEBUG="INFO"),
+        },
+    )
+    snap = parse_snapshot(SnapshotEvidence(nodes=[node]))
+    assert sorted(snap.ranks) == [2, 3]
+    assert (snap.ranks[3].pid, snap.ranks[3].local_rank, snap.ranks[3].world_size) == (42, 1, 4)
+    assert snap.env[2] == {"NCCL_DEBUG": "INFO"}  # Slurm's own numbering is no env difference
+
+
+def test_under_srun_torchrun_the_launcher_is_not_a_rank():
+    from analysis.ranks import parse_snapshot
+
+    # `srun torchrun ...`: one task per node (SLURM_PROCID = the node's index), its children
+    # carry RANK; the launcher's task id must not be read as a rank.
+    node = NodeEvidence(
+        node="gpu-1",
+        ps=PS.format(
+            rows="10 1 S 60 torchrun train.py\n"
+            "11 10 S 59 python train.py\n12 10 S 59 python train.py"
+        ),
+        environ={
+            10: _environ(SLURM_PROCID="1", SLURM_NTASKS="2"),
+            11: _environ(SLURM_PROCID="1", RANK="2", LOCAL_RANK="0", WORLD_SIZE="4"),
+            12: _environ(SLURM_PROCID="1", RANK="3", LOCAL_RANK="1", WORLD_SIZE="4"),
+        },
+    )
+    snap = parse_snapshot(SnapshotEvidence(nodes=[node]))
+    assert sorted(snap.ranks) == [2, 3]
+    assert snap.ranks[2].pid == 11

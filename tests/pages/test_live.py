@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _poll_url(page: str) -> str:
-    found = re.search(r'id="live-poll" hidden\s+hx-get="([^"]+)"', page)
+    found = re.search(r'id="live-poll" hidden data-visible-only\s+hx-get="([^"]+)"', page)
     return found.group(1).replace("&amp;", "&")
 
 

@@ -1,0 +1,153 @@
+"""The signals of a whole snapshot, summed per rank and per node for the engine to reason on.
+
+Per rank (`RankSignals`): when its log last moved (the newest stamped line tied to it), its
+latest progress, its first failure (the earliest stamped one, else the first one read) and
+the ranks its lines name as the failing ones (it is then their victim). Failures tied to a
+node and no rank are kept per node; NCCL RAS reports per node that gave one.
+
+Everything is bounded: a rank keeps `MAX_FAILURES` failures (its first ones and its latest)
+and `MAX_PEERS` peers, a node `MAX_NODE_SIGNALS` signals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from analysis.parsers.ncclras import RasReport
+from analysis.signals.model import FAILURE_KINDS, Signal
+
+MAX_FAILURES = 16
+MAX_PEERS = 64
+MAX_NODE_SIGNALS = 64
+MAX_PROGRESS = 12  # a rank's latest progress lines: enough for its pace between them
+
+
+@dataclass(frozen=True)
+class RankSignals:
+    rank: int
+    last_moved_at: datetime | None = None  # the newest time of any line tied to it
+    last_progress: Signal | None = None  # its latest progress line (RankState.last_step
+    # has the steps of the lab's own step lines, which the log reader takes on a fast path)
+    first_failure: Signal | None = None  # its earliest failure: kind, time, line
+    failures: tuple[Signal, ...] = ()  # its first and latest failures, in reading order
+    peers: tuple[int, ...] = ()  # ranks its lines name as failing (it is their victim)
+    # Beyond the above, for the engine: its latest progress lines in reading order, and its
+    # latest checkpoint line (a save begun or under way).
+    progress: tuple[Signal, ...] = ()
+    checkpoint: Signal | None = None
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(s.kind for s in self.failures)
+
+
+@dataclass(frozen=True)
+class SignalFacts:
+    by_rank: Mapping[int, RankSignals] = field(default_factory=dict)
+    by_node: Mapping[str, tuple[Signal, ...]] = field(default_factory=dict)  # failures, no rank
+    ras: tuple[tuple[str, RasReport], ...] = ()  # (node, report) for each ncclras output read
+    ras_signals: tuple[Signal, ...] = ()  # `ras` / `ras_ok` signals of those reports
+
+    def silent_first(self) -> list[int]:
+        """Ranks by when their logs last moved, the earliest first (only stamped ones)."""
+        stamped = [(s.last_moved_at, r) for r, s in self.by_rank.items() if s.last_moved_at]
+        return [rank for _, rank in sorted(stamped)]
+
+    def victims_of(self, peer: int) -> list[int]:
+        """The ranks whose lines name `peer` as the failing one."""
+        return sorted(r for r, s in self.by_rank.items() if peer in s.peers)
+
+
+class _RankTally:
+    __slots__ = ("checkpoint", "first", "latest", "moved", "peers", "progress", "recent")
+
+    def __init__(self) -> None:
+        self.moved: datetime | None = None
+        self.progress: Signal | None = None
+        self.recent: list[Signal] = []
+        self.checkpoint: Signal | None = None
+        self.first: list[Signal] = []
+        self.latest: list[Signal] = []
+        self.peers: dict[int, None] = {}
+
+    def add(self, signal: Signal) -> None:
+        if signal.at is not None and (self.moved is None or signal.at > self.moved):
+            self.moved = signal.at
+        if signal.kind == "progress":
+            if self.progress is None or _later(signal, self.progress):
+                self.progress = signal
+            self.recent.append(signal)
+            if len(self.recent) > MAX_PROGRESS:
+                del self.recent[0]
+            return
+        if signal.kind == "checkpoint":
+            if self.checkpoint is None or _later(signal, self.checkpoint):
+                self.checkpoint = signal
+            return
+        if signal.kind not in FAILURE_KINDS:
+            return
+        if signal.peer is not None and len(self.peers) < MAX_PEERS:
+            self.peers[signal.peer] = None
+        if len(self.first) < MAX_FAILURES // 2:
+            self.first.append(signal)
+        else:
+            self.latest.append(signal)
+            if len(self.latest) > MAX_FAILURES // 2:
+                del self.latest[0]
+
+    def done(self, rank: int) -> RankSignals:
+        failures = tuple(self.first + self.latest)
+        stamped = [s for s in failures if s.at is not None]
+        first = min(stamped, key=lambda s: s.at) if stamped else (failures[0] if failures else None)
+        return RankSignals(
+            rank=rank,
+            last_moved_at=self.moved,
+            last_progress=self.progress,
+            first_failure=first,
+            failures=failures,
+            peers=tuple(p for p in self.peers if p != rank),
+            progress=tuple(self.recent),
+            checkpoint=self.checkpoint,
+        )
+
+
+def _later(signal: Signal, than: Signal) -> bool:
+    if signal.at is not None and than.at is not None:
+        return signal.at >= than.at
+    if signal.step is not None and than.step is not None:
+        return signal.step >= than.step
+    return True  # read later
+
+
+def summarise(
+    signals: Iterable[Signal],
+    ras: Iterable[tuple[str, RasReport]] = (),
+    ras_signals: Iterable[Signal] = (),
+    world: int | None = None,
+    steps: Iterable[tuple[int, datetime]] = (),
+) -> SignalFacts:
+    """Sum every signal of a snapshot per rank (ranks past `world` ignored) and per node.
+    `steps` are (rank, time) of step lines the log reader's fast path took without the line
+    reader (the lab's own step line): they move a rank's log too."""
+    ranks: dict[int, _RankTally] = {}
+    for rank, at in steps:
+        if world is None or 0 <= rank < world:
+            tally = ranks.setdefault(rank, _RankTally())
+            if tally.moved is None or at > tally.moved:
+                tally.moved = at
+    nodes: dict[str, list[Signal]] = {}
+    for signal in signals:
+        if signal.rank is not None and (world is None or 0 <= signal.rank < world):
+            ranks.setdefault(signal.rank, _RankTally()).add(signal)
+        elif signal.rank is None and signal.node and signal.kind in FAILURE_KINDS:
+            kept = nodes.setdefault(signal.node, [])
+            if len(kept) < MAX_NODE_SIGNALS:
+                kept.append(signal)
+    return SignalFacts(
+        by_rank={rank: tally.done(rank) for rank, tally in sorted(ranks.items())},
+        by_node={node: tuple(kept) for node, kept in sorted(nodes.items())},
+        ras=tuple(ras),
+        ras_signals=tuple(ras_signals),
+    )
