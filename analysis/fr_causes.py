@@ -92,10 +92,11 @@ def _order_stop(cycle: list[GroupStop]) -> GroupStop:
     sizes = [len(s.victims) - len(s.waiting_elsewhere) for s in cycle]
     tie = sizes.count(max(sizes)) > 1
     culprits = () if tie else tuple(sorted(biggest.waiting_elsewhere))
+    here = [sorted(set(s.victims) - set(s.waiting_elsewhere)) for s in cycle]
     parts = "; ".join(
-        f"{ranks_text(set(s.victims) - set(s.waiting_elsewhere))} wait in group "
+        f"{ranks_text(ranks)} {'waits' if len(ranks) == 1 else 'wait'} in group "
         f"{s.group.key} #{s.seq} ({s.op})"
-        for s in cycle
+        for s, ranks in zip(cycle, here, strict=True)
     )
     lines = tuple(line for s in cycle for line in s.lines)[:LINES_PER_STOP]
     return replace_stop(
