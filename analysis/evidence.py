@@ -90,6 +90,9 @@ class NodeEvidence:
     pyspy: dict[int, str] = field(default_factory=dict)
     # pid -> why py-spy gave nothing for that process (stderr, exit status, time-out).
     pyspy_errors: dict[int, str] = field(default_factory=dict)
+    # pid -> `py-spy record --format raw --idle --threads` over a short window: each distinct
+    # stack ("thread (tid): name;outer (file:line);...;inner (file:line) count"), sampled.
+    pyspy_samples: dict[int, str] = field(default_factory=dict)
     dmesg: str | None = None
     nvidia_smi: str | None = None
     # Free-form system facts: `df -h /dev/shm`, load average, ... name -> text.

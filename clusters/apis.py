@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from core.roles import Role
 
 from . import services
-from .models import SOURCE_FIELDS, Cluster, Node
+from .models import METRICS_FIELDS, SOURCE_FIELDS, Cluster, Node
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -42,6 +42,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "flight_recorder_globs",
             "pyspy_command",
             *SOURCE_FIELDS,
+            *METRICS_FIELDS,
             "nodes",
         ]
 

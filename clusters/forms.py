@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .models import SOURCE_FIELDS, Cluster, Node
+from .models import METRICS_FIELDS, SOURCE_FIELDS, Cluster, Node
 
 
 class LinesField(forms.CharField):
@@ -37,6 +37,7 @@ class ClusterForm(forms.ModelForm):
             "flight_recorder_globs",
             "pyspy_command",
             *SOURCE_FIELDS,
+            *METRICS_FIELDS,
         ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -47,12 +48,12 @@ class ClusterForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # A cluster of listed nodes need not fill in a scheduler's settings: an empty field
         # keeps the model's default.
-        for name in SOURCE_FIELDS:
+        for name in (*SOURCE_FIELDS, *METRICS_FIELDS):
             self.fields[name].required = False
 
     def clean(self):
         cleaned = super().clean()
-        for name in SOURCE_FIELDS:
+        for name in (*SOURCE_FIELDS, *METRICS_FIELDS):
             if cleaned.get(name) in (None, ""):
                 cleaned[name] = Cluster._meta.get_field(name).get_default()
         return cleaned

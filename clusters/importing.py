@@ -20,7 +20,7 @@ from django.db import transaction
 
 from core.errors import Invalid
 
-from .models import SOURCE_FIELDS, Cluster, Node
+from .models import METRICS_FIELDS, SOURCE_FIELDS, Cluster, Node
 from .services import cluster_create, cluster_update, node_create, node_update
 
 CLUSTER_FIELDS = {
@@ -31,7 +31,7 @@ CLUSTER_FIELDS = {
     "log_globs": "log_globs",
     "flight_recorder_globs": "flight_recorder_globs",
     "pyspy_command": "pyspy_command",
-    **{name: name for name in SOURCE_FIELDS},
+    **{name: name for name in (*SOURCE_FIELDS, *METRICS_FIELDS)},
 }
 NODE_FIELDS = ("address", "port", "username", "key_path", "host_key")
 

@@ -10,6 +10,7 @@ from . import sshspec
 from .validators import (
     validate_globs,
     validate_host_key,
+    validate_metrics_url,
     validate_port,
     validate_process_pattern,
     validate_remote_host,
@@ -42,7 +43,10 @@ SOURCE_FIELDS = [
     "node_key_path",
     "known_hosts_path",
     "ray_command",
+    "expected_nodes",
 ]
+# Where the cluster's GPU metrics can be read (a Prometheus scraping the DCGM exporter).
+METRICS_FIELDS = ["prometheus_url"]
 
 
 class Cluster(models.Model):
@@ -105,6 +109,19 @@ class Cluster(models.Model):
     )
     ray_command = models.CharField(
         max_length=500, default="ray", help_text="The ray CLI as invoked on the Ray head."
+    )
+    expected_nodes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Push clusters: how many nodes send a bundle to each snapshot (its analysis "
+        "starts when they all have).",
+    )
+    prometheus_url = models.CharField(
+        max_length=500,
+        blank=True,
+        validators=[validate_metrics_url],
+        help_text="A Prometheus that scrapes the DCGM exporter on these nodes (e.g. "
+        "http://prometheus:9090): the GPU utilisation of the hour before each snapshot.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

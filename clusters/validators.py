@@ -66,3 +66,18 @@ def validate_globs(value: list) -> None:
             sshspec.validate_glob(pattern)
         except ValueError as exc:
             raise ValidationError("%(error)s", params={"error": exc}, code="bad_glob") from exc
+
+
+def validate_metrics_url(value: str) -> None:
+    """A Prometheus the console will query: an http(s) URL whose host the egress policy lets
+    the "metrics" purpose reach (checked again, resolved anew, on every query)."""
+    from core import egress
+
+    if not value:
+        return
+    if len(value) > 500 or any(c in value for c in "\r\n\t \0"):
+        raise ValidationError("A Prometheus URL is one line without spaces, at most 500 chars.")
+    try:
+        egress.check_url(value, purpose="metrics")
+    except egress.EgressRefused as exc:
+        raise ValidationError(exc.reason) from None

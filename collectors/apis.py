@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import dataclass
+
+from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
-from rest_framework.parsers import MultiPartParser
+from rest_framework import authentication, exceptions, permissions, serializers, status
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis import guide
+from clusters.models import ClusterSource
+from core.api_auth import TokenAuthentication
 from core.bodycap import BodyCap
 from core.downloads import disposition
-from core.errors import Conflict, Forbidden, TooLarge
+from core.errors import Conflict, Forbidden, Invalid, TooLarge
 from core.models import ApiToken
 from core.roles import Role, has_role
 from incidents.models import Incident
 from incidents.services import incident_require_open
 
-from . import audit, selectors, tasks
+from . import audit, push, selectors, tasks
 from .bundles import read_bundle_fileobj
 from .diagnosis_serializers import DiagnosisSerializer
 from .models import NodeCollection, Snapshot
@@ -79,7 +85,9 @@ class SnapshotProgressSerializer(SnapshotSerializer):
     counts = serializers.SerializerMethodField()
 
     class Meta(SnapshotSerializer.Meta):
-        fields = [*SnapshotSerializer.Meta.fields, "counts", "nodes"]
+        # expected_nodes / upload_until: a push snapshot waits for that many nodes until then.
+        fields = [*SnapshotSerializer.Meta.fields, "expected_nodes", "upload_until", "counts",
+                  "nodes"]  # fmt: skip
 
     def get_counts(self, snapshot) -> dict[str, int]:
         return selectors.node_counts(snapshot)
@@ -89,14 +97,53 @@ class SnapshotProgressSerializer(SnapshotSerializer):
         return NodeCollectionSerializer(collections, many=True).data
 
 
+class PushSnapshotSerializer(SnapshotSerializer):
+    expected_nodes = serializers.IntegerField(read_only=True, allow_null=True)
+    upload_until = serializers.DateTimeField(read_only=True, allow_null=True)
+    upload_token = serializers.SerializerMethodField(
+        help_text="push clusters: a new upload token for this snapshot, shown this once"
+    )
+    upload_command = serializers.SerializerMethodField(
+        help_text="push clusters: the line each node runs (hangdesk collect | hangdesk upload)"
+    )
+
+    class Meta(SnapshotSerializer.Meta):
+        fields = [*SnapshotSerializer.Meta.fields, "expected_nodes", "upload_until",
+                  "upload_token", "upload_command"]  # fmt: skip
+
+    def get_upload_token(self, snapshot) -> str | None:
+        return self.context.get("upload_token")
+
+    def get_upload_command(self, snapshot) -> str | None:
+        token = self.context.get("upload_token")
+        if not token:
+            return None
+        return push.upload_command(
+            snapshot=snapshot, token=token, base_url=settings.HANGDESK_BASE_URL
+        )
+
+
+def started_snapshot_data(snapshot: Snapshot, user) -> dict:
+    """A snapshot as its start answers it; a push snapshot that waits carries a new upload
+    token for the caller (shown once: only its hash is kept)."""
+    if not snapshot.waits_for_uploads:
+        return SnapshotSerializer(snapshot).data
+    token = push.upload_token_issue(snapshot=snapshot, by=user)
+    return PushSnapshotSerializer(snapshot, context={"upload_token": token}).data
+
+
 class SnapshotStartApi(APIView):
-    @extend_schema(request=None, responses={201: SnapshotSerializer, 200: SnapshotSerializer})
+    @extend_schema(
+        request=None, responses={201: PushSnapshotSerializer, 200: PushSnapshotSerializer}
+    )
     def post(self, request, pk: int):
-        """Start a snapshot; if one is already running for the incident, return it (200)."""
+        """Start a snapshot; if one is already running for the incident, return it (200). A
+        push cluster's snapshot waits for its nodes' bundles: the answer carries an upload
+        token for them and the command they run."""
         incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
         snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(SnapshotSerializer(snapshot).data, status=code)
+        return Response(started_snapshot_data(snapshot, request.user), status=code)
 
 
 class SnapshotDetailApi(APIView):
@@ -197,3 +244,149 @@ class BundleExportApi(APIView):
         kind = "-raw" if raw else ""
         response["Content-Disposition"] = disposition(f"snapshot-{snapshot.pk}{kind}.tar.gz")
         return response
+
+
+# --- push: a node's bundle into the snapshot waiting for it ---------------------------------
+
+
+@dataclass(frozen=True)
+class UploadGrant:
+    """What an upload token proves: the bearer may add bundles to this one snapshot."""
+
+    snapshot: Snapshot
+
+
+class UploadTokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer hds_...`: a push snapshot's upload token. It authenticates no
+    person: `request.auth` is the grant for the snapshot; other tokens are left to
+    core.api_auth.TokenAuthentication."""
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1").split()
+        if len(header) != 2 or header[0].lower() not in ("bearer", "token"):
+            return None
+        if not header[1].startswith(push.TOKEN_PREFIX):
+            return None
+        snapshot = push.snapshot_of_upload_token(header[1])
+        if snapshot is None:
+            raise exceptions.AuthenticationFailed(
+                "Unknown upload token, or its snapshot no longer waits for bundles."
+            )
+        return None, UploadGrant(snapshot)
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="hangdesk"'
+
+
+class UploadPermission(permissions.BasePermission):
+    """An upload token's grant, or a responder (their API token)."""
+
+    def has_permission(self, request, view) -> bool:
+        if isinstance(request.auth, UploadGrant):
+            return True
+        user = request.user
+        return user is not None and user.is_authenticated and has_role(user, Role.RESPONDER)
+
+
+class BundleBodyParser(BaseParser):
+    """Names the bundle body's media types for the schema; the view reads the stream itself."""
+
+    media_type = "application/gzip"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream
+
+
+class PushReceiptSerializer(serializers.Serializer):
+    snapshot = serializers.IntegerField(source="snapshot.pk")
+    status = serializers.CharField(source="snapshot.status")
+    nodes = serializers.ListField(child=serializers.CharField(), help_text="nodes just stored")
+    received = serializers.IntegerField(help_text="nodes of the snapshot in so far")
+    expected = serializers.IntegerField(allow_null=True, help_text="nodes it waits for")
+    analysis_due = serializers.BooleanField(help_text="the last expected node is in")
+    message = serializers.SerializerMethodField()
+
+    def get_message(self, received) -> str:
+        names = ", ".join(received.nodes[:3]) + (" …" if len(received.nodes) > 3 else "")
+        then = "; analysing" if received.analysis_due else ""
+        return (
+            f"{names} stored in snapshot {received.snapshot.pk}: "
+            f"{received.progress_text} nodes sent{then}"
+        )
+
+
+class PushUploadApi(APIView):
+    """A node's bundle (`hangdesk collect | hangdesk upload`), for a push cluster's incident."""
+
+    authentication_classes = [UploadTokenAuthentication, TokenAuthentication]
+    permission_classes = [UploadPermission]
+    parser_classes = [BundleBodyParser]
+    body_cap = BodyCap(MAX_BUNDLE_UPLOAD_BYTES, "bundle", "bundle")
+
+    @extend_schema(
+        request={
+            "application/gzip": {"type": "string", "format": "binary"},
+            "application/octet-stream": {"type": "string", "format": "binary"},
+        },
+        responses={201: PushReceiptSerializer},
+    )
+    def post(self, request, pk: int):
+        """Store the bundle (the request body, at most 512 MiB, read within the limits of an
+        import) in the snapshot of the incident that waits for its nodes. Authenticated by
+        the snapshot's upload token (`Bearer hds_...`), or a responder's API token (then a
+        waiting snapshot is started when there is none)."""
+        incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
+        incident_require_open(incident)
+        snapshot = self._snapshot(request, incident)
+        _refuse_over_cap(request)
+        evidence = read_bundle_fileobj(_spooled_body(request))  # refused: 400 {"bundle": why}
+        by = request.user if request.user is not None and request.user.is_authenticated else None
+        received = tasks.push_bundle_receive(snapshot=snapshot, evidence=evidence, by=by)
+        return Response(PushReceiptSerializer(received).data, status=status.HTTP_201_CREATED)
+
+    def _snapshot(self, request, incident: Incident) -> Snapshot:
+        if isinstance(request.auth, UploadGrant):
+            if request.auth.snapshot.incident_id != incident.pk:
+                raise Forbidden(
+                    f"This upload token is for snapshot {request.auth.snapshot.pk} of "
+                    f"incident {request.auth.snapshot.incident_id}, not {incident.reference}."
+                )
+            return request.auth.snapshot
+        if incident.cluster.source != ClusterSource.PUSH:
+            raise Conflict(
+                f"Cluster {incident.cluster.name} is not a push cluster: its snapshots visit "
+                "the nodes. Import a whole bundle instead (POST .../bundles/).",
+                field="bundle",
+            )
+        snapshot = push.waiting_snapshot(incident)
+        if snapshot is None:
+            snapshot, _ = tasks.snapshot_start(incident=incident, by=request.user, source="push")
+        if not snapshot.waits_for_uploads:
+            state = snapshot.get_status_display()
+            raise push.UploadRefused(
+                f"Snapshot {snapshot.pk} of {incident.reference} is {state}: upload once it is "
+                "done, into the next one."
+            )
+        return snapshot
+
+
+def _spooled_body(request):
+    """The request body, copied in bounded pieces into a seekable spool (memory up to 8 MiB,
+    then a temporary file), so the bundle reader can look at its first bytes."""
+    stream = request.stream
+    if stream is None:
+        raise Invalid(
+            "Send the bundle as the request body (Content-Type: application/gzip), e.g. "
+            "`hangdesk upload FILE --incident ID`.",
+            field="bundle",
+        )
+    spool = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - returned, open
+    copied = 0
+    while chunk := stream.read(1 << 20):
+        copied += len(chunk)
+        if copied > MAX_BUNDLE_UPLOAD_BYTES:
+            spool.close()
+            raise TooLarge(_over_cap_message(copied), field="bundle")
+        spool.write(chunk)
+    spool.seek(0)
+    return spool

@@ -24,16 +24,12 @@ from .services import SnapshotCreated, snapshot_create
 def job_line(job: dict) -> str:
     """`Slurm job 4417203 (pretrain, alice, partition gpu): RUNNING 2:01:13 of 1-00:00:00,
     2 nodes gpu[001-002]`"""
-    who = ", ".join(
-        x for x in (job.get("name"), job.get("user"), job.get("partition") and
-                    f"partition {job['partition']}") if x
-    )  # fmt: skip
+    partition = f"partition {job['partition']}" if job.get("partition") else ""
+    who = ", ".join(x for x in (job.get("name"), job.get("user"), partition) if x)
     limit = f" of {job['time_limit']}" if job.get("time_limit") else ""
-    return (
-        f"Slurm job {job.get('id')}" + (f" ({who})" if who else "")
-        + f": {job.get('state')} {job.get('elapsed', '')}{limit}, "
-        f"{job.get('nodes')} nodes {job.get('node_list', '')}"
-    )  # fmt: skip
+    head = f"Slurm job {job.get('id')}" + (f" ({who})" if who else "")
+    ran = f"{job.get('state')} {job.get('elapsed', '')}{limit}"
+    return f"{head}: {ran}, {job.get('nodes')} nodes {job.get('node_list', '')}"
 
 
 def job_snapshot_create(

@@ -52,8 +52,9 @@ class Transitions:
 SNAPSHOT_FLOW = Transitions(
     SnapshotStatus,
     {
-        # The last node is in (a bundle's snapshot starts at analysing).
-        SnapshotStatus.RUNNING: (SnapshotStatus.ANALYSING,),
+        # The last node is in (a bundle's snapshot starts at analysing); or a push snapshot's
+        # wait ended with no node's bundle.
+        SnapshotStatus.RUNNING: (SnapshotStatus.ANALYSING, SnapshotStatus.FAILED),
         SnapshotStatus.ANALYSING: (SnapshotStatus.DONE, SnapshotStatus.FAILED),
     },
 )
@@ -80,6 +81,10 @@ class Snapshot(models.Model):
     # What the scheduler said about the job when the snapshot started (collectors/scheduler.py:
     # the job, its steps, node states, the commands' output), or None for a listed-node cluster.
     scheduler = models.JSONField(null=True, blank=True)
+    # A push cluster's snapshot waits for the bundles its nodes send (collectors/push.py): how
+    # many it expects, and until when (its upload tokens expire then).
+    expected_nodes = models.PositiveIntegerField(null=True, blank=True)
+    upload_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-pk"]
@@ -98,6 +103,11 @@ class Snapshot(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_SNAPSHOT_STATUSES
+
+    @property
+    def waits_for_uploads(self) -> bool:
+        """A push snapshot still collecting: its nodes' bundles are welcome."""
+        return self.upload_until is not None and self.status == SnapshotStatus.RUNNING
 
     def read_diagnosis(self) -> Diagnosis | None:
         """The stored diagnosis, typed and upgraded to the current schema (read once per
@@ -206,3 +216,24 @@ class Artifact(models.Model):
 
 def inflate(compressed: bytes | memoryview) -> bytes:
     return zlib.decompress(bytes(compressed))
+
+
+class UploadToken(models.Model):
+    """Admits the bundles of one push snapshot's nodes (`hangdesk upload --token`): random,
+    shown once to the responder who asked for it, kept as its SHA-256 only, and valid while
+    that snapshot waits (until `Snapshot.upload_until`). Each responder who asks gets one."""
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="upload_tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)  # shown, to tell tokens apart
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… for snapshot {self.snapshot_id}"

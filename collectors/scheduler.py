@@ -1,6 +1,6 @@
 """Ask a cluster's scheduler which nodes a job runs on, over the same pinned SSH as a node.
 
-`slurm_job_read(cluster, job_id)` runs `slurm.sh` (read-only: scontrol show, squeue, sacct)
+`slurm_job_plan(cluster, job_id)` runs `slurm.sh` (read-only: scontrol show, squeue, sacct)
 on the cluster's controller or login host, parses the answer (analysis/schedulers/slurm.py)
 and turns the job's nodes into the SSH targets the snapshot visits: each node's address is
 Slurm's NodeAddr, its host key comes from the operator's known_hosts file on this worker
@@ -162,10 +162,16 @@ def _job_logs(read: slurm.JobRead) -> dict[str, list[str]]:
     """The batch script's StdOut / StdErr (where srun's `task N: Killed` lines land) are
     read on the batch host, like any log there."""
     job = read.job
-    paths = sorted({p for p in (job.stdout, job.stderr) if p.startswith("/") and "%" not in p})
+    paths = sorted({p for p in (job.stdout, job.stderr) if _readable_path(p)})
     if not paths or not job.batch_host:
         return {}
     return {job.batch_host: paths}
+
+
+def _readable_path(path: str) -> bool:
+    """An absolute path on one line, with no `%` pattern Slurm left unexpanded: anything
+    else would make the batch host's whole visit an invalid plan."""
+    return path.startswith("/") and not any(c in path for c in "%\n\0")
 
 
 def job_nodes(cluster, read: slurm.JobRead) -> list[JobNode]:

@@ -9,7 +9,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 import analysis
-from analysis import guide
+from analysis import gpushape, guide
 from analysis.evidence import SnapshotEvidence
 from analysis.records import RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
@@ -101,10 +101,14 @@ def progress(snapshot: Snapshot) -> dict:
     collections = snapshot.collections.order_by("status", "node_name")
     if counts["total"] > LIST_ALL_NODES_UP_TO:
         collections = collections.exclude(status=NodeStatus.OK)
+    percent = round(100 * finished / counts["total"]) if counts["total"] else 100
+    if snapshot.waits_for_uploads:  # a push snapshot: the nodes that sent, of those expected
+        expected = snapshot.expected_nodes
+        percent = min(100, round(100 * counts["total"] / expected)) if expected else 0
     return {
         "snapshot": snapshot,
         "counts": counts,
-        "percent": round(100 * finished / counts["total"]) if counts["total"] else 100,
+        "percent": percent,
         "collections": list(collections),
         "ok_hidden": counts["total"] > LIST_ALL_NODES_UP_TO and counts["ok"],
     }
@@ -165,6 +169,7 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
         "figure": analysis.timeline_figure(diagnosis),
+        "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
         "rank_rows": ordered,
         "rank_table_open": len(ordered) <= RANK_TABLE_OPEN_UP_TO,
     }

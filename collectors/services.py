@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -82,17 +83,16 @@ def snapshot_create(
     incident_require_open(incident)
     cluster = incident.cluster
     if cluster.source == ClusterSource.PUSH:
-        raise SnapshotRefused(
-            f"Cluster {cluster.name} is a push cluster: its nodes send their bundles "
-            "(hangdesk collect | upload); the console does not collect from them yet."
-        )
+        return _waiting_snapshot_create(incident, by=by, source=source)
     if nodes is None and cluster.uses_scheduler:
         raise SnapshotRefused(
             f"Cluster {cluster.name} finds its nodes through {cluster.get_source_display()}: "
             "a snapshot starts from the job (its id on the incident)."
         )
-    nodes = sorted(nodes, key=lambda n: n.name) if nodes is not None else None
-    nodes = nodes if nodes is not None else list(cluster.nodes.order_by("name"))
+    if nodes is None:
+        nodes = list(cluster.nodes.order_by("name"))
+    else:
+        nodes = sorted(nodes, key=lambda n: n.name)
     if not nodes:
         raise SnapshotRefused(f"Cluster {cluster.name} has no nodes: add them on its page first.")
     try:
@@ -125,6 +125,43 @@ def snapshot_create(
             raise
         return SnapshotCreated(active, created=False)
     return SnapshotCreated(snapshot, created=True, collection_ids=tuple(c.pk for c in collections))
+
+
+def _waiting_snapshot_create(
+    incident: Incident, *, by: AbstractBaseUser | None, source: str
+) -> SnapshotCreated:
+    """A push cluster's snapshot: no node to visit, it waits for the bundles its nodes send
+    (collectors/push.py) for settings.PUSH_WAIT_S, or returns the one already waiting."""
+    cluster = incident.cluster
+    until = timezone.now() + timedelta(seconds=settings.PUSH_WAIT_S)
+    expected = f"{cluster.expected_nodes} nodes" if cluster.expected_nodes else "its nodes"
+    try:
+        with transaction.atomic():
+            snapshot = Snapshot.objects.create(
+                incident=incident,
+                cluster=cluster,
+                requested_by=by,
+                source="" if by else (source or "system"),
+                expected_world_size=cluster.expected_world_size,
+                expected_nodes=cluster.expected_nodes,
+                upload_until=until,
+            )
+            timeline_event_record(
+                incident=incident,
+                kind=EventKind.SNAPSHOT,
+                summary=f"Snapshot {snapshot.pk} started: waiting for {expected} to send "
+                f"their bundles (hangdesk collect | hangdesk upload) until {until:%H:%M} UTC",
+                author=by,
+                source=source,
+                details={"snapshot": snapshot.pk, "phase": "started", "push": True,
+                         "expected_nodes": cluster.expected_nodes},
+            )  # fmt: skip
+    except IntegrityError:
+        active = selectors.active_snapshot(incident)
+        if active is None:
+            raise
+        return SnapshotCreated(active, created=False)
+    return SnapshotCreated(snapshot, created=True)
 
 
 def snapshot_store_bundle(

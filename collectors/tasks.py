@@ -21,7 +21,7 @@ from analysis.evidence import SnapshotEvidence
 from clusters.models import ClusterSource
 from incidents.models import Incident
 
-from . import jobs, scheduler, services
+from . import gpumetrics, jobs, push, scheduler, services
 from .budget import SNAPSHOT_BUDGET
 from .models import Snapshot
 from .outcomes import Collected, Failed, NodeFailure, Retryable
@@ -87,6 +87,25 @@ def snapshot_import_bundle(
     return snapshot
 
 
+def push_bundle_receive(
+    *, snapshot: Snapshot, evidence: SnapshotEvidence, by: AbstractBaseUser | None = None
+) -> push.Received:
+    """Store a node's pushed bundle in the snapshot waiting for it; queue the analysis once
+    the last expected node is in."""
+    received = push.push_bundle_store(snapshot=snapshot, evidence=evidence, by=by)
+    if received.analysis_due:
+        _analyse_once_committed(snapshot.pk)
+    return received
+
+
+def push_analyse_now(*, snapshot: Snapshot, by: AbstractBaseUser | None) -> bool:
+    """A responder ends a push snapshot's wait: the nodes that sent their bundle are analysed."""
+    started = push.push_snapshot_analyse_now(snapshot=snapshot, by=by)
+    if started:
+        _analyse_once_committed(snapshot.pk)
+    return started
+
+
 def _visit_nodes(collection_ids: tuple[int, ...]) -> None:
     for collection_id in collection_ids:
         collect_node.delay(collection_id)
@@ -124,6 +143,8 @@ def collect_node(self, collection_id: int) -> str:
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_snapshot(snapshot_id: int) -> None:
+    # The GPU's hour from the cluster's Prometheus first (bounded, never fatal), then the verdict.
+    gpumetrics.snapshot_gpu_metrics_store(snapshot_id=snapshot_id)
     services.snapshot_analyse(snapshot_id=snapshot_id)
 
 
@@ -133,7 +154,8 @@ def fail_stale_collections() -> int:
     stale_after, as settings.SNAPSHOT_STALE_AFTER_SECONDS)."""
     older_than = timedelta(seconds=settings.SNAPSHOT_STALE_AFTER_SECONDS)
     outcome = services.node_collection_fail_stale(older_than=older_than)
-    for snapshot_id in outcome.analysis_due:
+    # Push snapshots whose wait is over: analysed with what arrived (failed with nothing).
+    for snapshot_id in (*outcome.analysis_due, *push.push_waits_end()):
         _analyse_once_committed(snapshot_id)
     return outcome.failed
 

@@ -10,6 +10,8 @@ urlpatterns = [
     path("snapshots/<int:snapshot_pk>/bundle/", views.bundle_export, name="bundle_export"),
     path("snapshots/<int:snapshot_pk>/progress/", views.snapshot_progress, name="progress"),
     path("snapshots/<int:snapshot_pk>/decision/", views.snapshot_decide, name="decide"),
+    path("snapshots/<int:snapshot_pk>/upload-token/", views.upload_token_new, name="upload_token"),
+    path("snapshots/<int:snapshot_pk>/analyse/", views.snapshot_analyse_now, name="analyse_now"),
     path(
         "snapshots/<int:snapshot_pk>/artifacts/<int:artifact_pk>/",
         views.artifact_raw,

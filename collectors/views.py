@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core.bodycap import body_cap
 from core.downloads import disposition
-from core.errors import Invalid
-from core.feedback import CHANGED_EVENT, answer
+from core.errors import Conflict, Invalid
+from core.feedback import CHANGED_EVENT, answer, is_htmx
 from core.roles import Role, role_required
 from hangdesk.evidence_kinds import as_text
 from incidents.guided import guided_state
 from incidents.models import Incident
 
-from . import audit, evidence_viewer, selectors, services, tasks
+from . import audit, evidence_viewer, push, selectors, services, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
 from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
@@ -40,10 +41,62 @@ def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
     except (services.SnapshotRefused, JobRefused) as exc:
         return answer(request, to=to, text=str(exc), level="error", changed=False)
     about = f"snapshot-{snapshot.pk}"
+    if snapshot.waits_for_uploads:
+        return _upload_token_shown(request, snapshot, created=created)
     if not created:
         text = f"Snapshot {snapshot.pk} is already running; showing it."
         return answer(request, to=to, text=text, level="info", about=about)
     return answer(request, to=to, text=f"Snapshot {snapshot.pk} started.", about=about)
+
+
+def _upload_token_shown(request: HttpRequest, snapshot: Snapshot, *, created: bool):
+    """A push snapshot waits for its nodes: a new upload token for this responder and the
+    line the nodes run, shown once (only the token's hash is kept). Beside the button for
+    htmx; as a page of its own otherwise (never through a redirect's message store)."""
+    token = push.upload_token_issue(snapshot=snapshot, by=request.user)
+    context = {
+        "snapshot": snapshot,
+        "created": created,
+        "token": token,
+        "command": push.upload_command(
+            snapshot=snapshot, token=token, base_url=settings.HANGDESK_BASE_URL
+        ),
+    }
+    fragment = is_htmx(request)
+    template = "collectors/_upload_token.html" if fragment else "collectors/upload_token.html"
+    response = render(request, template, context)
+    response["Cache-Control"] = "no-store"  # the token must not stay in a cache
+    if fragment:
+        response["HX-Trigger"] = CHANGED_EVENT
+    return response
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def upload_token_new(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    snapshots = Snapshot.objects.select_related("incident", "cluster")
+    snapshot = get_object_or_404(snapshots, pk=snapshot_pk)
+    to = f"{snapshot.incident.get_absolute_url()}#snapshot"
+    if not snapshot.waits_for_uploads:
+        text = f"Snapshot {snapshot.pk} no longer waits for bundles."
+        return answer(request, to=to, text=text, level="error", changed=False)
+    return _upload_token_shown(request, snapshot, created=False)
+
+
+@require_POST
+@role_required(Role.RESPONDER)
+def snapshot_analyse_now(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    snapshot = get_object_or_404(Snapshot.objects.select_related("incident"), pk=snapshot_pk)
+    to = f"{snapshot.incident.get_absolute_url()}#snapshot"
+    try:
+        started = tasks.push_analyse_now(snapshot=snapshot, by=request.user)
+    except Conflict as exc:
+        return answer(request, to=to, text=str(exc), level="error", changed=False)
+    if not started:
+        text = f"Snapshot {snapshot.pk} no longer waits: it is {snapshot.get_status_display()}."
+        return answer(request, to=to, text=text, level="info", changed=True)
+    text = f"Snapshot {snapshot.pk}: analysing the nodes that sent their bundle."
+    return answer(request, to=to, text=text, about=f"snapshot-{snapshot.pk}")
 
 
 @require_POST

@@ -80,6 +80,11 @@ urlpatterns = [
         name="api-bundle-import",
     ),
     path(
+        "v1/incidents/<int:pk>/uploads/",
+        api(snapshot_apis.PushUploadApi),
+        name="api-push-upload",
+    ),
+    path(
         "v1/snapshots/<int:snapshot_pk>/bundle/",
         api(snapshot_apis.BundleExportApi),
         name="api-bundle-export",

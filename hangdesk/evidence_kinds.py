@@ -49,6 +49,8 @@ ENVIRON = EvidenceKind("environ", "env", "environ", key="pid", binary=True)
 # A dump is stored as <pid>.json or <pid>.txt, by its content (JSON or the text dump).
 PYSPY = EvidenceKind("pyspy", "pyspy", "pyspy", key="pid")
 PYSPY_ERRORS = EvidenceKind("pyspy_errors", "pyspyerr", "pyspy", key="pid", suffix=".error")
+# The sampling window (`py-spy record --format raw`): where each process spent those seconds.
+PYSPY_SAMPLES = EvidenceKind("pyspy_samples", "pyspyrec", "pyspy", key="pid", suffix=".samples")
 # Named facts; their frames are listed one by one in SYSTEM_FRAMES.
 SYSTEM = EvidenceKind("system", "sys", "system", key="name")
 LOGS = EvidenceKind("logs", "log", "logs", key="path")
@@ -64,6 +66,7 @@ KINDS = (
     ENVIRON,
     PYSPY,
     PYSPY_ERRORS,
+    PYSPY_SAMPLES,
     SYSTEM,
     LOGS,
     FLIGHT_RECORDER,
@@ -80,6 +83,7 @@ SYSTEM_FRAMES = {
     "nvsmi.query": "nvidia-smi gpus",
     "nvsmi.apps": "nvidia-smi processes",
     "nvsmi.absent": "nvidia-smi",
+    "nvsmi.samples": "nvidia-smi samples",
     "errors": "probe errors",
 }
 
@@ -95,6 +99,8 @@ SYSTEM_FILES = {
     "nvidia-smi gpus": "nvidia-smi-gpus.txt",
     "nvidia-smi processes": "nvidia-smi-processes.txt",
     "nvidia-smi": "nvidia-smi.txt",
+    "nvidia-smi samples": "nvidia-smi-samples.csv",
+    "dcgm": "dcgm.json",
     "probe errors": "probe-errors.txt",
     "probe stderr": "probe-stderr.txt",
     "output before probe": "output-before-probe.txt",
@@ -191,7 +197,8 @@ def artifact_piece(name: str) -> tuple[EvidenceKind, Key] | None:
         pid, _, ending = rest.partition(".")
         if not is_pid(pid):
             return None
-        return (PYSPY_ERRORS if f".{ending}" == PYSPY_ERRORS.suffix else PYSPY), int(pid)
+        by_suffix = {k.suffix: k for k in (PYSPY_ERRORS, PYSPY_SAMPLES)}
+        return by_suffix.get(f".{ending}", PYSPY), int(pid)
     if head == ENVIRON.stored:
         return (ENVIRON, int(rest)) if is_pid(rest) else None
     for kind in (SYSTEM, LOGS, FLIGHT_RECORDER):

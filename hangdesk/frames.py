@@ -30,8 +30,10 @@ PROBE_PATH = Path(__file__).with_name("probe.sh")
 # --- the probe script --------------------------------------------------------------------
 
 
-def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
+def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: int = 0) -> bytes:
     """The full script for `sh -s`: shell-quoted settings, then the constant probe.
+    `skip_pid`: a process of the caller's own that the pattern may match but is no training
+    process (`hangdesk collect` itself).
 
     Also usable with plain OpenSSH: `ssh node 'sh -s' < script` (see bench/).
     """
@@ -47,7 +49,15 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone") -> bytes:
         "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),
         "HD_MAX_PROCS": str(int(plan.max_processes)),
         "HD_MAX_FILES": str(int(plan.max_files)),
+        # The window fits in one command's time limit, with a second for py-spy to start.
+        "HD_SAMPLE_S": str(
+            max(0, min(int(plan.sample_seconds), math.ceil(plan.command_timeout_s) - 1))
+        ),
+        "HD_SAMPLE_RATE": str(int(plan.sample_rate)),
         "HD_NONCE": nonce,
+        "HD_SKIP_PID": str(int(skip_pid)) if skip_pid > 0 else "",
+        "HD_GPU_MS": str(int(plan.gpu_sample_ms)),
+        "HD_GPU_WINDOW": str(int(plan.gpu_window_s)),
     }
     preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())
     return preamble.encode() + PROBE_PATH.read_bytes()

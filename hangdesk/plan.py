@@ -27,6 +27,10 @@ DEFAULT_PROCESS_PATTERN = (
 COMMAND_S = 20.0
 VISIT_S = 60.0
 CONNECT_S = 10.0
+# py-spy's sampling window per process (all of a node's at once, each after its dump): where
+# every rank spends its time, so a straggler is measured, not guessed from a dump.
+SAMPLE_S = 2
+SAMPLE_RATE = 50
 # The GPU shape: nvidia-smi sampled this often over this window (skipped without a GPU).
 GPU_SAMPLE_MS = 200
 GPU_WINDOW_S = 2
@@ -68,6 +72,9 @@ class CollectionPlan:
     pyspy_command: str = "py-spy"
     # NCCL's RAS client, asked once per node when the node has it (on PATH by default).
     ncclras_command: str = "ncclras"
+    # Seconds of `py-spy record` per process after its dump (0: no sampling), and its rate.
+    sample_seconds: int = SAMPLE_S
+    sample_rate: int = SAMPLE_RATE
     tail_bytes: int = 256 * KiB
     artifact_cap_bytes: int = 2 * MiB
     command_timeout_s: float = COMMAND_S
@@ -103,6 +110,10 @@ class CollectionPlan:
                 raise ValueError(f"{name} must be positive")
         if not 0 <= int(self.gpu_window_s) <= 30:
             raise ValueError("gpu_window_s must be between 0 and 30 seconds")
+        if not 0 <= int(self.sample_seconds) <= 30:
+            raise ValueError("sample_seconds must be between 0 (no sampling) and 30 seconds")
+        if not 1 <= int(self.sample_rate) <= 1000:
+            raise ValueError("sample_rate must be 1 to 1000 samples a second")
         # A command timeout above the total is allowed: the total bounds everything anyway.
         for name in ("command_timeout_s", "total_timeout_s", "connect_timeout_s"):
             if not getattr(self, name) > 0:

@@ -26,6 +26,14 @@
 [ -n "${HD_MAX_PROCS+x}" ] || HD_MAX_PROCS=128
 [ -n "${HD_MAX_FILES+x}" ] || HD_MAX_FILES=256
 [ -n "${HD_NONCE+x}" ] || HD_NONCE=standalone
+# The sampling window: seconds of `py-spy record` per process (0: none), samples a second.
+[ -n "${HD_SAMPLE_S+x}" ] || HD_SAMPLE_S=2
+[ -n "${HD_SAMPLE_RATE+x}" ] || HD_SAMPLE_RATE=50
+# A process of the caller's that is no training process (`hangdesk collect` itself), or empty.
+[ -n "${HD_SKIP_PID+x}" ] || HD_SKIP_PID=
+# The GPU's shape: nvidia-smi sampled every HD_GPU_MS ms for HD_GPU_WINDOW s (0: no sampling).
+[ -n "${HD_GPU_MS+x}" ] || HD_GPU_MS=200
+[ -n "${HD_GPU_WINDOW+x}" ] || HD_GPU_WINDOW=2
 
 # --- plumbing ------------------------------------------------------------------------------
 
@@ -159,12 +167,13 @@ hd_processes() {
 	ps -eo pid,ppid,stat,etimes,args >"$_w.all" 2>"$_w.err" ||
 		hd_error ps "$(head -c 2000 "$_w.err")"
 	# Match the command line only (fields 5..), never the probe or its children.
-	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v max="$HD_MAX_PROCS" '
+	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v skip="$HD_SKIP_PID" \
+		-v max="$HD_MAX_PROCS" '
 		NR == 1 { print; next }
 		{
 			args = $0
 			sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +[0-9]+ /, "", args)
-			if ($1 == self || $2 == self || $1 == parent) next
+			if ($1 == self || $2 == self || $1 == parent || $1 == skip) next
 			if (args ~ ENVIRON["HD_PATTERN"] && ++n <= max) print
 		}' "$_w.all" >"$_w" 2>"$_w.err" ||
 		hd_error ps "process_pattern: $(head -c 2000 "$_w.err")"
@@ -202,6 +211,28 @@ hd_pyspy() { # pid
 		_why="$_why; text dump exited $_rc: $(head -c 2000 "$_w.err")"
 	fi
 	hd_publish_text "pyspyerr.$1" "$_why"
+	return 1
+}
+
+# Where the process spends a few seconds: the straggler is the rank that rarely waits in a
+# collective while the others mostly do. Non-blocking (the process is never paused), idle
+# threads included (a rank blocked in a collective sleeps in the kernel), per thread.
+hd_pyspy_sample() { # pid
+	[ "$HD_SAMPLE_S" -gt 0 ] 2>/dev/null || return 0
+	_w="$HD_DIR/w.pyspyrec.$1"
+	hd_bounded "$HD_PYSPY" record --pid "$1" --duration "$HD_SAMPLE_S" \
+		--rate "$HD_SAMPLE_RATE" --format raw --output "$_w" --idle --threads --nonblocking \
+		>"$_w.log" 2>&1
+	_rc=$?
+	if [ "$_rc" -eq 0 ] && [ -s "$_w" ]; then
+		hd_publish "pyspyrec.$1" "$HD_CAP_BYTES" start
+	else
+		hd_error "pyspyrec.$1" "py-spy record exited $_rc: $(tail -c 500 "$_w.log")"
+	fi
+}
+
+hd_pyspy_both() { # pid: the dump first (the moment), then the window (the spread)
+	hd_pyspy "$1" && hd_pyspy_sample "$1"
 }
 
 hd_kernel_log() {
@@ -228,6 +259,18 @@ hd_gpus() {
 		--format=csv
 	hd_capture nvsmi.apps nvidia-smi \
 		--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv
+	[ "$HD_GPU_WINDOW" -gt 0 ] || return 0
+	# A few samples over a short window: flat at 100 % (NCCL spinning), 0 % with memory held
+	# (the CPU side), or moving. `timeout` ends the loop: its 124 is the expected end.
+	_w="$HD_DIR/w.nvsmi.samples"
+	timeout -k 1 "$HD_GPU_WINDOW" nvidia-smi \
+		--query-gpu=timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,ecc.errors.uncorrected.volatile.total \
+		--format=csv,nounits -lms "$HD_GPU_MS" >"$_w" 2>"$_w.err"
+	if [ -s "$_w" ]; then
+		hd_publish nvsmi.samples "$HD_CAP_BYTES" start
+	else
+		hd_error nvsmi.samples "$(head -c 500 "$_w.err")"
+	fi
 }
 
 hd_system() {
@@ -356,7 +399,7 @@ hd_main() {
 	# Everything else side by side; ship each artifact as soon as it is finished.
 	HD_SPAWNED=0
 	while read -r _pid; do
-		hd_spawn "pyspy.$_pid" hd_pyspy "$_pid"
+		hd_spawn "pyspy.$_pid" hd_pyspy_both "$_pid"
 	done <"$HD_DIR/pids"
 	hd_spawn dmesg hd_kernel_log
 	hd_spawn gpus hd_gpus

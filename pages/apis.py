@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from collectors import tasks as snapshot_tasks
-from collectors.apis import SnapshotSerializer
+from collectors.apis import started_snapshot_data
 from incidents import apis as incident_apis
 from incidents import services as incident_services
 
@@ -37,7 +37,8 @@ class IncidentListApi(incident_apis.IncidentListApi):
     )
     def post(self, request):
         """Open an incident; with `"snapshot": true` also start a snapshot (one call from a
-        training job's watchdog)."""
+        training job's watchdog). On a push cluster the snapshot waits for the nodes' bundles:
+        `snapshot.upload_token` and `snapshot.upload_command` say how they send them."""
         data = IncidentOpenSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
@@ -51,7 +52,8 @@ class IncidentListApi(incident_apis.IncidentListApi):
                 snapshot, _ = snapshot_tasks.snapshot_start(
                     incident=incident, by=request.user, job_plan=plan
                 )
-                body["snapshot"] = SnapshotSerializer(snapshot).data
+                # A push cluster's snapshot carries an upload token for its nodes (once).
+                body["snapshot"] = started_snapshot_data(snapshot, request.user)
                 body["scheduler_job"] = incident.scheduler_job
                 body["scheduler_job_info"] = incident.scheduler_job_info
         return Response(body, status=status.HTTP_201_CREATED)

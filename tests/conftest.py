@@ -12,6 +12,7 @@ from django.conf import settings
 
 from tests import services
 from tests.browserkit import browser, log_in, page  # noqa: F401 - chromium for every suite
+from tests.clikit import hangdesk_installed  # noqa: F401 - the README's `pip install .`
 from tests.helpers import wait_for  # also re-exported for the suites
 from tests.labkit import Lab, lab_factory  # noqa: F401 - registers the lab fixture everywhere
 

@@ -137,14 +137,16 @@ class Lab:
 
         return wait_for(all_there, timeout=timeout, what=f"flight-recorder dumps of {ranks}")
 
-    def collect(self) -> SnapshotEvidence:
-        """One snapshot of every node, taken the way the console takes it (collect_node)."""
+    def collect(self, **plan_options) -> SnapshotEvidence:
+        """One snapshot of every node, taken the way the console takes it (collect_node);
+        `plan_options` change the plan (sample_seconds=0: no sampling window)."""
         cluster_info = self.info["cluster"]
         plan = remote.CollectionPlan(
             process_pattern=cluster_info["process_pattern"],
             log_globs=cluster_info["log_globs"],
             flight_recorder_globs=cluster_info["flight_recorder_globs"],
             pyspy_command=cluster_info["pyspy_command"],
+            **plan_options,
         )
         targets = [
             remote.NodeTarget(
@@ -164,11 +166,11 @@ class Lab:
             cluster=cluster_info["name"],
         )
 
-    def diagnose(self, gap_s: float = 3.0) -> dict:
+    def diagnose(self, gap_s: float = 3.0, **plan_options) -> dict:
         """The console's verdict from two snapshots `gap_s` apart (slow vs dead needs two)."""
-        first = self.collect()
+        first = self.collect(**plan_options)
         time.sleep(gap_s)
-        return analysis.diagnose(self.collect(), previous=first).to_json()
+        return analysis.diagnose(self.collect(**plan_options), previous=first).to_json()
 
     def close(self) -> None:
         for client in self._clients.values():

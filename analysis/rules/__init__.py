@@ -17,14 +17,17 @@ from __future__ import annotations
 from analysis.facts import Facts
 from analysis.findings import Finding, combine
 from analysis.rules.base import Rule
+from analysis.rules.checkpoint import checkpoint_save
 from analysis.rules.config import (
     cpu_side,
     nccl_config_differs,
     same_collective,
     undecided,
-    watchdog_only,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.failures import failed_first, gpu_fault, node_failure, process_state, ras_named
+from analysis.rules.gpu import gpu_cpu_side, gpu_split
+from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
     different_call_sites,
@@ -38,7 +41,8 @@ from analysis.rules.order import (
     peer_named,
     stacks_different_collective,
 )
-from analysis.rules.progress import moving, no_evidence, straggler
+from analysis.rules.progress import moving, no_evidence
+from analysis.rules.straggler import straggler
 from analysis.rules.stuck import context
 from analysis.verdict import Verdict
 
@@ -50,6 +54,12 @@ RULES: tuple[Rule, ...] = (
     departed,
     init,
     lost,
+    failed_first,
+    gpu_fault,
+    ras_named,
+    process_state,
+    node_failure,
+    checkpoint_save,
     unreachable,
     fr_different_collective,
     logs_different_collective,
@@ -64,7 +74,9 @@ RULES: tuple[Rule, ...] = (
     same_collective,
     fr_all_waiting,
     cpu_side,
-    watchdog_only,
+    gpu_split,
+    gpu_cpu_side,
+    likeliest,
 )
 
 
@@ -80,29 +92,37 @@ def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
 __all__ = [
     "RULES",
     "Rule",
+    "checkpoint_save",
     "cpu_side",
     "decide",
     "departed",
     "detail_mismatch",
     "different_call_sites",
+    "failed_first",
     "findings",
     "fr_all_waiting",
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
+    "gpu_cpu_side",
+    "gpu_fault",
+    "gpu_split",
     "init",
     "lagging",
+    "likeliest",
     "logs_different_collective",
     "lost",
     "moving",
     "nccl_config_differs",
     "no_evidence",
+    "node_failure",
     "outside_collective",
     "peer_named",
+    "process_state",
+    "ras_named",
     "same_collective",
     "stacks_different_collective",
     "straggler",
     "undecided",
     "unreachable",
-    "watchdog_only",
 ]

@@ -122,34 +122,6 @@ def cpu_side(facts: Facts) -> Finding | None:
     )
 
 
-def watchdog_only(facts: Facts) -> Finding | None:
-    """Logs only, every reporting rank timed out in the same collective and none lags: the
-    logs name the stuck collective but cannot tell A from B from C."""
-    stuck = (facts.watchdog or {}).get("stuck_collective")
-    if not stuck or facts.snap.has_process_evidence:
-        return None
-    evidence = [Evidence("watchdog", n, r, f.line) for n, r, f in facts.snap.watchdog[:5]]
-    return Finding(
-        "unknown",
-        0.35,
-        f"Logs only: the watchdog reports collective #{stuck['seq']} "
-        f"({stuck['op'] or 'op unknown'}) timed out and no rank lags in the logs. The logs "
-        "cannot tell a rank stalled inside it from a configuration problem: collect stacks "
-        "(py-spy) of every rank and the flight recorder.",
-        evidence=tuple(evidence),
-        next_steps=(
-            "Snapshot the cluster (py-spy of every rank, dmesg, flight recorder) to tell A, B "
-            "and C apart.",
-            SECOND_SNAPSHOT,
-        ),
-        check=(
-            "py-spy dump of every rank (and their flight-recorder dumps): the rank not in "
-            f"collective #{stuck['seq']} is the one the others wait for."
-        ),
-        rule="watchdog_only",
-    )
-
-
 def undecided(facts: Facts) -> Finding:
     return Finding(
         "unknown",

@@ -30,6 +30,8 @@ def load_node(directory: Path, node: str = "lab-node-0", fr_kind: str = "pickle"
         text = path.read_text()
         if text.strip():
             evidence.pyspy[pid] = text
+    for path in sorted(directory.glob("samples_*.txt")):
+        evidence.pyspy_samples[int(path.stem.split("_")[1])] = path.read_text()
     for path in sorted(directory.glob("*.log")):
         evidence.logs[f"/var/log/train/{path.name}"] = path.read_text()
     fr_dir = directory / "fr" if (directory / "fr").exists() else directory.parent / "fr"

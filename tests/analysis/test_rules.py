@@ -124,6 +124,18 @@ def test_moving_learns_the_step_time_from_timestamps_when_lines_do_not_say():
 
 
 def test_a_stuck_verdict_without_proof_asks_for_a_second_snapshot_first():
+    # One look at the captured hang: stacks say rank 3 is outside the collective, but nothing
+    # (no old step, no watchdog) proves the job stopped.
+    snapshot = load_snapshot("outside")
+    for text in snapshot.nodes[0].logs:
+        snapshot.nodes[0].logs[text] = ""
+    snapshot.nodes[0].flight_recorder.clear()
+    result = diagnosis_json(snapshot)
+    assert result["classification"] == "A"
+    assert result["next_steps"][0] == SECOND_SNAPSHOT
+
+
+def test_watchdog_timeouts_prove_the_job_stopped():
     texts = {r: step_lines(r, 1, timed=False) for r in range(4)}
     evidence = logs_only(texts, 4, T0 + timedelta(minutes=5))
     for rank in range(3):
@@ -134,7 +146,8 @@ def test_a_stuck_verdict_without_proof_asks_for_a_second_snapshot_first():
         )
     result = diagnosis_json(evidence)
     assert result["classification"] != "healthy"
-    assert result["next_steps"][0] == SECOND_SNAPSHOT
+    assert SECOND_SNAPSHOT not in result["next_steps"]
+    assert "slow or dead?" not in result["summary"]
 
 
 # ------------------------------------------------------------------ straggler
@@ -388,16 +401,37 @@ def test_cpu_side_is_silent_when_ranks_wait_in_a_collective():
     assert rules.cpu_side(facts_of(load_snapshot("outside"))) is None
 
 
-def test_watchdog_only_names_the_stuck_collective_without_guessing_a_class():
+def test_likeliest_calls_every_rank_of_the_world_timing_out_together_c():
     texts = {r: step_lines(r, 3) + _watchdog(r, 41, "ALLREDUCE", 1024) for r in range(4)}
-    verdict = rules.watchdog_only(facts_of(logs_only(texts, 4, T0 + timedelta(minutes=20))))
-    assert verdict is not None and verdict.classification == "unknown"
+    verdict = rules.likeliest(facts_of(logs_only(texts, 4, T0 + timedelta(minutes=20))))
+    assert verdict is not None and verdict.classification == "C"
     assert "#41 (ALLREDUCE)" in verdict.summary
-    assert verdict.suspects == ()
+    assert verdict.suspects == () and verdict.strength < 0.5 and verdict.check
 
 
-def test_watchdog_only_is_silent_with_process_evidence():
-    assert rules.watchdog_only(facts_of(load_snapshot("outside"))) is None
+def test_likeliest_calls_some_ranks_timing_out_a_rank_that_did_not_come():
+    # Ranks 0-3 of 8 report; the other four left nothing: the one the others wait for may be
+    # among them, and nothing names it.
+    texts = {r: step_lines(r, 3) + _watchdog(r, 41, "ALLREDUCE", 1024) for r in range(4)}
+    verdict = rules.likeliest(facts_of(logs_only(texts, 8, T0 + timedelta(minutes=20))))
+    assert verdict is not None and verdict.classification == "A"
+    assert verdict.suspects == () and "4-7 left no evidence" in verdict.summary
+
+
+def test_likeliest_is_silent_when_nothing_names_a_rank_or_node():
+    facts = facts_of(SnapshotEvidence(nodes=[NodeEvidence(node="n0", dmesg="[0.0] Linux\n")]))
+    assert rules.likeliest(facts) is None
+    assert rules.decide(facts).classification == "unknown"
+
+
+def test_a_job_whose_steps_stopped_with_nothing_else_gets_a_class_not_unknown():
+    facts = facts_of(
+        logs_only({r: step_lines(r, 20) for r in range(4)}, 4, T0 + timedelta(hours=1))
+    )
+    assert facts.progress.progressing is False
+    verdict = rules.decide(facts)
+    assert verdict.classification == "A" and verdict.rule == "likeliest"
+    assert verdict.check and verdict.confidence < 0.5
 
 
 def test_the_rules_run_in_the_order_the_module_documents():

@@ -53,12 +53,13 @@ def test_a_ray_cluster_names_the_ray_head_in_its_errors():
         cluster_create(name="ray-a", source="ray")
 
 
-def test_a_push_cluster_needs_no_ssh_settings_and_its_snapshot_is_refused_clearly(cluster, bob):
-    cluster_update(cluster=cluster, source="push")
+def test_a_push_cluster_needs_no_ssh_settings_and_its_snapshot_waits_for_bundles(cluster, bob):
+    cluster_update(cluster=cluster, source="push", expected_nodes=2)
     incident = incident_open(cluster=cluster, title="stuck", opened_by=bob)
-    with pytest.raises(SnapshotRefused, match="push cluster"):
-        snapshot_create(incident=incident, by=bob)
-    assert not incident.snapshots.exists()
+    created = snapshot_create(incident=incident, by=bob)
+    assert created.created and created.collection_ids == ()  # no node to visit over SSH
+    assert created.snapshot.waits_for_uploads and created.snapshot.expected_nodes == 2
+    assert not created.snapshot.collections.exists()
 
 
 def test_the_api_shows_and_sets_the_source(alice, cluster):

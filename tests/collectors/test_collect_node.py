@@ -108,9 +108,22 @@ def test_it_runs_py_spy_for_all_processes_side_by_side(sshd, ranks, tmp_path):
     slow_pyspy.write_text(f'#!/bin/sh\nsleep 1\nexec {ranks.plan().pyspy_command} "$@"\n')
     slow_pyspy.chmod(0o755)
     started = time.monotonic()
-    evidence = collect_node(sshd.target(), ranks.plan(pyspy_command=str(slow_pyspy))).evidence
+    plan = ranks.plan(pyspy_command=str(slow_pyspy), sample_seconds=0)
+    evidence = collect_node(sshd.target(), plan).evidence
     elapsed = time.monotonic() - started
     assert evidence.status == GATHERED
     assert set(ranks.pids) <= set(evidence.pyspy)
+    assert evidence.pyspy_samples == {}  # no sampling window asked for
     # The non-Python process costs two py-spy calls (JSON, then text): ~2 s in parallel.
     assert elapsed < 4.5, elapsed
+
+
+def test_it_samples_each_training_process_over_the_window(collected, ranks):
+    # py-spy record --format raw --idle --threads: the main thread's stacks with their counts.
+    evidence, _ = collected
+    for pid in ranks.pids:
+        lines = evidence.pyspy_samples[pid].splitlines()
+        main = [line for line in lines if line.startswith(f"thread ({pid}): MainThread;")]
+        assert main and all(line.rsplit(" ", 1)[1].isdigit() for line in main)
+        assert any("fake_all_gather" in line for line in main)
+    assert ranks.not_python_pid not in evidence.pyspy_samples  # its dump failed: no window

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+import analysis
+from analysis.ranks import parse_snapshot
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
@@ -119,6 +121,22 @@ class TestHealthy:
     def test_the_console_concludes_what_the_lab_expects(self, lab):
         _assert_console_concludes(lab)
 
+    def test_two_looks_at_dumps_alone_name_no_straggler(self, lab):
+        # Issue 17's false alarm: over SSH, the second snapshot called rank 0 a straggler
+        # (outside the collective in both dumps while every step kept its usual time). Dumps
+        # are moments; without the sampling window the verdict stays healthy.
+        for _ in range(2):
+            diagnosis = lab.diagnose(sample_seconds=0)
+            assert diagnosis["classification"] == "healthy", diagnosis["summary"]
+            assert diagnosis["suspect_ranks"] == []
+
+    def test_the_sampling_window_names_no_straggler_either(self, lab):
+        evidence = lab.collect()
+        windows = [w for node in evidence.nodes for w in node.pyspy_samples.values()]
+        assert len(windows) == lab.expected["world_size"]
+        diagnosis = analysis.diagnose(evidence).to_json()
+        assert diagnosis["classification"] != "straggler", diagnosis["summary"]
+
 
 class TestRankExit:
     @pytest.fixture(scope="class")
@@ -151,6 +169,15 @@ class TestRankExit:
 
     def test_the_console_concludes_what_the_lab_expects(self, lab):
         _assert_console_concludes(lab)
+
+    def test_the_launcher_s_own_line_gives_the_exit_code(self, lab):
+        # "rank 3 (pid 6) exited with exitcode 137 (signal 9)" was "could not be read".
+        _hung(lab, [0, 1, 2])
+        parsed = parse_snapshot(lab.collect())
+        assert parsed.ranks[3].exit_code == 137
+        assert "rank 3 (pid" in parsed.ranks[3].exit_line
+        assert not [p for p in parsed.problems if p["source"].endswith("launcher.log")]
+        assert parsed.signals.by_rank[3].first_failure.kind == "killed"
 
 
 class TestOom:

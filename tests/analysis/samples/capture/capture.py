@@ -99,7 +99,27 @@ def snapshot(out: Path, roots: list[int], workdir: Path) -> None:
                 (out / f"pyspy_{pid}.err").write_text(res.stderr)
     for log in sorted(workdir.glob("*.log")):
         lines = log.read_text(errors="replace").splitlines(keepends=True)
-        (out / log.name).write_text("".join(lines[-40:]))
+        # The launcher's stdout whole, as the snapshot saw it; the ranks' last 40 lines.
+        (out / log.name).write_text("".join(lines if log.name == "torchrun.log" else lines[-40:]))
+    sample_window(out, [pid for pid in pids if rank_of(pid) is not None])
+
+
+def sample_window(out: Path, pids: list[int], seconds: int = 2) -> None:
+    """The probe's sampling window: `py-spy record --format raw` of every rank at once."""
+    running = {
+        pid: subprocess.Popen(
+            [
+                str(VENV / "py-spy"), "record", "--pid", str(pid), "--duration", str(seconds),
+                "--rate", "50", "--format", "raw", "--output", str(out / f"samples_{pid}.txt"),
+                "--idle", "--threads", "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for pid in pids
+    }  # fmt: skip
+    for proc in running.values():
+        proc.wait(timeout=seconds + 30)
 
 
 def wait_for_step(workdir: Path, scenario: str) -> None:
