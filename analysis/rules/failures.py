@@ -10,6 +10,8 @@ the kernel (D) cannot come to a collective; a node a scheduler marks failed take
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from analysis import quotes
 from analysis.departures import waited
 from analysis.facts import Facts
@@ -154,6 +156,9 @@ def ras_named(facts: Facts) -> Finding | None:
     lines = [s for s in signals.ras_signals if s.kind == "ras"]
     lines += [s for found in signals.by_node.values() for s in found if s.kind == "ras"]
     lines += [s for found in signals.by_rank.values() for s in found.failures if s.kind == "ras"]
+    pids = {pid: rank for node in facts.nodes.values() for pid, rank in node.rank_pids.items()}
+    # RAS names a process by pid and node when it cannot say its rank: the environ can.
+    lines = [replace(s, peer=pids[s.pid]) if s.peer is None and s.pid in pids else s for s in lines]
     named = sorted({s.peer for s in lines if s.peer is not None})
     if not named:
         return None
