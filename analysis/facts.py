@@ -9,6 +9,7 @@ collectives, what NCCL reports choosing on each node, which peers other ranks bl
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +22,14 @@ from analysis.gpushape import GpuSeries, RankGpuHint, join
 from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
 from analysis.progress import Progress, progress_of
-from analysis.ranks import TERMINATED_BY_LAUNCHER, NodeFacts, ParsedSnapshot, RankState
+from analysis.ranks import (
+    MAX_WORLD,
+    TERMINATED_BY_LAUNCHER,
+    NodeFacts,
+    ParsedSnapshot,
+    RankState,
+)
+from analysis.signals import Signal
 from analysis.stacks import base_name
 
 
@@ -73,6 +81,10 @@ class Facts:
     gpu: dict[int, tuple[GpuSeries, str]] = field(default_factory=dict)
     # The flight-recorder dumps read together: groups, stops, culprits and victims.
     fr: FlightRecorderReading | None = None
+    # rank -> why: in a one-node job's shared log most ranks time out, these never do.
+    quiet: dict[int, str] = field(default_factory=dict)
+    # rank -> the stall report (Horovod's coordinator) whose list of ready ranks leaves it out
+    not_ready: dict[int, Signal] = field(default_factory=dict)
 
     @property
     def ranks(self) -> dict[int, RankState]:
@@ -126,13 +138,19 @@ def job_kills(node: NodeFacts, job_started: datetime | None) -> list:
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
     rank_node = {r: s.node for r, s in snap.ranks.items()}
     departures = departures_of(snap)
-    observed = _observed(snap)
+    quiet = quiet_in_shared_log(snap)
+    not_ready = not_ready_ranks(snap)
+    observed = _observed(snap) | set(quiet)
+    if not_ready:
+        observed |= set(range(snap.world_size))
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
     in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
     started = jobtime.job_started((s.started_at for s in snap.ranks.values()), snap.log_starts)
     fr = read_dumps(snap.dumps, snap.expected_world_size) if snap.dumps else None
     return Facts(
+        quiet=quiet,
+        not_ready=not_ready,
         snap=snap,
         prev=prev,
         world=snap.world_size,
@@ -207,8 +225,16 @@ def _observed(snap: ParsedSnapshot) -> set[int]:
     }
     seen.update(snap.mentioned)
     seen.update(d.rank for d in snap.dumps if d.rank is not None)
+    # A rank another rank's line names (the one it waits for, or lost) was observed by it.
+    seen.update(
+        s.peer
+        for found in snap.signals.by_rank.values()
+        for s in found.failures
+        if s.peer is not None and 0 <= s.peer < MAX_WORLD
+    )
     world = snap.world_size
     reached = any(comm.size == world for _, report in snap.signals.ras for comm in report.comms)
+    reached = reached or any(s.kind == "ras_ok" for s in snap.signals.ras_signals)
     # RAS names a rank missing, dead or behind against what it heard from all the others.
     named = [s.peer for s in _ras_lines(snap) if s.peer is not None and 0 <= s.peer < world]
     if reached or named:
@@ -252,6 +278,54 @@ def _missing_and_unobserved(
         missing |= absent
         absent = set()
     return sorted(missing), sorted(absent)
+
+
+_READY = re.compile(r"\[ready ranks: (\d{1,6}(?:, ?\d{1,6}){0,4095})\]")
+
+
+def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
+    """A stall report lists, per stalled tensor, the ranks that submitted it; within a stated
+    world the others never reached the collective. (Every rank of the world is then accounted
+    for: ready, or left out.)"""
+    world = snap.expected_world_size
+    if not world:
+        return {}
+    reports = [s for found in snap.signals.by_rank.values() for s in found.failures]
+    reports += [s for found in snap.signals.by_node.values() for s in found]
+    out: dict[int, Signal] = {}
+    for signal in reports:
+        if signal.kind != "desync":
+            continue
+        match = _READY.search(signal.text)
+        if match:
+            ready = {int(r) for r in match.group(1).split(",")}
+            for rank in sorted(set(range(world)) - ready):
+                out.setdefault(rank, signal)
+    return out
+
+
+def quiet_in_shared_log(snap: ParsedSnapshot) -> dict[int, str]:
+    """One node, a stated world, and one log that holds the watchdog timeouts of several
+    ranks (the job's shared stdout): the ranks of the world that never time out in it wrote
+    to it too, and were not waiting in that collective. A few of them at most."""
+    world = snap.expected_world_size
+    if len(snap.nodes) != 1 or not world:
+        return {}
+    shared = [log for _, log in snap.logs if len({w.rank for w in log.watchdog} - {None}) >= 2]
+    if not shared:
+        return {}
+    reporters = {rank for _, rank, _ in snap.watchdog if rank is not None}
+    quiet = sorted(set(range(world)) - reporters)
+    if not quiet or len(quiet) > max(1, world // 4) or len(reporters) < world / 2:
+        return {}
+    seq = next((w.seq for log in shared for w in log.watchdog if w.seq is not None), None)
+    where = f" in collective #{seq}" if seq is not None else ""
+    told = ", ".join(map(str, sorted(reporters)))
+    return {
+        rank: f"rank {rank}: no watchdog timeout in the shared log while ranks {told} timed out"
+        f"{where}"
+        for rank in quiet
+    }
 
 
 def _holds_world(snap: ParsedSnapshot) -> bool:

@@ -120,6 +120,11 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, pids, kernel)
         if node_ev.ncclras:
             parsed.ras_outputs.append((node_ev.node, node_ev.ncclras))
+        # An ncclras report saved among the logs (by hand, or by a job that polls RAS) is a
+        # report all the same: its layout tells, whatever the file is called.
+        parsed.ras_outputs += [
+            (node_ev.node, text) for text in node_ev.logs.values() if _is_ras_report(text)
+        ]
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
@@ -134,6 +139,11 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
     parsed.mentioned.update(parsed.signals.by_rank)
     apply_signal_progress(parsed)
     return parsed
+
+
+def _is_ras_report(text: str) -> bool:
+    head = text[:4096]
+    return "Job summary" in head and "Communicators" in head and "NCCL version" in head
 
 
 def _bounded_world(parsed: ParsedSnapshot, claimed: int | None) -> int | None:

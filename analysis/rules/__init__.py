@@ -25,7 +25,14 @@ from analysis.rules.config import (
     undecided,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
-from analysis.rules.failures import failed_first, gpu_fault, node_failure, process_state, ras_named
+from analysis.rules.failures import (
+    failed_first,
+    gpu_fault,
+    node_failure,
+    peers_named,
+    process_state,
+    ras_named,
+)
 from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
@@ -68,6 +75,7 @@ RULES: tuple[Rule, ...] = (
     different_call_sites,
     fr_never_reached,
     peer_named,
+    peers_named,
     fr_behind,
     lagging,
     nccl_config_differs,
@@ -118,6 +126,7 @@ __all__ = [
     "node_failure",
     "outside_collective",
     "peer_named",
+    "peers_named",
     "process_state",
     "ras_named",
     "same_collective",

@@ -10,6 +10,8 @@ the kernel (D) cannot come to a collective; a node a scheduler marks failed take
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from analysis import quotes
 from analysis.departures import waited
 from analysis.facts import Facts
@@ -154,6 +156,9 @@ def ras_named(facts: Facts) -> Finding | None:
     lines = [s for s in signals.ras_signals if s.kind == "ras"]
     lines += [s for found in signals.by_node.values() for s in found if s.kind == "ras"]
     lines += [s for found in signals.by_rank.values() for s in found.failures if s.kind == "ras"]
+    pids = {pid: rank for node in facts.nodes.values() for pid, rank in node.rank_pids.items()}
+    # RAS names a process by pid and node when it cannot say its rank: the environ can.
+    lines = [replace(s, peer=pids[s.pid]) if s.peer is None and s.pid in pids else s for s in lines]
     named = sorted({s.peer for s in lines if s.peer is not None})
     if not named:
         return None
@@ -246,4 +251,46 @@ def node_failure(facts: Facts) -> Finding | None:
             "node`, `ray status`): its state, reason and when it changed."
         ),
         rule="node_failure",
+    )
+
+
+def peers_named(facts: Facts) -> Finding | None:
+    """Ranks that other ranks' lines name as the ones they wait for or lost (a desync or
+    stall report, a monitored barrier, a lost peer): the named are the suspects, the
+    reporters their victims."""
+    named: dict[int, list[tuple[int, Signal]]] = {}
+    for rank, found in facts.snap.signals.by_rank.items():
+        for signal in found.failures:
+            if signal.peer is not None and signal.peer != rank:
+                named.setdefault(signal.peer, []).append((rank, signal))
+    for peer, line in facts.not_ready.items():
+        named.setdefault(peer, []).append((-1, line))
+    if not named:
+        return None
+    peers = sorted(named)
+    if len(peers) > max(1, facts.world // 2):
+        return None  # half the job named: a broken network, not a culprit
+    reporters = sorted({r for lines in named.values() for r, _ in lines} - set(peers) - {-1})
+    evidence = [
+        Evidence(signal.kind, signal.node, reporter if reporter >= 0 else None, signal.text)
+        for peer in peers[:3]
+        for reporter, signal in named[peer][:2]
+    ]
+    for peer in peers[:2]:
+        evidence += quotes.log_errors(facts, peer)
+    by = f" by {ranks_text(reporters)}" if reporters else ""
+    return Finding(
+        "A",
+        0.75,
+        f"{capitalised(ranks_text(peers))} {'is' if len(peers) == 1 else 'are'} named{by} as "
+        f"the rank{'' if len(peers) == 1 else 's'} they wait for "
+        f"({named[peers[0]][0][1].text.strip()[:140]}): the reporters are victims.",
+        suspects=tuple(peers),
+        evidence=tuple(evidence),
+        check=(
+            f"Stacks (py-spy dump) and the log tail of {ranks_text(peers[:3])}: where "
+            f"{'it is' if len(peers) == 1 else 'they are'} instead of the collective the others "
+            "wait in."
+        ),
+        rule="peers_named",
     )

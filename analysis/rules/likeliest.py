@@ -70,6 +70,22 @@ def _timed_out(facts: Facts, stuck: dict) -> Finding:
     what = f"collective #{stuck['seq']} ({stuck['op'] or 'op unknown'})"
     who = ranks_text(reporters) if reporters else "the reporting ranks"
     stated = facts.snap.expected_world_size is not None
+    ras_ok = [s for s in facts.snap.signals.ras_signals if s.kind == "ras_ok"]
+    if ras_ok:
+        return Finding(
+            "C",
+            WEAK,
+            f"The watchdog of {who} fired in {what} while NCCL RAS saw every communicator OK "
+            f"({ras_ok[0].text.strip()[:120]}): every rank launched the same operations, so "
+            "everyone came, and the collective does not complete. Look at the network and "
+            "NCCL's set-up.",
+            evidence=(*evidence, Evidence("ras_ok", ras_ok[0].node, None, ras_ok[0].text)),
+            check=(
+                "NCCL WARN lines and `ibstat` / link error counters on the node of "
+                f"{who} and its ring neighbours; `ncclras` again: counts frozen mean a hang."
+            ),
+            rule="likeliest",
+        )
     if stated and reporters and set(reporters) >= set(range(facts.world)):
         return Finding(
             "C",
