@@ -70,3 +70,31 @@ document.addEventListener("submit", function (event) {
     measureSticky();
   }
 })();
+
+// The one plotly loader of the console's charts (the rank timeline, the watch's step chart):
+// its basic bundle is fetched on the first call, once, by whichever chart asks first; a page
+// without a chart never downloads it. A failed fetch may be tried again by the next call.
+window.hangdeskPlotly = (function () {
+  var loading = null;
+  return function (src) {
+    if (window.Plotly) return Promise.resolve(window.Plotly);
+    if (!loading) {
+      loading = new Promise(function (resolve, reject) {
+        var script = document.createElement("script");
+        script.src = src;
+        script.async = true;
+        script.onload = function () { resolve(window.Plotly); };
+        script.onerror = function () { loading = null; reject(new Error("plotly did not load")); };
+        document.head.appendChild(script);
+      });
+    }
+    return loading;
+  };
+})();
+
+// A server-built figure's layout in the console's dark colours.
+window.hangdeskDarkLayout = function (layout) {
+  return Object.assign({}, layout, {
+    paper_bgcolor: "#181e24", plot_bgcolor: "#101418", font: { color: "#e6edf3" },
+  });
+};

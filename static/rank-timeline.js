@@ -1,35 +1,18 @@
 // Draws the rank timeline from the figure the server built (analysis.timeline_figure).
-// plotly (its basic bundle) is fetched only on a page that has the chart, after the page has
-// loaded and the browser is idle: the page is readable and usable before a byte of it arrives.
-// Safe to load twice (htmx re-runs the script when it swaps a new verdict in).
+// plotly (its basic bundle, through page.js's loader) is fetched only on a page that has the
+// chart, after the page has loaded and the browser is idle: the page is readable and usable
+// before a byte of it arrives. Safe to load twice (htmx re-runs the script when it swaps a new
+// verdict in).
 (function () {
   if (window.hangdeskTimeline) { window.hangdeskTimeline.schedule(); return; }
-  var loading = null;
-
-  function plotly(src) {
-    if (window.Plotly) return Promise.resolve(window.Plotly);
-    if (!loading) {
-      loading = new Promise(function (resolve, reject) {
-        var script = document.createElement("script");
-        script.src = src;
-        script.async = true;
-        script.onload = function () { resolve(window.Plotly); };
-        script.onerror = function () { loading = null; reject(new Error("plotly did not load")); };
-        document.head.appendChild(script);
-      });
-    }
-    return loading;
-  }
 
   function draw() {
     var target = document.getElementById("rank-timeline");
     var data = document.getElementById("rank-timeline-figure");
     if (!target || !data || target.classList.contains("js-plotly-plot")) return;
-    plotly(target.dataset.plotlySrc).then(function (Plotly) {
+    window.hangdeskPlotly(target.dataset.plotlySrc).then(function (Plotly) {
       var figure = JSON.parse(data.textContent);
-      var layout = Object.assign({}, figure.layout, {
-        paper_bgcolor: "#181e24", plot_bgcolor: "#101418", font: { color: "#e6edf3" },
-      });
+      var layout = window.hangdeskDarkLayout(figure.layout);
       var fit = window.hangdeskChartFit ? window.hangdeskChartFit(layout, target.clientWidth)
         : { layout: layout, config: {} };
       target.textContent = "";
