@@ -224,6 +224,17 @@ class Node(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.username}@{self.address}:{self.port})"
 
+    def ssh_target(self) -> sshspec.NodeTarget:
+        """Where and as whom the collector and the watch connect to this node."""
+        return sshspec.NodeTarget(
+            name=self.name,
+            address=self.address,
+            port=self.port,
+            username=self.username,
+            key_path=self.key_path or None,
+            host_key=self.host_key,
+        )
+
     def clean(self) -> None:
         """The host key kept as `type base64` (no host names, no comment); a key file this
         process can read must be usable unattended (no passphrase); the name free within the

@@ -38,6 +38,46 @@ HOST_KEY_TYPES = (
 MAX_HOST_KEY_LINE = 16 * 1024
 
 
+# --- the target ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """Where and as whom the collector connects: a node (`Node.ssh_target()`), a scheduler's
+    controller, a node a scheduler named."""
+
+    name: str
+    address: str
+    port: int
+    username: str
+    # Private key file on the worker machine; None means "ask the ssh-agent".
+    key_path: str | None
+    # One known_hosts-style public key ("ssh-ed25519 AAAA..."); no key, no connection.
+    host_key: str
+
+    def to_json(self) -> dict:
+        """The target as a task's JSON argument (no key material: the key stays a path)."""
+        return {
+            "name": self.name,
+            "address": self.address,
+            "port": self.port,
+            "username": self.username,
+            "key_path": self.key_path or "",
+            "host_key": self.host_key,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> NodeTarget:
+        return cls(
+            name=data["name"],
+            address=data["address"],
+            port=int(data["port"]),
+            username=data["username"],
+            key_path=data.get("key_path") or None,
+            host_key=data["host_key"],
+        )
+
+
 # --- host keys ---------------------------------------------------------------------------
 
 

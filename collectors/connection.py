@@ -10,7 +10,7 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 
-from clusters.sshspec import InvalidHostKey, parse_host_key, private_key_problem
+from clusters.sshspec import InvalidHostKey, NodeTarget, parse_host_key, private_key_problem
 
 from . import remote
 from .outcomes import FailureKind
@@ -42,18 +42,6 @@ def key_file_problem(path: str) -> str | None:
     return f"the key {problem}" if problem else None
 
 
-def spec_of(node) -> dict:
-    """A node as the task's JSON argument (no key material: the key stays a path)."""
-    return {
-        "name": node.name,
-        "address": node.address,
-        "port": node.port,
-        "username": node.username,
-        "key_path": node.key_path or "",
-        "host_key": node.host_key,
-    }
-
-
 def check_key(spec: dict) -> CheckResult:
     problem = key_file_problem(spec.get("key_path") or "")
     if problem:
@@ -69,14 +57,7 @@ def check_connection(spec: dict) -> CheckResult:
     key = check_key(spec)
     if not key.ok:
         return key
-    target = remote.NodeTarget(
-        name=spec["name"],
-        address=spec["address"],
-        port=int(spec["port"]),
-        username=spec["username"],
-        key_path=spec.get("key_path") or None,
-        host_key=spec["host_key"],
-    )
+    target = NodeTarget.from_json(spec)
     plan = remote.CollectionPlan()
     host = socket.gethostname()
     try:
@@ -116,7 +97,7 @@ def check_and_record(node_pk: int) -> CheckResult | None:
     node = Node.objects.filter(pk=node_pk).first()
     if node is None:
         return None
-    spec = spec_of(node)
+    spec = node.ssh_target().to_json()
     result = check_connection(spec)
     state = {True: NodeCheck.OK, False: NodeCheck.FAILED, None: NodeCheck.UNKNOWN}[result.ok]
     node_check_record(node_pk=node_pk, spec=spec, state=state, text=result.text)

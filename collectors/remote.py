@@ -28,6 +28,7 @@ from clusters.sshspec import (
     PASSPHRASE_KEY_MESSAGE,
     HostKey,
     InvalidHostKey,
+    NodeTarget,
     blob_fingerprint,
     parse_host_key,
     private_key_problem,
@@ -59,18 +60,6 @@ __all__ = [
     "render_probe",
     "run_script",
 ]
-
-
-@dataclass
-class NodeTarget:
-    name: str
-    address: str
-    port: int
-    username: str
-    # Private key file on the worker machine; None means "ask the ssh-agent".
-    key_path: str | None
-    # One known_hosts-style public key ("ssh-ed25519 AAAA..."); no key, no connection.
-    host_key: str
 
 
 # --- failures ----------------------------------------------------------------------------

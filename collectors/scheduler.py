@@ -20,9 +20,9 @@ from clusters.sshspec import MAX_KNOWN_HOSTS_FILE, KnownHostsError, known_host_k
 from clusters.validators import validate_remote_host
 from core import egress
 from core.errors import Invalid
+from hangdesk.budget import TIME_BUDGET
 
 from . import remote
-from .budget import SNAPSHOT_BUDGET
 
 SCRIPT_PATH = Path(__file__).with_name("slurm.sh")
 # Slurm's answer for one job: a 1,000-node job's `scontrol show node -o` is ~1 MB.
@@ -110,11 +110,11 @@ def slurm_outputs(cluster, job_id: str) -> dict[str, str]:
         raise JobRefused(f"Cluster {cluster.name} has no Slurm controller configured.")
     _check_egress(cluster.controller_address, cluster.controller_port)
     plan = remote.CollectionPlan(
-        command_timeout_s=SNAPSHOT_BUDGET.command_s,
+        command_timeout_s=TIME_BUDGET.command_s,
         max_total_bytes=MAX_READ_BYTES,
     )
     run = remote.run_script(
-        controller_target(cluster), plan, _render(job_id, SNAPSHOT_BUDGET.command_s)
+        controller_target(cluster), plan, _render(job_id, TIME_BUDGET.command_s)
     )
     if run.failure is not None:
         where = f"{cluster.controller_address}:{cluster.controller_port}"

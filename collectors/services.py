@@ -26,11 +26,11 @@ from analysis.secrets import mask_json, mask_text
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
 from hangdesk.artifacts import artifacts_from_evidence
+from hangdesk.budget import TIME_BUDGET
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
 
 from . import remote, selectors
-from .budget import SNAPSHOT_BUDGET
 from .models import (
     FINISHED_NODE_STATUSES,
     NODE_FLOW,
@@ -247,7 +247,7 @@ def node_collection_run(*, collection_id: int, task_id: str) -> NodeOutcome:
     )
     visit = _visit(collection)
     failure = visit.failure
-    if failure and failure.transient and collection.attempts < SNAPSHOT_BUDGET.attempts:
+    if failure and failure.transient and collection.attempts < TIME_BUDGET.attempts:
         return Retryable(failure, attempt=collection.attempts)
     final = NodeStatus.FAILED if failure else NodeStatus.OK
     if not _record_node_result(collection, task_id, final, visit.evidence):
@@ -266,23 +266,12 @@ def _visit(collection: NodeCollection) -> NodeVisit:
         snapshot = collection.snapshot
         extra = ((snapshot.scheduler or {}).get("extra_logs") or {}).get(collection.node_name, [])
         return remote.collect_node(
-            _target_for(collection.node), _plan_for(snapshot.cluster, extra_logs=extra)
+            collection.node.ssh_target(), _plan_for(snapshot.cluster, extra_logs=extra)
         )
     except Exception as exc:  # a bug here must fail the node, not leave it spinning
         log.exception("collecting %s failed", collection.node_name)
         failure = NodeFailure(FailureKind.INTERNAL, f"probe failed: internal error: {exc!r}")
         return NodeVisit.failed(NodeEvidence(node=collection.node_name), failure)
-
-
-def _target_for(node) -> remote.NodeTarget:
-    return remote.NodeTarget(
-        name=node.name,
-        address=node.address,
-        port=node.port,
-        username=node.username,
-        key_path=node.key_path or None,
-        host_key=node.host_key,
-    )
 
 
 def _plan_for(cluster, *, extra_logs: list[str] = ()) -> remote.CollectionPlan:
@@ -330,9 +319,7 @@ def _artifacts(collection: NodeCollection, evidence: NodeEvidence) -> Iterator[A
         )
 
 
-def node_collection_fail_stale(
-    *, older_than: timedelta = SNAPSHOT_BUDGET.stale_after
-) -> SweepOutcome:
+def node_collection_fail_stale(*, older_than: timedelta = TIME_BUDGET.stale_after) -> SweepOutcome:
     """Fail the visits whose worker vanished long ago; the outcome names the snapshots whose
     analysis that made due."""
     cutoff = timezone.now() - older_than

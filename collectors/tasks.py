@@ -4,7 +4,7 @@ Services do one step each and say what happened (outcomes.py); this module alone
 runs next — a visit per node after a snapshot is created, the analysis after the last node or
 after a bundle is stored — and when a step is retried: a `Retryable` outcome becomes a
 `NodeRetry` raised for Celery's autoretry. Queues (settings.CELERY_TASK_ROUTES): node visits
-on "ssh", the analysis on "analysis", the sweep on "default". Limits: budget.py.
+on "ssh", the analysis on "analysis", the sweep on "default". Limits: hangdesk/budget.py.
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ from django.db import transaction
 import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from analysis.evidence import SnapshotEvidence
 from clusters.models import ClusterSource
+from hangdesk.budget import TIME_BUDGET
 from incidents.models import Incident
 
 from . import gpumetrics, jobs, push, scheduler, services
-from .budget import SNAPSHOT_BUDGET
 from .models import Snapshot
 from .outcomes import Collected, Failed, NodeFailure, Retryable
 
-NODE_LIMITS = SNAPSHOT_BUDGET.node_task
+NODE_LIMITS = TIME_BUDGET.node_task
 RAY_NOT_YET = (
     "Cluster {cluster} finds its nodes through a Ray head: snapshots of a Ray job are not "
     "built yet. Meanwhile set its source to 'nodes' and list the Ray nodes."
 )
-ANALYSIS_LIMITS = SNAPSHOT_BUDGET.analysis_task
+ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
 
 
 class NodeRetry(Exception):
@@ -121,10 +121,10 @@ def _analyse_once_committed(snapshot_id: int) -> None:
 @shared_task(
     bind=True,
     autoretry_for=(NodeRetry,),
-    retry_backoff=SNAPSHOT_BUDGET.retry_delay_s,
+    retry_backoff=TIME_BUDGET.retry_delay_s,
     retry_jitter=False,
     # A backstop: the service itself stops asking for retries after the last attempt.
-    max_retries=SNAPSHOT_BUDGET.attempts - 1,
+    max_retries=TIME_BUDGET.attempts - 1,
     soft_time_limit=NODE_LIMITS.soft_s,
     time_limit=NODE_LIMITS.hard_s,
 )
@@ -162,10 +162,16 @@ def fail_stale_collections() -> int:
 
 # --- node checks (a page waits for the answer) --------------------------------------------
 
-NODE_CHECK_WAIT_S = {"key": 5.0, "connection": 3 * SNAPSHOT_BUDGET.connect_s + 5.0}
+NODE_CHECK_WAIT_S = TIME_BUDGET.node_check_wait_s
+NODE_CHECK_LIMITS = TIME_BUDGET.node_check_task
 
 
-@shared_task(ignore_result=False, time_limit=120, soft_time_limit=110, acks_late=False)
+@shared_task(
+    ignore_result=False,
+    soft_time_limit=NODE_CHECK_LIMITS.soft_s,
+    time_limit=NODE_CHECK_LIMITS.hard_s,
+    acks_late=False,
+)
 def node_check(spec: dict, what: str) -> dict:
     """On a worker of the ssh queue, where the keys are: `what` is "key" (the key file) or
     "connection" (the collector's SSH handshake and login)."""
@@ -175,7 +181,7 @@ def node_check(spec: dict, what: str) -> dict:
     return result.to_json()
 
 
-@shared_task(time_limit=120, soft_time_limit=110)
+@shared_task(soft_time_limit=NODE_CHECK_LIMITS.soft_s, time_limit=NODE_CHECK_LIMITS.hard_s)
 def node_check_record(node_pk: int) -> None:
     """A node added or changed: its connection checked in the background, the answer kept on
     it for the node list (safe to run twice: the second check replaces the first)."""
@@ -209,10 +215,16 @@ def node_check_on_worker(spec: dict, what: str) -> dict:
 
 # --- a scheduler's job, read on a worker (where the keys and known_hosts are) -------------
 
-JOB_READ_WAIT_S = 2 * SNAPSHOT_BUDGET.connect_s + 2 * SNAPSHOT_BUDGET.command_s + 10.0
+JOB_READ_WAIT_S = TIME_BUDGET.job_read_wait_s
+JOB_READ_LIMITS = TIME_BUDGET.job_read_task
 
 
-@shared_task(ignore_result=False, time_limit=180, soft_time_limit=170, acks_late=False)
+@shared_task(
+    ignore_result=False,
+    soft_time_limit=JOB_READ_LIMITS.soft_s,
+    time_limit=JOB_READ_LIMITS.hard_s,
+    acks_late=False,
+)
 def job_plan_read(cluster_id: int, job_id: str) -> dict:
     """{"plan": ...} for the job, or {"error": why}: a refusal is an answer, not a failure."""
     from clusters.models import Cluster

@@ -23,7 +23,7 @@ DEFAULT_PROCESS_PATTERN = (
 
 # The probe's own bounds: one command on the node (a py-spy dump, a log tail), stopped by
 # `timeout` there; one whole visit; the TCP connect of an SSH visit. The console's task limits
-# are derived from these (collectors/budget.py).
+# are derived from these (budget.py).
 COMMAND_S = 20.0
 VISIT_S = 60.0
 CONNECT_S = 10.0

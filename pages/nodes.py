@@ -12,7 +12,6 @@ from django.views.decorators.http import require_POST
 from clusters import services as cluster_services
 from clusters.forms import NodeForm
 from clusters.models import Cluster, Node, NodeCheck
-from collectors.connection import spec_of
 from collectors.tasks import node_check_on_worker
 from core.feedback import answer
 from core.roles import Role, role_required
@@ -25,7 +24,7 @@ def node_add(request: HttpRequest, name: str) -> HttpResponse:
     form = NodeForm(request.POST, cluster=cluster)
     check = None
     if form.is_valid() and form.cleaned_data.get("key_path"):
-        check = node_check_on_worker(spec_of(Node(**form.cleaned_data)), "key")
+        check = node_check_on_worker(Node(**form.cleaned_data).ssh_target().to_json(), "key")
         if check["ok"] is False:
             form.add_error("key_path", check["text"])
     if form.errors:
@@ -43,7 +42,7 @@ def node_add(request: HttpRequest, name: str) -> HttpResponse:
 @role_required(Role.ADMIN)
 def node_test(request: HttpRequest, name: str, node_pk: int) -> HttpResponse:
     node = get_object_or_404(Node.objects.select_related("cluster"), pk=node_pk, cluster__name=name)
-    spec = spec_of(node)
+    spec = node.ssh_target().to_json()
     result = node_check_on_worker(spec, "connection")
     state = {True: NodeCheck.OK, False: NodeCheck.FAILED, None: NodeCheck.UNKNOWN}[result["ok"]]
     if result["ok"] is not None:  # "nobody answered" says nothing about the node

@@ -19,9 +19,9 @@ from django.utils import timezone
 from clusters.models import Cluster
 
 from .models import Watch
-from .services import TICK_HARD_S, watch_for
+from .services import CLAIM_LEASE, watch_for
 
-LEASE = timedelta(seconds=TICK_HARD_S + 30)  # the preflight task's hard limit, and some
+LEASE = CLAIM_LEASE  # the preflight task's hard limit, and some
 SECOND = timedelta(seconds=1)
 
 

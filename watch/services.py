@@ -31,6 +31,7 @@ from collectors import remote
 from collectors.models import Snapshot, SnapshotStatus
 from core.errors import Forbidden, Invalid, NotFound
 from core.roles import Role, has_role
+from hangdesk.budget import TIME_BUDGET
 from incidents.models import EventKind, Incident, Severity, Status
 from incidents.services import incident_open, timeline_event_record
 
@@ -51,14 +52,11 @@ log = logging.getLogger(__name__)
 SOURCE = "watch"
 TOKEN_PREFIX = "hdw_"  # noqa: S105 - marks a watch heartbeat token, not a secret
 CHART_KEEP = timedelta(hours=2)
-# The node read's limits: every step on the node is bounded, and so is the whole visit.
-READ_CONNECT_S = 5.0
-READ_TOTAL_S = 15.0
+# The node read's limits (hangdesk/budget.py): every step on the node is bounded, and so is
+# the whole visit.
 READ_MAX_BYTES = 4 * 1024 * 1024
-# One cluster's period, as the task's limits and the claim's lease see it.
-TICK_SOFT_S = 90.0
-TICK_HARD_S = 120.0
-CLAIM_LEASE = timedelta(seconds=TICK_HARD_S + 30)
+# One cluster's period outlives its task (a killed worker's claim expires).
+CLAIM_LEASE = TIME_BUDGET.watch_lease
 HEARTBEAT_MAX_AGE = timedelta(days=1)
 ACTIVE_INCIDENT = (Status.OPEN, Status.INVESTIGATING, Status.MITIGATED)
 
@@ -360,8 +358,8 @@ def read_nodes(watch: Watch, nodes: list[Node]) -> list[reading.NodeReading]:
 def _read_node(node: Node, plan: reading.ReadPlan) -> reading.NodeReading:
     limits = remote.CollectionPlan(
         process_pattern=plan.process_pattern,
-        connect_timeout_s=READ_CONNECT_S,
-        total_timeout_s=READ_TOTAL_S,
+        connect_timeout_s=TIME_BUDGET.watch_connect_s,
+        total_timeout_s=TIME_BUDGET.watch_read_s,
         command_timeout_s=plan.command_timeout_s,
         tail_bytes=plan.tail_bytes,
         artifact_cap_bytes=plan.tail_bytes,
@@ -369,7 +367,7 @@ def _read_node(node: Node, plan: reading.ReadPlan) -> reading.NodeReading:
     )
     try:
         run = remote.run_script(
-            _target(node), limits, lambda nonce: reading.render_script(plan, nonce)
+            node.ssh_target(), limits, lambda nonce: reading.render_script(plan, nonce)
         )
     except Exception as exc:  # a bug must fail this node's read, not the period
         log.exception("watch read of %s failed", node.name)
@@ -377,17 +375,6 @@ def _read_node(node: Node, plan: reading.ReadPlan) -> reading.NodeReading:
     error = run.failure.text if run.failure else ""
     return reading.reading_from_frames(
         node.name, run.frames, error=error, bytes_read=run.bytes_read, seconds=run.seconds
-    )
-
-
-def _target(node: Node) -> remote.NodeTarget:
-    return remote.NodeTarget(
-        name=node.name,
-        address=node.address,
-        port=node.port,
-        username=node.username,
-        key_path=node.key_path or None,
-        host_key=node.host_key,
     )
 
 
@@ -726,7 +713,7 @@ def preflight_evidence_over_ssh(cluster: Cluster) -> SnapshotEvidence:
     )
     threads = max(1, min(len(nodes), settings.WATCH_NODE_THREADS))
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        visits = list(pool.map(lambda node: remote.collect_node(_target(node), plan), nodes))
+        visits = list(pool.map(lambda node: remote.collect_node(node.ssh_target(), plan), nodes))
     for visit in visits:
         if visit.failure:
             visit.evidence.status = not_gathered(visit.failure.text)

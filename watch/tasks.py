@@ -1,4 +1,5 @@
-"""The watch's Celery tasks, all on the `default` queue.
+"""The watch's Celery tasks: its SSH work (a period's node reads, a preflight) on the `ssh`
+queue beside the snapshots' visits, the rest on `default`; limits from hangdesk/budget.py.
 
     beat: watch_dispatch (every WATCH_PERIOD_S)
       -> watch_cluster(watch, claim)            one per watched cluster, under its claim
@@ -18,6 +19,7 @@ from django.db import transaction
 
 import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from collectors.tasks import snapshot_start
+from hangdesk.budget import TIME_BUDGET
 
 from . import limits, paging, services
 from .models import NotifyStatus
@@ -31,7 +33,22 @@ class WebhookFailed(Exception):
     """The receiver did not take the page (raised for `autoretry_for`)."""
 
 
-@shared_task(soft_time_limit=20, time_limit=40)
+TICK = TIME_BUDGET.watch_tick_task  # a period, a preflight
+STEP = TIME_BUDGET.housekeeping_task  # the dispatch, a raise's steps, a page's delivery
+# A page (the webhook, a pager) is retried with exponential backoff until the last attempt.
+DELIVERY = {
+    "bind": True,
+    "autoretry_for": (WebhookFailed,),
+    "retry_backoff": settings.WATCH_WEBHOOK_BACKOFF_S,
+    "retry_backoff_max": 300,
+    "retry_jitter": False,
+    "max_retries": settings.WATCH_WEBHOOK_ATTEMPTS - 1,
+    "soft_time_limit": STEP.soft_s,
+    "time_limit": STEP.hard_s,
+}
+
+
+@shared_task(soft_time_limit=STEP.soft_s, time_limit=STEP.hard_s)
 def watch_dispatch() -> int:
     """Beat's tick: claim every watched cluster that is due and not in flight."""
     claimed = services.watch_claim_due()
@@ -40,7 +57,7 @@ def watch_dispatch() -> int:
     return len(claimed)
 
 
-@shared_task(bind=True, soft_time_limit=services.TICK_SOFT_S, time_limit=services.TICK_HARD_S)
+@shared_task(bind=True, soft_time_limit=TICK.soft_s, time_limit=TICK.hard_s)
 def watch_cluster(self, watch_id: int, claim: str) -> str:
     try:
         outcome = services.watch_tick(watch_id=watch_id, claim=claim)
@@ -66,7 +83,7 @@ def start_raise_snapshots(raise_id: int, *, task_id: str) -> None:
         )
 
 
-@shared_task(bind=True, max_retries=300, soft_time_limit=30, time_limit=60)
+@shared_task(bind=True, max_retries=300, soft_time_limit=STEP.soft_s, time_limit=STEP.hard_s)
 def watch_second_snapshot(self, raise_id: int) -> str:
     raised = services.raise_get(raise_id)
     if raised.second_snapshot_id is not None:
@@ -88,7 +105,10 @@ def watch_second_snapshot(self, raise_id: int) -> str:
 
 
 @shared_task(
-    bind=True, max_retries=FOLLOW_FOR_S // FOLLOW_EVERY_S, soft_time_limit=30, time_limit=60
+    bind=True,
+    max_retries=FOLLOW_FOR_S // FOLLOW_EVERY_S,
+    soft_time_limit=STEP.soft_s,
+    time_limit=STEP.hard_s,
 )
 def watch_follow(self, raise_id: int) -> str:
     """Wait for the second snapshot's diagnosis, then record the verdict and page."""
@@ -105,29 +125,15 @@ def watch_follow(self, raise_id: int) -> str:
     return "verdict" if recorded else "already recorded"
 
 
-@shared_task(
-    bind=True,
-    autoretry_for=(WebhookFailed,),
-    retry_backoff=settings.WATCH_WEBHOOK_BACKOFF_S,
-    retry_backoff_max=300,
-    retry_jitter=False,
-    max_retries=settings.WATCH_WEBHOOK_ATTEMPTS - 1,
-    soft_time_limit=30,
-    time_limit=60,
-)
+@shared_task(**DELIVERY)
 def watch_page(self, raise_id: int, pager: str) -> str:
     """Trigger one pager (PagerDuty, Opsgenie) for a raise, retried like the webhook."""
-    attempt = self.request.retries + 1
-    last = attempt >= settings.WATCH_WEBHOOK_ATTEMPTS
-    delivery = paging.raise_page(raise_id=raise_id, pager=pager, attempt=attempt, last_attempt=last)
-    if delivery is None:
-        return "nothing to send"
-    if delivery.retryable and not last:
-        raise WebhookFailed(delivery.detail)
-    return delivery.detail
+    return _deliver(
+        self, lambda **attempt: paging.raise_page(raise_id=raise_id, pager=pager, **attempt)
+    )
 
 
-@shared_task(soft_time_limit=30, time_limit=60)
+@shared_task(soft_time_limit=STEP.soft_s, time_limit=STEP.hard_s)
 def watch_page_resolve(raise_id: int, pager: str) -> str:
     delivery = paging.raise_page_resolve(raise_id=raise_id, pager=pager)
     return delivery.detail if delivery else "nothing to resolve"
@@ -139,20 +145,17 @@ def pages_resolve_queue(incident_id: int) -> None:
         watch_page_resolve.delay(raise_id, pager)
 
 
-@shared_task(
-    bind=True,
-    autoretry_for=(WebhookFailed,),
-    retry_backoff=settings.WATCH_WEBHOOK_BACKOFF_S,
-    retry_backoff_max=300,
-    retry_jitter=False,
-    max_retries=settings.WATCH_WEBHOOK_ATTEMPTS - 1,
-    soft_time_limit=30,
-    time_limit=60,
-)
+@shared_task(**DELIVERY)
 def watch_notify(self, raise_id: int) -> str:
-    attempt = self.request.retries + 1
+    return _deliver(self, lambda **attempt: services.raise_notify(raise_id=raise_id, **attempt))
+
+
+def _deliver(task, send) -> str:
+    """One attempt of a page: `send(attempt=, last_attempt=)` returns the delivery (None: there
+    was nothing to send); a retryable failure before the last attempt is retried."""
+    attempt = task.request.retries + 1
     last = attempt >= settings.WATCH_WEBHOOK_ATTEMPTS
-    delivery = services.raise_notify(raise_id=raise_id, attempt=attempt, last_attempt=last)
+    delivery = send(attempt=attempt, last_attempt=last)
     if delivery is None:
         return "nothing to send"
     if delivery.retryable and not last:
@@ -160,7 +163,7 @@ def watch_notify(self, raise_id: int) -> str:
     return delivery.detail
 
 
-@shared_task(soft_time_limit=services.TICK_SOFT_S, time_limit=services.TICK_HARD_S)
+@shared_task(soft_time_limit=TICK.soft_s, time_limit=TICK.hard_s)
 def preflight_cluster(cluster_id: int, claim: str = "") -> bool:
     try:
         return services.preflight_over_ssh(cluster_id=cluster_id).ok

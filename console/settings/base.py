@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from collectors.budget import SNAPSHOT_BUDGET
+from hangdesk.budget import TIME_BUDGET
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("HANGDESK_VAR_DIR", BASE_DIR / "var"))
@@ -38,13 +38,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def env_minutes(name: str, default: int) -> int:
+def env_int(name: str, default: int, *, low: int, high: int, unit: str = "") -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= 7 * 24 * 60:
-        raise ImproperlyConfigured(f"{name}={raw!r} must be a whole number of minutes (1-10080)")
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        of = f" of {unit}" if unit else ""
+        raise ImproperlyConfigured(f"{name}={raw!r} must be a whole number{of} ({low}-{high})")
     return int(raw)
+
+
+def env_minutes(name: str, default: int) -> int:
+    return env_int(name, default, low=1, high=7 * 24 * 60, unit="minutes")
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -143,8 +148,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # Django's backend behind the login throttle (core/throttle.py): this many failures for one
 # user name from one address within the window lock that pair out until the window passes.
 AUTHENTICATION_BACKENDS = ["core.throttle.ThrottledModelBackend"]
-LOGIN_FAILURE_LIMIT = int(os.environ.get("HANGDESK_LOGIN_FAILURE_LIMIT", "5"))
-LOGIN_FAILURE_WINDOW_SECONDS = int(os.environ.get("HANGDESK_LOGIN_FAILURE_WINDOW_SECONDS", "900"))
+LOGIN_FAILURE_LIMIT = env_int("HANGDESK_LOGIN_FAILURE_LIMIT", 5, low=1, high=1000)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int(
+    "HANGDESK_LOGIN_FAILURE_WINDOW_SECONDS", 900, low=1, high=7 * 24 * 3600, unit="seconds"
+)
 # A console session ends when the browser closes, after HANGDESK_SESSION_IDLE_MINUTES (60)
 # without a request, and 12 hours after the login (core/sessions.py).
 SESSION_EXPIRE_AT_BROWSER_CLOSE = True
@@ -206,8 +213,8 @@ def broker_from_env() -> tuple[str, dict]:
         if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
             raise ImproperlyConfigured(f"REDIS_URL must start with redis:// (got {REDIS_URL!r})")
         # A message whose worker died unacknowledged comes back after this long; it must
-        # outlast the longest task (collectors/budget.py derives it from the tasks' limits).
-        return REDIS_URL, {"visibility_timeout": SNAPSHOT_BUDGET.redelivery_s}
+        # outlast the longest task (hangdesk/budget.py derives it from the tasks' limits).
+        return REDIS_URL, {"visibility_timeout": TIME_BUDGET.redelivery_s}
     # The folders are made by the Celery app when it first reads this (core/celery.py).
     folder = str(BROKER_DIR)
     return "filesystem://", {
@@ -231,8 +238,8 @@ CELERY_TASK_ACKS_LATE = True  # a killed worker's task is redelivered, tasks are
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # For tasks without limits of their own (beat's housekeeping); the snapshot tasks set theirs.
-CELERY_TASK_TIME_LIMIT = SNAPSHOT_BUDGET.housekeeping_task.hard_s
-CELERY_TASK_SOFT_TIME_LIMIT = SNAPSHOT_BUDGET.housekeeping_task.soft_s
+CELERY_TASK_TIME_LIMIT = TIME_BUDGET.housekeeping_task.hard_s
+CELERY_TASK_SOFT_TIME_LIMIT = TIME_BUDGET.housekeeping_task.soft_s
 # Queues by workload: SSH fan-out (many short I/O-bound visits), analysis (few, CPU-heavy),
 # housekeeping (beat's tasks) on the default queue.
 CELERY_TASK_DEFAULT_QUEUE = "default"
@@ -241,6 +248,9 @@ CELERY_TASK_ROUTES = {
     "collectors.tasks.node_check": {"queue": "ssh"},
     "collectors.tasks.node_check_record": {"queue": "ssh"},
     "collectors.tasks.job_plan_read": {"queue": "ssh"},
+    # The watch's SSH work: one period's node reads, a preflight's visits.
+    "watch.tasks.watch_cluster": {"queue": "ssh"},
+    "watch.tasks.preflight_cluster": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
@@ -343,9 +353,9 @@ WORKER_STALE_AFTER_SECONDS = 120
 # /metrics (console/metrics.py): scrapers from these networks, or any sending this bearer token.
 METRICS_ALLOWED_NETWORKS = env_list("HANGDESK_METRICS_NETWORKS", ["127.0.0.0/8", "::1/128"])
 METRICS_TOKEN = os.environ.get("HANGDESK_METRICS_TOKEN", "")
-# The sweep fails a node visit still unfinished this long after it began (collectors/budget.py:
+# The sweep fails a node visit still unfinished this long after it began (hangdesk/budget.py:
 # the broker's redelivery plus a full run of the redelivered task; 13 minutes by default).
-SNAPSHOT_STALE_AFTER_SECONDS = SNAPSHOT_BUDGET.stale_after.total_seconds()
+SNAPSHOT_STALE_AFTER_SECONDS = TIME_BUDGET.stale_after.total_seconds()
 
 LOGGING = {
     "version": 1,

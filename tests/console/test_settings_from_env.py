@@ -87,6 +87,18 @@ def test_it_refuses_a_boolean_it_cannot_read(monkeypatch):
         base.env_bool("DJANGO_DEBUG", False)
 
 
+def test_it_refuses_a_whole_number_it_cannot_read_naming_the_variable(monkeypatch):
+    name = "HANGDESK_LOGIN_FAILURE_LIMIT"
+    for raw in ("five", "2.5", "-1", "0", "1001"):
+        monkeypatch.setenv(name, raw)
+        with pytest.raises(ImproperlyConfigured, match=rf"{name}=.* whole number \(1-1000\)"):
+            base.env_int(name, 5, low=1, high=1000)
+    monkeypatch.setenv(name, " 12 ")
+    assert base.env_int(name, 5, low=1, high=1000) == 12
+    monkeypatch.setenv(name, "")
+    assert base.env_int(name, 5, low=1, high=1000) == 5
+
+
 # Imported in a fresh interpreter that records, through audit hooks, every directory made,
 # socket connected, environment variable set and file opened for writing.
 IMPORT_EVERY_SETTINGS_MODULE = """

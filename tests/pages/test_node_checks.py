@@ -34,14 +34,14 @@ def test_key_file_problems_are_named(tmp_path):
 
 @pytest.mark.django_db
 def test_the_handshake_succeeds_on_a_good_node_and_names_what_fails(cluster, sshd):  # noqa: F811
-    from collectors.connection import spec_of
 
-    good = check_connection(spec_of(_node(cluster, sshd)))
+    good = check_connection(_node(cluster, sshd).ssh_target().to_json())
     assert good.ok is True and "login accepted" in good.text
     other_key = sshd.client_key.public_line  # a key, but not the host's
-    wrong = check_connection(spec_of(_node(cluster, sshd, name="check-1", host_key=other_key)))
+    wrong_key = _node(cluster, sshd, name="check-1", host_key=other_key)
+    wrong = check_connection(wrong_key.ssh_target().to_json())
     assert wrong.ok is False and wrong.text.startswith("host key mismatch")
-    closed = check_connection(spec_of(_node(cluster, sshd, name="check-2", port=1)))
+    closed = check_connection(_node(cluster, sshd, name="check-2", port=1).ssh_target().to_json())
     assert closed.ok is False and closed.text.startswith("unreachable: connection refused")
 
 
@@ -119,10 +119,9 @@ def test_an_added_or_changed_node_is_checked_in_the_background_and_listed_with_i
 @pytest.mark.django_db
 def test_an_answer_for_a_node_that_changed_meanwhile_is_not_kept(cluster, sshd):  # noqa: F811
     from clusters.services import node_check_record
-    from collectors.connection import spec_of
 
     node = _node(cluster, sshd)
-    checked = spec_of(node)
+    checked = node.ssh_target().to_json()
     Node.objects.filter(pk=node.pk).update(port=2, check_state="checking")
     assert not node_check_record(node_pk=node.pk, spec=checked, state="ok", text="fine")
     node.refresh_from_db()

@@ -29,6 +29,11 @@ def test_each_workload_has_its_queue_and_every_queue_a_worker():
     assert _queue_of("collectors.tasks.analyse_snapshot") == "analysis"
     assert _queue_of("collectors.tasks.fail_stale_collections") == "default"
     assert _queue_of("core.tasks.record_worker_heartbeat") == "default"
+    # The watch's SSH work beside the snapshots' visits; its bookkeeping with beat's.
+    assert _queue_of("watch.tasks.watch_cluster") == "ssh"
+    assert _queue_of("watch.tasks.preflight_cluster") == "ssh"
+    assert _queue_of("watch.tasks.watch_dispatch") == "default"
+    assert _queue_of("watch.tasks.watch_notify") == "default"
     consumed = [q for worker in settings.HANGDESK_WORKERS.values() for q in worker["queues"]]
     assert sorted(consumed) == ["analysis", "default", "ssh"]  # each once, none forgotten
     for worker in settings.HANGDESK_WORKERS.values():
