@@ -40,7 +40,6 @@ from analysis.records import (
 from analysis.rules import decide
 from analysis.schedulers.attach import with_scheduler_evidence
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
-from analysis.secrets import mask_json
 from analysis.stacks import compact_ranks
 from analysis.verdict import Alternative, Evidence
 
@@ -110,10 +109,6 @@ class Diagnosis:
     def empty(cls) -> Diagnosis:
         """No verdict: what a page reads where a snapshot has no diagnosis (yet)."""
         return cls(classification="", confidence=0.0, summary="")
-
-    def masked(self, *, key: bytes | None = None) -> Diagnosis:
-        """The same diagnosis with every secret-looking value masked (analysis/secrets.py)."""
-        return Diagnosis.from_json(mask_json(self.to_json(), key=key))
 
     def rank_row(self, rank: int | None) -> RankRow | None:
         if rank is None:

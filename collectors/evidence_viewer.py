@@ -13,8 +13,8 @@ from django.utils.html import format_html, format_html_join
 
 from analysis.jobtime import line_before_job
 from analysis.verdict import Evidence
+from hangdesk.masking import masked_artifact_text
 
-from .masking import masked_artifact_text
 from .models import Artifact, Snapshot, inflate
 
 # A page shows at most this many lines, each cut at LINE_CHARS (the download has them all).

@@ -25,8 +25,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from analysis.evidence import SnapshotEvidence
-from analysis.secrets import mask_text
 from core.errors import Conflict, Invalid
+from hangdesk.masking import mask_text
 from incidents.models import EventKind, Incident
 from incidents.services import timeline_event_record
 

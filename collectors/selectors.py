@@ -10,9 +10,11 @@ from django.db.models.functions import Coalesce
 
 import analysis
 from analysis import gpushape, guide
+from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
 from analysis.records import RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
+from hangdesk.masking import masked_diagnosis
 from incidents.models import Incident
 
 from .models import (
@@ -87,7 +89,8 @@ def snapshot_reanalysed(snapshot: Snapshot) -> analysis.Diagnosis:
     the previous snapshot as the worker did; masked as a stored one is, and not stored."""
     previous = previous_snapshot(snapshot)
     previous_evidence = snapshot_evidence(previous) if previous else None
-    return analysis.diagnose(snapshot_evidence(snapshot), previous=previous_evidence).masked()
+    diagnosis = analysis.diagnose(snapshot_evidence(snapshot), previous=previous_evidence)
+    return Diagnosis.from_json(masked_diagnosis(diagnosis))
 
 
 # Up to this many nodes the progress panel lists them all; above, only those not yet OK.
@@ -137,9 +140,10 @@ def artifact_index(snapshot: Snapshot, node: str) -> list[Artifact]:
 
 def snapshot_bundle(snapshot: Snapshot, *, raw: bool = False) -> bytes:
     """The snapshot's evidence as a .tar.gz bundle (docs/bundle-format.md), its secrets
-    masked (collectors/masking.py) unless `raw`."""
+    masked (hangdesk/masking/) unless `raw`."""
+    from hangdesk.masking import masked_snapshot
+
     from .bundles import write_bundle
-    from .masking import masked_snapshot
 
     evidence = snapshot_evidence(snapshot)
     return write_bundle(

@@ -22,11 +22,11 @@ from django.utils import timezone
 import analysis
 from analysis import guide
 from analysis.evidence import NodeEvidence, SnapshotEvidence
-from analysis.secrets import mask_json, mask_text
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
 from hangdesk.artifacts import artifacts_from_evidence
 from hangdesk.budget import TIME_BUDGET
+from hangdesk.masking import mask_json, mask_text, masked_diagnosis
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
 
@@ -360,7 +360,7 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     previous_evidence = selectors.snapshot_evidence(previous) if previous else None
     try:
         # Stored masked: every reader (pages, API, exports, post-mortems) sees no secret.
-        diagnosis = mask_json(analysis.diagnose(evidence, previous=previous_evidence).to_json())
+        diagnosis = masked_diagnosis(analysis.diagnose(evidence, previous=previous_evidence))
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
         error = mask_text(f"analysis: {exc}")[:2000]

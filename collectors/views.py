@@ -13,12 +13,12 @@ from core.errors import Conflict, Invalid
 from core.feedback import CHANGED_EVENT, answer, is_htmx
 from core.roles import Role, role_required
 from hangdesk.evidence_kinds import as_text
+from hangdesk.masking import masked_artifact_text
 from incidents.guided import guided_state
 from incidents.models import Incident
 
 from . import audit, evidence_viewer, push, selectors, services, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
-from .masking import masked_artifact_text
 from .models import Artifact, Snapshot
 from .scheduler import JobRefused
 

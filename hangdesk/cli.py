@@ -125,9 +125,9 @@ def diagnose_command(
     import analysis
     from analysis import guide
     from analysis.diagnosis import Diagnosis
-    from analysis.secrets import mask_json
     from hangdesk import report
     from hangdesk.bundles import BundleRefused, read_bundle
+    from hangdesk.masking import masked_diagnosis
 
     stdout = stdout or sys.stdout
     try:
@@ -136,7 +136,7 @@ def diagnose_command(
     except (BundleRefused, FileNotFoundError) as exc:
         print(f"{prog}: bundle refused: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    masked = mask_json(analysis.diagnose(evidence, previous=earlier).to_json())
+    masked = masked_diagnosis(analysis.diagnose(evidence, previous=earlier))
     diagnosis = Diagnosis.from_json(masked)
     if output == "json":
         stdout.write(json.dumps(guide.reading_order(masked), indent=2) + "\n")

@@ -8,8 +8,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from analysis.secrets import mask_text
 from core.errors import Conflict, Invalid
+from hangdesk.masking import mask_text
 
 from .models import EventKind, Incident, PostMortem, PostMortemStatus, PostMortemVersion
 from .postmortem_text import EDITABLE, parse_action_items

@@ -66,9 +66,9 @@ def postmortem_draft(
     incident: Incident, *, diagnosis: Diagnosis | None = None, diagnosed_at: datetime | None = None
 ) -> PostMortem:
     """An unsaved post-mortem drafted from the latest diagnosis (made at `diagnosed_at`), the
-    responders' decisions and the timeline. Secret-looking values are masked before any of
-    the diagnosis is quoted."""
-    d = diagnosis.masked() if diagnosis else None
+    responders' decisions and the timeline. The diagnosis is the stored one, masked as it was
+    stored (hangdesk/masking)."""
+    d = diagnosis
     events = list(incident.events.select_related("author").order_by("at", "pk"))
     decisions = [e for e in events if e.kind in DECISION_KINDS]
     calls = [e for e in decisions if e.kind == EventKind.DECISION]

@@ -8,8 +8,6 @@ is read from the artifacts already collected, masked, and shown to responders on
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,10 +16,10 @@ from django.views.decorators.http import require_POST
 from analysis import branches, guide
 from analysis.diagnosis import Diagnosis
 from analysis.records import RankRow
-from analysis.secrets import mask_environment, mask_text
 from collectors.models import Artifact, Snapshot
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
+from hangdesk.masking import mask_environment
 from incidents.guided import (
     Reasked,
     Standing,
@@ -67,7 +65,7 @@ def guided_context(
             {
                 **q,
                 "suggested_label": labels.get(q["suggested"], q["suggested"]),
-                "evidence": [replace(e, text=mask_text(e.text)) for e in q["evidence"]],
+                "evidence": q["evidence"],  # the diagnosis', masked as it was stored
                 "answer": found if isinstance(found, Standing) else None,
                 "reasked": found if isinstance(found, Reasked) else None,
                 "selected": answer_value(found, q),

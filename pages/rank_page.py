@@ -13,10 +13,10 @@ from django.shortcuts import get_object_or_404, render
 
 from analysis import jobtime
 from analysis.ranklines import Rank, RankLine, Text, lines_about
-from analysis.secrets import mask_text
 from analysis.signals.who import file_rank
 from collectors.models import Artifact, Snapshot
 from core.roles import Role, role_required
+from hangdesk.masking import mask_text
 
 # A log tail or dmesg shows at most this many of its last lines, read from its last bytes.
 TAIL_LINES = 200

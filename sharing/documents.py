@@ -2,9 +2,10 @@
 version (Markdown, sanitized), the verdict with its evidence, the decisions and overrides,
 the pinned timeline and the rank timeline chart, and on request the evidence summary.
 
-Every value that came from a node goes through analysis/secrets.py first, and so does every
-line a person wrote: the same document is the console's post-mortem page, its print page,
-its Markdown export and the shared page.
+Nothing in it is unmasked (hangdesk/masking): what came from a node was masked as the console
+stored it, the written sections as they were saved, and the notes and decisions people wrote
+are masked here, as they leave. The same document is the console's post-mortem page, its print
+page, its Markdown export and the shared page.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from analysis import guide
 from analysis.diagnosis import Diagnosis
 from analysis.fr_records import FrMismatch
 from analysis.records import EnvDiff, NcclConfigDiff, ShellInitLine, StackGroup, records
-from analysis.secrets import mask_text
 from analysis.verdict import Evidence
 from collectors import selectors as snapshot_selectors
+from hangdesk.masking import mask_text
 from incidents.markdown import render_markdown
 from incidents.models import Incident, PostMortem, PostMortemStatus, PostMortemVersion
 from incidents.postmortem_text import (
@@ -57,7 +58,7 @@ def document(
     content = (
         dict(version.content) if version else {name: getattr(postmortem, name) for name in EDITABLE}
     )
-    content = {name: mask_text(value or "") for name, value in content.items()}
+    content = {name: value or "" for name, value in content.items()}  # masked when saved
     if version is not None and version.status == PostMortemStatus.PUBLISHED:
         parts = _typed(frozen.frozen_parts(version, lambda: live_parts(incident)))
     else:
@@ -91,8 +92,8 @@ def live_parts(incident: Incident) -> dict[str, Any]:
     """What the document shows beside the written sections, from the incident as it stands:
     what a published version freezes."""
     snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
-    stored = snapshot.read_diagnosis() if snapshot else None
-    diagnosis = stored.masked() if stored else None
+    # Masked as it was stored (hangdesk/masking); what people wrote is masked here.
+    diagnosis = snapshot.read_diagnosis() if snapshot else None
     return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
         "figure": analysis.timeline_figure(diagnosis) if diagnosis else None,

@@ -9,8 +9,8 @@ from analysis.envdiff import env_diffs, shell_init_findings
 from analysis.evidence import SnapshotEvidence
 from analysis.ncclconf import nccl_config_diffs
 from analysis.ranks import parse_snapshot
-from analysis.secrets import mask_environment, mask_text, mask_value
 from analysis.stacks import compact_ranks
+from hangdesk.masking import mask_environment, mask_text, mask_value
 
 PREFIXES = ("NCCL_", "TORCH_", "CUDA_")
 REPORT_VERSION = 1

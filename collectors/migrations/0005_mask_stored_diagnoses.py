@@ -1,4 +1,4 @@
-"""Diagnoses stored before masking existed are masked in place (analysis/secrets.py), with
+"""Diagnoses stored before masking existed are masked in place (hangdesk/masking/), with
 the installation's key, so they match what the analysis stores from now on."""
 
 from django.db import migrations
@@ -7,10 +7,11 @@ CHUNK = 50
 
 
 def mask_stored_diagnoses(apps, schema_editor):
-    from analysis.secrets import mask_json, mask_text
-    from core.masking import masking_key
+    from django.conf import settings
 
-    key = masking_key()
+    from hangdesk.masking import console_key, mask_json, mask_text
+
+    key = console_key(settings.SECRET_KEY)
     snapshot = apps.get_model("collectors", "Snapshot")
     rows = snapshot.objects.exclude(diagnosis__isnull=True, error="").only("pk", "diagnosis", "error")
     for row in rows.iterator(chunk_size=CHUNK):

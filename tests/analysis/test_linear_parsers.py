@@ -26,7 +26,7 @@ from analysis.parsers.ps import parse_ps
 from analysis.parsers.pyspy import parse_pyspy
 from analysis.parsers.shell_init import parse_shell_init
 from analysis.parsers.ncclras import parse_ncclras
-from analysis.secrets import mask_text
+from hangdesk.masking import mask_text
 from analysis.signals import LineSource, read_text
 from collectors.remote import parse_probe_output
 from tests.analysis.adversarial_lines import FILLERS, adversarial_lines
@@ -42,7 +42,7 @@ readers = {
     "dmesg": (["analysis.parsers.dmesg"], [parse_dmesg]),
     "pyspy": (["analysis.parsers.pyspy"], [parse_pyspy, lambda line: parse_pyspy(thread + line)]),
     "shell_init": (["analysis.parsers.shell_init"], [parse_shell_init]),
-    "secrets": (["analysis.secrets"], [mask_text]),
+    "secrets": (["hangdesk.masking.text"], [mask_text]),
     "signals": ([
         "analysis.signals.who", "analysis.signals.kinds", "analysis.signals.comms",
         "analysis.signals.cluster", "analysis.signals.triggers", "analysis.signals.progress",

@@ -16,6 +16,7 @@ from django.utils import timezone
 import analysis
 from collectors.models import Snapshot, SnapshotStatus
 from collectors.services import snapshot_record_decision
+from hangdesk.masking import mask_json
 from incidents.models import EventKind
 from incidents.postmortems import postmortem_save
 from incidents.services import incident_add_note, incident_change_status, incident_open
@@ -67,7 +68,8 @@ def published(bob, cluster):
         cluster=cluster,
         status=SnapshotStatus.DONE,
         finished_at=timezone.now(),
-        diagnosis=_hostile_diagnosis(),
+        # Stored as the analysis stores every diagnosis: masked (hangdesk/masking).
+        diagnosis=mask_json(_hostile_diagnosis()),
     )
     snapshot_record_decision(
         snapshot=snapshot, by=bob, classification="B", note="<script>alert('note')</script>"

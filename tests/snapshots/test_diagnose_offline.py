@@ -12,9 +12,9 @@ from django.conf import settings
 
 import analysis
 from analysis.diagnosis import Diagnosis
-from analysis.secrets import mask_json
 from collectors.bundles import write_bundle
 from hangdesk import report
+from hangdesk.masking import mask_json
 from tests.analysis.sample_evidence import load_snapshot
 
 # Nothing listens on port 1: any attempt to reach a database or a broker would fail loudly.

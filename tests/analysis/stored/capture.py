@@ -25,7 +25,7 @@ def main(tree: str, label: str) -> None:
     from tests.analysis.sample_evidence import drop_rank_process, load_snapshot, split_nodes
 
     try:  # stored diagnoses are masked since 5bd2386 (older rows by migration 0005)
-        from analysis.secrets import mask_json
+        from hangdesk.masking import mask_json
     except ImportError:
         mask_json = None
 

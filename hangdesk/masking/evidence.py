@@ -1,5 +1,5 @@
-"""Collected evidence as a person or an export may see it: every piece through
-analysis/secrets.py (by variable name in environments, by shape everywhere else).
+"""Collected evidence as a person or an export may see it: every piece through text.py (by
+variable name in environments, by shape everywhere else).
 
 Flight-recorder pickles stay as they are: they hold collective records and stack frames (no
 environment, no command line), and masking inside a pickle would need unpickling it; JSON
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from analysis.diagnosis import Diagnosis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
-from analysis.secrets import mask_text
 from hangdesk import evidence_kinds as kinds
 from hangdesk.evidence_kinds import EvidenceKind, as_text
+
+from .text import mask_json, mask_text
 
 
 def mask_piece(kind: EvidenceKind, content: str | bytes) -> str | bytes:
@@ -40,6 +42,11 @@ def masked_node(node: NodeEvidence) -> NodeEvidence:
 
 def masked_snapshot(evidence: SnapshotEvidence) -> SnapshotEvidence:
     return replace(evidence, nodes=[masked_node(node) for node in evidence.nodes])
+
+
+def masked_diagnosis(diagnosis: Diagnosis) -> dict:
+    """A diagnosis as it may be stored and shown: its JSON with every secret masked."""
+    return mask_json(diagnosis.to_json())
 
 
 def masked_artifact_text(name: str, content: bytes) -> str:

@@ -1,9 +1,10 @@
-"""Secret masking: by name, by shape, keyed fingerprints that keep differences visible."""
+"""Secret masking (hangdesk/masking): by name, by shape, keyed fingerprints that keep
+differences visible."""
 
 import pytest
 
-from analysis import secrets
-from analysis.secrets import (
+from hangdesk import masking as secrets
+from hangdesk.masking import (
     is_secret_name,
     mask_environment,
     mask_json,
@@ -86,6 +87,24 @@ def test_the_default_key_is_the_one_set_by_the_caller():
     assert masked("value") != first
     secrets.set_default_key(b"first")
     assert masked("value") == first
+    from django.conf import settings
+
+    secrets.set_default_key(secrets.console_key(settings.SECRET_KEY))  # as the console set it
+
+
+def test_the_console_key_is_the_one_its_stored_masks_were_made_with():
+    from django.conf import settings
+    from django.utils.crypto import salted_hmac
+
+    for secret in ("test-only-not-secret", "k" * 50, "é✓"):
+        made = salted_hmac("hangdesk.masking", "fingerprint", secret=secret).digest()
+        assert secrets.console_key(secret) == made
+    # The console's processes fingerprint with it (core's start-up sets it).
+    key = secrets.console_key(settings.SECRET_KEY)
+    assert masked("value") == masked("value", key=key)
+    secrets.set_default_key(b"other")
+    assert masked("value") != masked("value", key=key)
+    secrets.set_default_key(key)
 
 
 def test_it_masks_an_environment_by_name_and_keeps_configuration():

@@ -1,4 +1,4 @@
-"""Masking of secret-looking values in collected evidence.
+"""What looks secret in text, and how it is masked.
 
 Evidence comes from the job's own processes: its environment (`/proc/PID/environ`), its command
 lines (`ps`), its logs. Jobs keep tokens there (`HF_TOKEN`, `WANDB_API_KEY`, `HANGDESK_TOKEN`,
@@ -7,8 +7,8 @@ lines (`ps`), its logs. Jobs keep tokens there (`HF_TOKEN`, `WANDB_API_KEY`, `HA
 A masked value keeps its identity without its content: `[REDACTED:1a2b3c4d]`, where the
 fingerprint is a keyed hash (HMAC-SHA256) of the raw value. Equal raw values mask to the same
 token and different ones to different tokens, so an environment diff still shows which ranks
-differ. The key is the caller's (the console derives one from Django's SECRET_KEY, see
-`core.masking`); without one, a random key made once per process.
+differ. The key is the caller's (the console's is `console_key(SECRET_KEY)`, set by core at
+start-up); without one, a random key made once per process.
 
 Secrets are found by name (`*_TOKEN`, `*_SECRET`, `*PASSWORD*`, `*_API_KEY`, `AWS_*`, ...) and
 by shape (`hf_...`, `ghp_...`, `AKIA...`, JWTs, private-key blocks, `scheme://user:pass@host`,
@@ -35,6 +35,17 @@ def set_default_key(key: bytes | str) -> None:
     """Use `key` for every fingerprint made without an explicit key (the console calls this)."""
     global _default_key
     _default_key = key.encode() if isinstance(key, str) else bytes(key)
+
+
+def console_key(secret_key: str) -> bytes:
+    """The console's key, derived from its SECRET_KEY: every process of one installation (web,
+    workers, commands) derives the same one, so a value masked by the analysis worker and one
+    masked by the web process carry the same fingerprint, and another installation's
+    fingerprints say nothing about this one's values. (Django's salted_hmac, SHA-1, with the
+    salt "hangdesk.masking" and the value "fingerprint": the key every stored mask was made
+    with.)"""
+    salted = hashlib.sha1(b"hangdesk.masking" + secret_key.encode()).digest()  # noqa: S324
+    return hmac.new(salted, b"fingerprint", hashlib.sha1).digest()
 
 
 def fingerprint(value: str, *, key: bytes | None = None) -> str:
