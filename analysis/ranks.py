@@ -36,6 +36,7 @@ from analysis.rankmodel import (
 )
 from analysis.signals import LineSource
 from analysis.signals.place import host_map, kernel_signals, snapshot_signals
+from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 __all__ = [
@@ -98,6 +99,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             parsed.logs.append((node_ev.node, log))
             if log.file_rank is not None and node_ev.logs[path].strip():
                 parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
+            if master_pods(node_ev.logs[path]):
+                parsed.mentioned.add(0)  # a PyTorchJob's master pod, listed, is its rank 0
             for text in log.problems:
                 problem(node_ev.node, path, text)
             if log.world_size:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from analysis import quotes
+from analysis import jobtime, quotes
 from analysis.departures import waited
 from analysis.facts import Facts
 from analysis.findings import Finding
@@ -231,7 +231,10 @@ def node_failure(facts: Facts) -> Finding | None:
     named = {
         node: signals
         for node, signals in facts.snap.signals.by_node.items()
-        if any(s.kind in ("node_state", "evicted") for s in signals)
+        if any(
+            s.kind in ("node_state", "evicted") and not jobtime.before_job(s.at, facts.job_started)
+            for s in signals
+        )
     }
     if not named:
         return None
