@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument(
         "--slurm", action="store_true", help="real Slurm: sbatch/srun start the ranks (slurmd -N)"
     )
+    u.add_argument(
+        "--ray", action="store_true", help="real Ray: the ranks are Ray Train workers (ray start)"
+    )
     sub.add_parser("down", help="stop the lab and remove what it created")
     s = sub.add_parser("status", help="show the lab")
     s.add_argument("--json", action="store_true")
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             step_time=args.step_time,
             watchdog_timeout=args.watchdog_timeout,
             slurm=args.slurm,
+            ray=args.ray,
         )
         try:
             node_json = cluster.up(opts)
