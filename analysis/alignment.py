@@ -71,14 +71,15 @@ def dumps_by_rank(dumps: list[FrDump]) -> dict[int, FrDump]:
 def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderReading:
     per_rank = dumps_by_rank(dumps)
     world = _world(per_rank, world)
-    groups, entries, pending, last = _groups(per_rank, world)
-    waiting = {rank: Wait(_key_of(entry, rank, groups), entry) for rank, entry in pending.items()}
+    groups, entries, waiting, last = _groups(per_rank, world)
     stops: list[GroupStop] = []
     for key, group in groups.items():
         stop = _collective_stop(group, entries[key], per_rank, waiting)
         if stop is not None:
             stops.append(stop)
-        stops += p2p_stops(group, entries[key], per_rank, waiting)
+    for key in sorted({w.group for w in waiting.values() if w.entry.is_p2p}):
+        if key in groups:
+            stops += p2p_stops(groups[key], per_rank, waiting)
     stops = break_ties(stops, groups, entries)
     stops = order_cycles(stops)
     stops.sort(key=cause_first)
@@ -107,50 +108,66 @@ def _world(per_rank: dict[int, FrDump], world: int | None) -> int | None:
     sizes = [
         len(members)
         for dump in per_rank.values()
-        for name, members in dump.pg_ranks.items()
-        if members and _is_default(name, dump.pg_desc.get(name, ""))
+        for name, members in _configured(dump).items()
+        if _is_default(name, dump.pg_desc.get(name, ""))
     ]
-    return max(sizes) if sizes else None
+    return min(max(sizes), MAX_WORLD) if sizes else None
 
 
 def _groups(per_rank: dict[int, FrDump], world: int | None):
-    """The groups, each rank's entries of each (in record order), each rank's first pending
-    entry (where it is blocked) and its last completed collective, in one pass."""
-    # name -> the distinct member lists the dumps give it. Every dump of a job repeats the
-    # same tuples (the parser shares them), so `is` settles almost every comparison.
-    configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
+    """The groups, each rank's entries of each (in record order), where each rank waits (its
+    first pending entry) and its last completed collective, in one pass over the entries."""
     configured = {rank: _configured(dump) for rank, dump in per_rank.items()}
-    for own in configured.values():
-        for name, members in own.items():
-            known = configs[name]
-            if not any(m is members or m == members for m in known):
-                known.append(members)
+    configs = _distinct_configs(configured)
     groups: dict[str, FrGroup] = {}
     entries: Entries = defaultdict(dict)
-    pending: dict[int, FrEntry] = {}
+    waiting: dict[int, Wait] = {}
     last: dict[int, int | None] = {}
     for rank, dump in per_rank.items():
-        by_name: dict[str, list[FrEntry]] = {}
-        done = None
-        for entry in dump.entries:
-            mine = by_name.get(entry.pg)
-            if mine is None:
-                mine = by_name[entry.pg] = []
-            mine.append(entry)
-            if not entry.completed:
-                pending.setdefault(rank, entry)
-            elif not entry.is_p2p and (done is None or entry.seq > done):
-                done = entry.seq
-        last[rank] = done
-        for mine in by_name.values():
-            entries[_group_key(mine[0], configured[rank], configs, world, groups)][rank] = mine
+        by_name, pending, last[rank] = _sorted_entries(dump)
+        keys = {}
+        for name, mine in by_name.items():
+            keys[name] = _group_key(mine[0], configured[rank], configs, world, groups)
+            entries[keys[name]][rank] = mine
+        if pending is not None:
+            waiting[rank] = Wait(keys[pending.pg], pending)
     for key, group in groups.items():
         if not group.members:
             members = tuple(sorted(entries[key]))
             groups[key] = FrGroup(key, group.name, group.desc, members, "entries")
     if world:
         _place_ranks_without_dumps(groups, set(range(world)) - set(per_rank))
-    return groups, entries, pending, last
+    return groups, entries, waiting, last
+
+
+def _distinct_configs(configured) -> dict[str, list[tuple[int, ...]]]:
+    """name -> the distinct member lists the dumps give it. Every dump of a job repeats the
+    same tuples (the parser shares them), so `is` settles almost every comparison."""
+    configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
+    for own in configured.values():
+        for name, members in own.items():
+            known = configs[name]
+            if not any(m is members or m == members for m in known):
+                known.append(members)
+    return configs
+
+
+def _sorted_entries(dump: FrDump):
+    """One dump's entries by group name, its first pending entry, its last completed
+    collective's sequence id."""
+    by_name: dict[str, list[FrEntry]] = {}
+    pending = done = None
+    for entry in dump.entries:
+        mine = by_name.get(entry.pg)
+        if mine is None:
+            mine = by_name[entry.pg] = []
+        mine.append(entry)
+        if not entry.completed:
+            if pending is None:
+                pending = entry
+        elif not entry.is_p2p and (done is None or entry.seq > done):
+            done = entry.seq
+    return by_name, pending, done
 
 
 def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> None:
@@ -205,15 +222,6 @@ def _group_key(entry: FrEntry, own, configs, world, groups: dict[str, FrGroup]) 
 # ------------------------------------------------------------------ where each rank waits
 
 
-def _key_of(entry: FrEntry, rank: int, groups: dict[str, FrGroup]) -> str:
-    if entry.pg in groups:
-        return entry.pg
-    for key, group in groups.items():
-        if group.name == entry.pg and rank in group.members:
-            return key
-    return entry.pg
-
-
 def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
     """Blocked in another group's op, or in a send/recv: absent from a collective for that."""
     wait = waiting.get(rank)
@@ -224,17 +232,17 @@ def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
 
 
 def _collective_stop(group: FrGroup, entries, per_rank, waiting) -> GroupStop | None:
+    holders = [m for m in group.members if m in per_rank]
     calls: dict[int, dict[int, list[FrEntry]]] = {}
-    for rank, mine in entries.items():
+    for rank in holders:
         by_seq: dict[int, list[FrEntry]] = defaultdict(list)
-        for entry in mine:
+        for entry in entries.get(rank, ()):
             if not entry.is_p2p:
                 by_seq[entry.seq].append(entry)
         if by_seq:
             calls[rank] = by_seq
     if not calls:
         return None
-    holders = [m for m in group.members if m in per_rank]
     without = tuple(m for m in group.members if m not in per_rank)
     # A member with a dump and none of this group's entries never issued one, unless its ring
     # buffer wrapped (then it may have forgotten them: not compared).
@@ -287,16 +295,20 @@ def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop |
 def _missing(group, seq, present, absent, without, waiting, pending) -> GroupStop:
     key = group.key
     elsewhere = tuple(r for r in absent if _elsewhere(r, key, waiting))
-    culprits = tuple(sorted({*(r for r in absent if r not in elsewhere), *without}))
-    never = [*absent, *without]
+    # Ranks whose dump shows them absent are the evidence; ranks that left no dump are the
+    # culprits only when nothing else explains the wait.
+    culprits = tuple(r for r in absent if r not in elsewhere) if absent else tuple(without)
     wait = "waits" if len(present) == 1 else "wait"
-    text = f"{ranks_text(never)} never issued it while {ranks_text(present)} did"
-    if pending:
-        text = f"{ranks_text(never)} never issued it; {ranks_text(present)} {wait} in it"
-    if without and not absent:
+    if not absent:
         text = f"{ranks_text(without)} left no dump; {ranks_text(present)} {wait} in it"
+    elif pending:
+        text = f"{ranks_text(absent)} never issued it; {ranks_text(present)} {wait} in it"
+    else:
+        text = f"{ranks_text(absent)} never issued it while {ranks_text(present)} did"
+    if absent and without:
+        text += f" ({ranks_text(without)} left no dump)"
     lines = [_absent_line(r, group, waiting) for r in absent[:3]]
-    lines += [no_dump_line(without, group, present)] if without else []
+    lines += [no_dump_line(without, group)] if without else []
     return make_stop(
         group,
         seq,

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from analysis import report
+from analysis import gpushape, report
 from analysis.evidence import SnapshotEvidence
 from analysis.facts import Facts, Progress, build_facts
 from analysis.fr_records import FlightRecorderSummary
+from analysis.gpushape import GpuRow
 from analysis.ranks import parse_snapshot
 from analysis.records import (
     EnvDiff,
@@ -79,6 +80,8 @@ class Diagnosis:
     watchdog: WatchdogSummary | None = None
     parse_problems: tuple[ParseProblem, ...] = ()
     collected_at: datetime | None = None
+    # Each rank's GPU over time (analysis/gpushape.py): the page's utilisation strip.
+    gpu_shape: tuple[GpuRow, ...] = ()
     # When the job began (analysis/jobtime.py): lines stamped before it are an earlier run's.
     job_started_at: datetime | None = None
 
@@ -154,6 +157,7 @@ class Diagnosis:
             "parse_problems": [p.to_json() for p in self.parse_problems],
             "collected_at": iso(self.collected_at),
             "job_started_at": iso(self.job_started_at),
+            "gpu_shape": [g.to_json() for g in self.gpu_shape],
         }
 
     @classmethod
@@ -196,6 +200,7 @@ class Diagnosis:
             parse_problems=records(ParseProblem, get("parse_problems")),
             collected_at=read_when(get("collected_at")),
             job_started_at=read_when(get("job_started_at")),
+            gpu_shape=records(GpuRow, get("gpu_shape")),  # absent before: none
         )
 
 
@@ -267,4 +272,5 @@ def diagnose_facts(facts: Facts) -> Diagnosis:
         parse_problems=records(ParseProblem, facts.snap.problems),
         collected_at=facts.snap.collected_at,
         job_started_at=facts.job_started,
+        gpu_shape=tuple(gpushape.rows(facts.gpu)),
     )

@@ -9,99 +9,28 @@ collectives, what NCCL reports choosing on each node, which peers other ranks bl
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from analysis import jobtime
 from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
+from analysis.departures import Departure, departures_of
 from analysis.envdiff import env_diffs, shell_init_findings
+from analysis.gpushape import GpuSeries, RankGpuHint, join
 from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
+from analysis.progress import Progress, progress_of
 from analysis.ranks import (
+    MAX_WORLD,
     TERMINATED_BY_LAUNCHER,
-    WARMUP_STEPS,
     NodeFacts,
     ParsedSnapshot,
     RankState,
 )
-from analysis.records import as_opt_float, as_opt_int, as_str
-from analysis.stacks import base_name, compact_ranks
-
-# "Healthy" needs a step within this many median step times (and at least the floor, since a
-# snapshot takes a moment and logs are flushed late).
-HEALTHY_STEP_MULTIPLE = 5
-HEALTHY_FLOOR_S = 5.0
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Is the job moving? Proven by two snapshots, or by the age of its last step."""
-
-    method: str  # "two_snapshots" | "last_step_age" | "none"
-    progressing: bool | None  # None: nothing proves it either way
-    age_s: float | None = None
-    threshold_s: float | None = None
-    step_time_s: float | None = None
-    advanced_ranks: str = ""
-    step_before: int | None = None
-    step_after: int | None = None
-    stacks_changed: str = ""
-    note: str = ""  # why progress is proven, disproven or neither
-
-    def to_json(self) -> dict[str, Any]:
-        # Every field, always (null where the method does not measure it): one shape to read.
-        return {
-            "method": self.method,
-            "progressing": self.progressing,
-            "age_s": self.age_s,
-            "threshold_s": self.threshold_s,
-            "step_time_s": self.step_time_s,
-            "advanced_ranks": self.advanced_ranks,
-            "stacks_changed": self.stacks_changed,
-            "step_before": self.step_before,
-            "step_after": self.step_after,
-            "note": self.note,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Progress:
-        """As `to_json` stored it (before schema 3, only the fields its method measured)."""
-        get = data.get
-        progressing = get("progressing")
-        return cls(
-            method=as_str(get("method"), "none") or "none",
-            progressing=progressing if isinstance(progressing, bool) else None,
-            age_s=as_opt_float(get("age_s")),
-            threshold_s=as_opt_float(get("threshold_s")),
-            step_time_s=as_opt_float(get("step_time_s")),
-            advanced_ranks=as_str(get("advanced_ranks")),
-            step_before=as_opt_int(get("step_before")),
-            step_after=as_opt_int(get("step_after")),
-            stacks_changed=as_str(get("stacks_changed")),
-            note=as_str(get("note")),
-        )
-
-    def describe(self) -> str:
-        if self.method == "two_snapshots" and self.step_before is not None:
-            return f"step {self.step_before} -> {self.step_after} between snapshots"
-        if self.method == "last_step_age":
-            return f"last step {self.age_s} s ago"
-        return "progress unknown"
-
-
-@dataclass(frozen=True)
-class Departure:
-    """A rank that left: how we know, and whether the launcher stopped it (a victim)."""
-
-    rank: int
-    reason: str
-    line: str
-    exit_code: int | None
-    stopped_by_launcher: bool
-    at: datetime | None = None
+from analysis.signals import Signal
+from analysis.stacks import base_name
 
 
 @dataclass(frozen=True)
@@ -148,8 +77,14 @@ class Facts:
     job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
+    # rank -> its GPU's series and how it was joined (pid, CUDA_VISIBLE_DEVICES, LOCAL_RANK).
+    gpu: dict[int, tuple[GpuSeries, str]] = field(default_factory=dict)
     # The flight-recorder dumps read together: groups, stops, culprits and victims.
     fr: FlightRecorderReading | None = None
+    # rank -> why: in a one-node job's shared log most ranks time out, these never do.
+    quiet: dict[int, str] = field(default_factory=dict)
+    # rank -> the stall report (Horovod's coordinator) whose list of ready ranks leaves it out
+    not_ready: dict[int, Signal] = field(default_factory=dict)
 
     @property
     def ranks(self) -> dict[int, RankState]:
@@ -202,14 +137,20 @@ def job_kills(node: NodeFacts, job_started: datetime | None) -> list:
 
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
     rank_node = {r: s.node for r, s in snap.ranks.items()}
-    departures = _departures(snap)
-    observed = _observed(snap)
+    departures = departures_of(snap)
+    quiet = quiet_in_shared_log(snap)
+    not_ready = not_ready_ranks(snap)
+    observed = _observed(snap) | set(quiet)
+    if not_ready:
+        observed |= set(range(snap.world_size))
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
     in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
     started = jobtime.job_started((s.started_at for s in snap.ranks.values()), snap.log_starts)
     fr = read_dumps(snap.dumps, snap.expected_world_size) if snap.dumps else None
     return Facts(
+        quiet=quiet,
+        not_ready=not_ready,
         snap=snap,
         prev=prev,
         world=snap.world_size,
@@ -225,7 +166,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
             for node, fact in snap.unplaced_exits
             if not fact.stopped_by_launcher and fact.exit_code not in (0, *TERMINATED_BY_LAUNCHER)
         ),
-        progress=_progress(snap, prev),
+        progress=progress_of(snap, prev),
         flight_recorder=fr.to_json() if fr and fr.dump_ranks else None,
         group_stops=fr.stops if fr else (),
         watchdog=read_watchdog(snap.watchdog),
@@ -245,36 +186,66 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
         signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
         fr=fr,
+        gpu=_gpu_by_rank(snap),
     )
+
+
+def _gpu_by_rank(snap: ParsedSnapshot) -> dict[int, tuple[GpuSeries, str]]:
+    series = [one for node in snap.nodes.values() for one in node.gpu_series]
+    if not series:
+        return {}
+    pid_gpu = {
+        (name, process.pid): process.gpu
+        for name, node in snap.nodes.items()
+        for process in node.gpus.processes
+    }
+    hints = [
+        RankGpuHint(
+            rank=rank,
+            node=state.node,
+            pid_gpu=pid_gpu.get((state.node, state.pid)),
+            visible=snap.env.get(rank, {}).get("CUDA_VISIBLE_DEVICES", ""),
+            local_rank=state.local_rank,
+        )
+        for rank, state in snap.ranks.items()
+        if state.process_seen
+    ]
+    return join(series, hints)
 
 
 # ------------------------------------------------------------------ observed / missing
 
 
 def _observed(snap: ParsedSnapshot) -> set[int]:
-    """A rank with a live process, a stack, a dump or any log line naming it was observed."""
+    """A rank with a live process, a stack, a dump or any log line naming it was observed; so
+    was every rank of the job when NCCL's RAS reported on a job-wide communicator or named a
+    rank against the others (RAS hears from every process of the job)."""
     seen = {
         r for r, s in snap.ranks.items() if s.process_seen or s.stack or s.last_step is not None
     }
     seen.update(snap.mentioned)
     seen.update(d.rank for d in snap.dumps if d.rank is not None)
+    # A rank another rank's line names (the one it waits for, or lost) was observed by it.
+    seen.update(
+        s.peer
+        for found in snap.signals.by_rank.values()
+        for s in found.failures
+        if s.peer is not None and 0 <= s.peer < MAX_WORLD
+    )
+    world = snap.world_size
+    reached = any(comm.size == world for _, report in snap.signals.ras for comm in report.comms)
+    reached = reached or any(s.kind == "ras_ok" for s in snap.signals.ras_signals)
+    # RAS names a rank missing, dead or behind against what it heard from all the others.
+    named = [s.peer for s in _ras_lines(snap) if s.peer is not None and 0 <= s.peer < world]
+    if reached or named:
+        seen.update(range(world))
     return seen
 
 
-def _departures(snap: ParsedSnapshot) -> dict[int, Departure]:
-    gone: dict[int, Departure] = {}
-    for rank, state in snap.ranks.items():
-        if state.process_seen:
-            continue
-        if state.exit_code is not None or state.exit_line:
-            stopped = state.stopped_by_launcher or state.exit_code in TERMINATED_BY_LAUNCHER
-            reason = exit_reason(state.exit_code) if state.exit_code is not None else "it failed"
-            gone[rank] = Departure(
-                rank, reason, state.exit_line, state.exit_code, stopped, state.exited_at
-            )
-        elif state.state == "Z":
-            gone[rank] = Departure(rank, "its process is a zombie (exited)", "", None, False)
-    return gone
+def _ras_lines(snap: ParsedSnapshot) -> list:
+    lines = list(snap.signals.ras_signals)
+    lines += [s for found in snap.signals.by_node.values() for s in found if s.kind == "ras"]
+    return lines
 
 
 def _missing_and_unobserved(
@@ -287,8 +258,9 @@ def _missing_and_unobserved(
     # ps without the environments names processes, not ranks: it condemns no one; and a
     # stream cut short (partial evidence) proves nobody gone either.
     looked = {n for n, f in snap.nodes.items() if f.status.complete and f.ranks_identified}
-    # Every node answered with its process table: a rank found nowhere is gone.
-    everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes)
+    # Every node answered with its process table, and those nodes can hold the whole world:
+    # a rank found nowhere is gone. (One node of a 64-rank job says nothing of the others.)
+    everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes) and _holds_world(snap)
     missing: set[int] = set(departures)
     for rank, state in snap.ranks.items():
         if not state.process_seen and state.node in looked:
@@ -298,7 +270,9 @@ def _missing_and_unobserved(
             now = snap.ranks.get(rank)
             if state.process_seen and state.node in looked and not (now and now.process_seen):
                 missing.add(rank)
-    expected = set(range(snap.world_size))
+    # Unobserved only within a world the evidence states (a manifest, WORLD_SIZE, a launcher's
+    # or NCCL's count): a world guessed from the highest rank seen leaves no one unobserved.
+    expected = set(range(snap.world_size)) if snap.expected_world_size else set()
     absent = expected - observed - missing
     if everywhere:
         missing |= absent
@@ -306,120 +280,69 @@ def _missing_and_unobserved(
     return sorted(missing), sorted(absent)
 
 
-# ------------------------------------------------------------------ progress
+_READY = re.compile(r"\[ready ranks: (\d{1,6}(?:, ?\d{1,6}){0,4095})\]")
 
 
-def job_step_time(snap: ParsedSnapshot) -> float | None:
-    """The job's own median step time, warm-up steps excluded; None when unknown."""
-    times = sorted(s.step_time for s in snap.ranks.values() if s.step_time)
-    if not times:
-        # A straggler detector's round trip is the step time as the framework measures it.
-        times = sorted(took for _, took in snap.heartbeats if took)
-    return times[len(times) // 2] if times else None
-
-
-def job_log_period(snap: ParsedSnapshot) -> float | None:
-    """How often the job writes a step line (every step, or every N): the silence to expect
-    between two lines. Falls back to the step time."""
-    periods = sorted(s.log_period for s in snap.ranks.values() if s.log_period)
-    if periods:
-        return max(periods[len(periods) // 2], job_step_time(snap) or 0.0)
-    return job_step_time(snap)
-
-
-def _progress(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
-    if prev is not None:
-        return _two_snapshots(snap, prev)
-    ages = _step_ages(snap)
-    if not ages:
-        return Progress("none", None, note="no timed step line")
-    age = round(min(ages), 1)
-    pace = job_log_period(snap)
-    if pace is None:
-        # One step and silence proves nothing: no step time to compare the silence with.
-        return Progress("last_step_age", None, age_s=age, note="no step time to compare with")
-    moving_within = HEALTHY_STEP_MULTIPLE * pace
-    stopped_after = max(moving_within, HEALTHY_FLOOR_S)
-    warm = _past_warmup(snap)
-    if min(ages) > stopped_after:
-        progressing, note = False, f"no step for over {HEALTHY_STEP_MULTIPLE} step times"
-    elif not warm:
-        progressing, note = None, "only warm-up steps so far: not yet proof of progress"
-    elif min(ages) <= moving_within:
-        progressing, note = True, f"a step within {HEALTHY_STEP_MULTIPLE} step times"
-    else:
-        # Older than a few step times, younger than the floor that allows for late logs:
-        # neither proof of motion nor of a stop.
-        progressing = None
-        note = (
-            f"no step for {age} s: over {HEALTHY_STEP_MULTIPLE} step times, under the "
-            f"{HEALTHY_FLOOR_S:g} s allowed for late logs"
-        )
-    return Progress(
-        "last_step_age",
-        progressing,
-        age_s=age,
-        threshold_s=round(moving_within, 1),
-        step_time_s=round(pace, 3),
-        note=note,
-    )
-
-
-def _step_ages(snap: ParsedSnapshot) -> list[float]:
-    """Seconds since each rank's last step line, as its node's clock read it when the
-    console came (the snapshot's time for ranks whose node gave none); heartbeats too."""
-    ages = []
-    for state in snap.ranks.values():
-        if state.last_step_at is None:
+def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
+    """A stall report lists, per stalled tensor, the ranks that submitted it; within a stated
+    world the others never reached the collective. (Every rank of the world is then accounted
+    for: ready, or left out.)"""
+    world = snap.expected_world_size
+    if not world:
+        return {}
+    reports = [s for found in snap.signals.by_rank.values() for s in found.failures]
+    reports += [s for found in snap.signals.by_node.values() for s in found]
+    out: dict[int, Signal] = {}
+    for signal in reports:
+        if signal.kind != "desync":
             continue
-        node = snap.nodes.get(state.node)
-        now = (node.collected_at if node else None) or snap.collected_at
-        if now is not None:
-            ages.append(max(0.0, (now - state.last_step_at).total_seconds()))
-    if snap.collected_at is not None:
-        ages += [max(0.0, (snap.collected_at - at).total_seconds()) for at, _ in snap.heartbeats]
-    return ages
+        match = _READY.search(signal.text)
+        if match:
+            ready = {int(r) for r in match.group(1).split(",")}
+            for rank in sorted(set(range(world)) - ready):
+                out.setdefault(rank, signal)
+    return out
 
 
-def _past_warmup(snap: ParsedSnapshot) -> bool:
-    """A step past the first few (compilation, caches), or a framework's periodic report."""
-    if snap.heartbeats:
-        return True
-    return any(s.last_step is not None and s.last_step > WARMUP_STEPS for s in snap.ranks.values())
+def quiet_in_shared_log(snap: ParsedSnapshot) -> dict[int, str]:
+    """One node, a stated world, and one log that holds the watchdog timeouts of several
+    ranks (the job's shared stdout): the ranks of the world that never time out in it wrote
+    to it too, and were not waiting in that collective. A few of them at most."""
+    world = snap.expected_world_size
+    if len(snap.nodes) != 1 or not world:
+        return {}
+    shared = [log for _, log in snap.logs if len({w.rank for w in log.watchdog} - {None}) >= 2]
+    if not shared:
+        return {}
+    reporters = {rank for _, rank, _ in snap.watchdog if rank is not None}
+    quiet = sorted(set(range(world)) - reporters)
+    if not quiet or len(quiet) > max(1, world // 4) or len(reporters) < world / 2:
+        return {}
+    seq = next((w.seq for log in shared for w in log.watchdog if w.seq is not None), None)
+    where = f" in collective #{seq}" if seq is not None else ""
+    told = ", ".join(map(str, sorted(reporters)))
+    return {
+        rank: f"rank {rank}: no watchdog timeout in the shared log while ranks {told} timed out"
+        f"{where}"
+        for rank in quiet
+    }
 
 
-def _two_snapshots(snap: ParsedSnapshot, prev: ParsedSnapshot) -> Progress:
-    now_steps = {r: s.last_step for r, s in snap.ranks.items() if s.last_step is not None}
-    before = {r: s.last_step for r, s in prev.ranks.items() if s.last_step is not None}
-    common = sorted(set(now_steps) & set(before))
-    advanced = [r for r in common if now_steps[r] > before[r]]
-    moved = [
-        r
-        for r, s in snap.ranks.items()
-        if r in prev.ranks
-        and s.stack_signature
-        and prev.ranks[r].stack_signature
-        and s.stack_signature != prev.ranks[r].stack_signature
-    ]
-    # Stacks that moved without a finished step: alive but slow (a long step, a checkpoint),
-    # or dead? Undecided rather than "stuck".
-    progressing = True if advanced else (None if moved else False)
-    note = (
-        "steps advanced between the looks"
-        if advanced
-        else "stacks changed, no step completed"
-        if moved
-        else "nothing moved between the looks"
+def _holds_world(snap: ParsedSnapshot) -> bool:
+    """Can the nodes in the snapshot hold every rank? Each node as many as the fullest one."""
+    per_node: dict[str, int] = defaultdict(int)
+    for state in snap.ranks.values():
+        per_node[state.node] += 1
+    widest = max(
+        (
+            max(s.local_world_size or 0, (s.local_rank or 0) + 1)
+            for s in snap.ranks.values()
+            if s.local_rank is not None or s.local_world_size
+        ),
+        default=0,
     )
-    return Progress(
-        "two_snapshots",
-        progressing,
-        note=note,
-        advanced_ranks=compact_ranks(advanced),
-        step_before=max(before[r] for r in common) if common else None,
-        step_after=max(now_steps[r] for r in common) if common else None,
-        stacks_changed=compact_ranks(moved),
-    )
+    room = max([widest, *per_node.values()], default=0)
+    return room * len(snap.nodes) >= snap.world_size
 
 
 # ------------------------------------------------------------------ node-level joins
@@ -482,28 +405,6 @@ def _slow_reports(snap: ParsedSnapshot) -> dict[int, tuple[int, tuple[str, ...]]
         if len(named[fact.rank]) < _SLOW_QUOTED:
             named[fact.rank].append(fact.line)
     return {rank: (count, tuple(named[rank])) for rank, count in counts.items()}
-
-
-# ------------------------------------------------------------------ exit codes
-
-EXIT_MEANING = {
-    137: "SIGKILL, often the OOM killer",
-    -9: "SIGKILL, often the OOM killer",
-    139: "SIGSEGV, segfault",
-    -11: "SIGSEGV, segfault",
-    134: "SIGABRT, abort",
-    -6: "SIGABRT, abort",
-    -15: "SIGTERM, stopped by the launcher",
-    143: "SIGTERM, stopped by the launcher",
-    -7: "SIGBUS, often /dev/shm too small",
-    135: "SIGBUS, often /dev/shm too small",
-    1: "error exit",
-}
-
-
-def exit_reason(code: int) -> str:
-    meaning = EXIT_MEANING.get(code, "")
-    return f"it exited with code {code}" + (f" ({meaning})" if meaning else "")
 
 
 def iso(value: datetime | None) -> str | None:

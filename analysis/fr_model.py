@@ -171,19 +171,31 @@ class Wait:
     entry: FrEntry
 
 
-def make_stop(group, seq, kind, present, culprits, detail, **kw) -> GroupStop:
-    index = kw.get("op_index", 0)
-    sides = kw.get("sides") or _sides_by_signature(present, index)
-    victims = tuple(
-        sorted(
-            {r for r, ops in present.items() if any(not e.completed for e in ops)} - set(culprits)
-        )
-    )
-    elsewhere = kw.get("elsewhere", ())
+def make_stop(
+    group: FrGroup,
+    seq: int,
+    kind: str,
+    present: dict[int, list[FrEntry]],
+    culprits: tuple[int, ...],
+    detail: str,
+    *,
+    absent: tuple[int, ...] = (),
+    without: tuple[int, ...] = (),
+    elsewhere: tuple[int, ...] = (),
+    sides: tuple[FrSide, ...] = (),
+    op_index: int = 0,
+    more_lines: list[str] | None = None,
+    pending: bool = True,
+) -> GroupStop:
+    """A stop of `group` at `seq`: `present` is what each rank that issued it ran (the ops of
+    a coalesced group); its victims are the ranks that wait in it, and those blocked
+    elsewhere that it keeps from coming."""
+    sides = sides or _sides_by_signature(present, op_index)
+    waiting_here = {r for r, ops in present.items() if any(not e.completed for e in ops)}
     created = [e.time_created_ns for ops in present.values() for e in ops if e.time_created_ns]
     op = sides[0].op if sides else "?"
     lines = [f"{ranks_text(s.ranks)}: {_describe(s)}" for s in sides[:3]]
-    lines += kw.get("more_lines", [])
+    lines += more_lines or []
     return GroupStop(
         pg=group.name,
         seq=seq,
@@ -191,15 +203,15 @@ def make_stop(group, seq, kind, present, culprits, detail, **kw) -> GroupStop:
         group=group,
         op=op,
         sides=sides,
-        absent=tuple(kw.get("absent", ())),
-        without_dump=tuple(kw.get("without", ())),
+        absent=tuple(absent),
+        without_dump=tuple(without),
         culprits=tuple(culprits),
-        victims=tuple(sorted({*victims, *elsewhere} - set(culprits))),
+        victims=tuple(sorted({*waiting_here, *elsewhere} - set(culprits))),
         waiting_elsewhere=tuple(elsewhere),
         detail=f"group {group.key} #{seq} ({op}): {detail}",
         lines=tuple(lines[:LINES_PER_STOP]),
-        op_index=index,
-        pending=kw.get("pending", True),
+        op_index=op_index,
+        pending=pending,
         created_ns=min(created) if created else None,
     )
 
@@ -223,10 +235,10 @@ def _describe(side: FrSide) -> str:
     return f"{side.signature} ({side.state or 'no state'}){where}"
 
 
-def no_dump_line(without, group: FrGroup, present) -> str:
+def no_dump_line(without, group: FrGroup) -> str:
     return (
-        f"{ranks_text(without)}: no flight-recorder dump (group {group.key} has "
-        f"{ranks_text(group.members)}; dumps from {ranks_text(present)})"
+        f"{ranks_text(without)}: no flight-recorder dump, though a member of group "
+        f"{group.key} ({ranks_text(group.members)})"
     )
 
 

@@ -13,14 +13,13 @@ from analysis.fr_model import FrGroup, GroupStop, make_stop, no_dump_line
 from analysis.parsers.flight_recorder import FrEntry
 
 
-def p2p_stops(group: FrGroup, entries, per_rank, waiting) -> list[GroupStop]:
+def p2p_stops(group: FrGroup, per_rank, waiting) -> list[GroupStop]:
     """A rank blocked in a send or recv of this group waits for its peer: the peer that never
     posted the other half is the culprit (or a victim, when it is blocked elsewhere)."""
     members = sorted(group.members)
     stops = []
-    for rank in sorted(entries):
-        wait = waiting.get(rank)
-        if wait is None or wait.group != group.key or not wait.entry.is_p2p:
+    for rank, wait in sorted(waiting.items()):
+        if wait.group != group.key or not wait.entry.is_p2p:
             continue
         entry = wait.entry
         peer = _peer(entry, members, rank)
@@ -57,7 +56,7 @@ def _p2p_stop(group, rank, entry, peer, per_rank, waiting) -> GroupStop | None:
     side = "sender" if entry.kind == "recv" else "receiver"
     if peer not in per_rank:
         text = f"rank {rank} waits in {entry.op}; its {side}, rank {peer}, left no dump"
-        lines = [no_dump_line((peer,), group, (rank,))]
+        lines = [no_dump_line((peer,), group)]
         return make_stop(
             group,
             entry.seq,

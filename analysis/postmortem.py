@@ -146,7 +146,7 @@ def _a_story(d: Diagnosis, confirmed: str | None = None) -> str:
     what = cause.words
     if cause.key == "cpu_stall" and cause.frame:
         what += f", in {cause.frame}"
-    elif cause.exit_code is not None:
+    elif cause.exit_code is not None and f"exit code {cause.exit_code}" not in what:
         what += f" (exit code {cause.exit_code})"
     text = f"Rank {cause.rank}{where} was {what}."
     gone = next((e for e in cause.evidence if e.kind == "missing"), None)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from analysis.facts import Facts, Progress, exit_reason
+import re
+
+from analysis.departures import exit_reason
+from analysis.facts import Facts
+from analysis.progress import Progress
 from analysis.ranks import line_rank
 from analysis.verdict import Evidence, ranks_text
 
@@ -96,14 +100,37 @@ def departure(facts: Facts, rank: int) -> tuple[list[Evidence], bool]:
     return quoted, strong
 
 
+# What a failing rank's quoted lines say, in this order: the line saying what happened (the
+# line reader's kinds), then what else the log called an error.
+_SAYS_WHAT = ("exception", "gpu_oom", "oom", "segfault", "killed", "fatal", "xid", "exit")
+# Python's traceback plumbing: where, not what (`Traceback (most recent call last):`,
+# `File "x.py", line 3, in f`, `raise ValueError(`).
+_PLUMBING = re.compile(
+    r"^(?:\[[^\]]{0,40}\]:?\s*)*(?:Traceback \(most recent call|File \"|raise\b)"
+)
+
+
 def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Evidence]:
-    quoted = []
+    found = facts.snap.signals.by_rank.get(rank)
+    quoted: list[Evidence] = []
+    if found is not None:
+        for kind in _SAYS_WHAT:
+            for signal in found.failures:
+                if (
+                    signal.kind == kind
+                    and not facts.before_job(signal.text)
+                    and all(e.text != signal.text for e in quoted)
+                ):
+                    quoted.append(Evidence("log_error", signal.node, rank, signal.text))
     for node_name, log in facts.snap.logs:
         local = facts.local_maps.get(node_name, {})
         mine = [
             fact
             for fact in log.errors
-            if line_rank(fact, local) == rank and not facts.before_job(fact.line)
+            if line_rank(fact, local) == rank
+            and not facts.before_job(fact.line)
+            and not _PLUMBING.match(fact.line.strip())
+            and all(e.text != fact.line for e in quoted)
         ]
         quoted.extend(Evidence("log_error", node_name, rank, f.line) for f in mine[:limit])
     return quoted[:limit]

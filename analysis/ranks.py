@@ -8,144 +8,50 @@ rank, turned into a global one with the node's LOCAL_RANK -> RANK map), or from 
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence
+from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.gpushape import node_series
 from analysis.jobtime import first_stamp
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
-from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
+from analysis.parsers.flight_recorder import parse_flight_recorder
 from analysis.parsers.logs import (
-    ExitFact,
-    LineFact,
-    LogFacts,
-    WatchdogFact,
     parse_log,
-    parse_timestamp,
-)
-from analysis.parsers.nccl import (
-    CollectiveFact,
-    CommInitFact,
-    NcclConfigFact,
-    PeerFact,
-    SlowFact,
 )
 from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
-from analysis.parsers.pyspy_samples import WindowSample, parse_samples
+from analysis.parsers.pyspy_samples import parse_samples
 from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
+from analysis.ranklogs import apply_log, apply_signal_progress, line_rank, place_comm_inits
+from analysis.rankmodel import (
+    MAX_WORLD,
+    RENDEZVOUS,
+    TERMINATED_BY_LAUNCHER,
+    WARMUP_STEPS,
+    NodeFacts,
+    ParsedSnapshot,
+    RankState,
+)
 from analysis.schedulers.attach import scheduler_ranks, scheduler_world_size
-from analysis.signals import LineSource, Signal
-from analysis.signals.place import host_map, kernel_signals, placed, snapshot_signals
-from analysis.signals.summary import SignalFacts
+from analysis.signals import LineSource
+from analysis.signals.place import host_map, kernel_signals, snapshot_signals
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
-# Where ranks meet at start-up: a rank with another value never joins the others.
-RENDEZVOUS = frozenset({"MASTER_ADDR", "MASTER_PORT"})
-# Ranks whose launcher killed them because another rank failed: not the first to leave.
-TERMINATED_BY_LAUNCHER = frozenset({-15, 143})
-# The largest job the analysis believes in: rank numbers and world sizes past it are claims
-# of untrusted evidence (the analysis is linear in the world size).
-MAX_WORLD = 131_072
-# The first steps of a job (compilation, cache warm-up) are slower: not the job's step time.
-WARMUP_STEPS = 2
-
-
-@dataclass
-class RankState:
-    """One rank as seen in one snapshot. `stack` is the main thread, innermost frame first."""
-
-    rank: int
-    node: str
-    pid: int | None = None
-    ppid: int | None = None
-    state: str = ""  # R/S/D/Z/T from ps, "" when unknown
-    local_rank: int | None = None
-    world_size: int | None = None
-    stack_signature: str = ""
-    innermost_frame: str = ""  # "all_reduce (torch/distributed/distributed_c10d.py:3252)"
-    stack: list[str] = field(default_factory=list)
-    last_step: int | None = None
-    last_step_at: datetime | None = None
-    exit_code: int | None = None
-    # Beyond the brief's columns, still plain values:
-    process_seen: bool = False  # a live process with this RANK was found
-    frame_kind: str = ""  # collective / init / outside / "" (no stack)
-    frame_name: str = ""  # "all_reduce"
-    step_time: float | None = None  # seconds, median of the last logged step times
-    log_period: float | None = None  # seconds between its step lines (one every N steps)
-    stack_error: str = ""  # why there is no stack (py-spy failure)
-    exit_line: str = ""  # the launcher line that reported exit_code
-    gpu: int | None = None  # from nvidia-smi's process table, when the rank's pid is in it
-    gpu_util: int | None = None  # percent
-    gpu_memory_mib: int | None = None
-    started_at: datetime | None = None  # when the process started (ps etimes)
-    stopped_by_launcher: bool = False  # the launcher killed it after another rank failed
-    exited_at: datetime | None = None  # when the launcher says it failed
-    window: WindowSample | None = None  # py-spy's sampling window: how much of it it waited
-
-
-@dataclass
-class NodeFacts:
-    node: str
-    hostname: str
-    status: EvidenceStatus
-    collected_at: datetime | None  # when the console's visit of the node began
-    has_process_evidence: bool
-    # Every process ps listed was tied to a rank or to no rank (its environ was read): only
-    # then can a rank be missing from this node.
-    ranks_identified: bool
-    kernel: KernelFacts
-    gpus: GpuFacts
-    shell_init: list[ShellInitSetting]
-    rank_pids: dict[int, int]  # pid -> rank, for live rank processes
-
-
-@dataclass
-class ParsedSnapshot:
-    ranks: dict[int, RankState]
-    env: dict[int, dict[str, str]]  # rank -> NCCL_/TORCH_/CUDA_/GLOO_ variables only
-    nodes: dict[str, NodeFacts]
-    logs: list[tuple[str, LogFacts]]  # (node, facts)
-    watchdog: list[tuple[str, int | None, WatchdogFact]]  # (node, global rank, fact)
-    dumps: list[FrDump]
-    expected_world_size: int | None
-    problems: list[dict[str, str]]
-    collected_at: datetime | None
-    has_process_evidence: bool
-    # Ranks named by any log line (error, watchdog, exit, NCCL): observed, even without steps.
-    mentioned: set[int] = field(default_factory=set)
-    # (node, global rank or None, fact) per source, ranks resolved through the node's maps.
-    collectives: list[tuple[str, int | None, CollectiveFact]] = field(default_factory=list)
-    peer_errors: list[tuple[str, int | None, PeerFact]] = field(default_factory=list)
-    nccl_config: list[tuple[str, int | None, NcclConfigFact]] = field(default_factory=list)
-    slow_reports: list[SlowFact] = field(default_factory=list)
-    # (node, exit) for exits no rank could be tied to: a process of the job died there.
-    unplaced_exits: list[tuple[str, ExitFact]] = field(default_factory=list)
-    # (when, seconds per step) from periodic framework reports: the job was alive then.
-    heartbeats: list[tuple[datetime, float | None]] = field(default_factory=list)
-    # (node, line) where the launcher's agents could not reach the rendezvous.
-    rendezvous_errors: list[tuple[str, str]] = field(default_factory=list)
-    # (node, fact): NCCL communicator set-up lines, placed once the world size is known.
-    comm_inits: list[tuple[str, CommInitFact]] = field(default_factory=list)
-    # The first stamped line of each log collected whole (the job's start when ps has none).
-    log_starts: list[datetime] = field(default_factory=list)
-    # What the line reader (analysis.signals) found, summed per rank and node: when each
-    # rank's log last moved, its first failure, the peers it reports; NCCL RAS per node.
-    signals: SignalFacts = field(default_factory=SignalFacts)
-    # Every signal placed so far, and each node's ncclras output, until `signals` is built.
-    raw_signals: list[Signal] = field(default_factory=list)
-    ras_outputs: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def world_size(self) -> int:
-        if self.expected_world_size:
-            return self.expected_world_size
-        return max(self.ranks, default=-1) + 1
+__all__ = [
+    "COMMS_PREFIXES",
+    "MAX_WORLD",
+    "RENDEZVOUS",
+    "TERMINATED_BY_LAUNCHER",
+    "WARMUP_STEPS",
+    "NodeFacts",
+    "ParsedSnapshot",
+    "RankState",
+    "extract_ranks",
+    "line_rank",
+    "parse_snapshot",
+]
 
 
 def extract_ranks(evidence: SnapshotEvidence) -> list[RankState]:
@@ -187,6 +93,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         }
         when = node_ev.collected_at or evidence.collected_at
         cut = set(node_ev.truncated)
+        launched: dict[int, int] = {}  # pid -> rank, as this node's launchers' lines say
         for path in sorted(node_ev.logs):
             source = LineSource(path, node_ev.node, facts.rank_pids, hosts, when, single_node=False)
             log = parse_log(path, node_ev.logs[path], source)
@@ -197,7 +104,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
                 problem(node_ev.node, path, text)
             if log.world_size:
                 world_sizes.append(log.world_size)
-            _apply_log(node_ev.node, log, local_to_global, facts, parsed, problem, single_node)
+            apply_log(node_ev.node, log, local_to_global, facts, parsed, problem, single_node)
+            launched.update(log.pid_ranks)
             if f"logs:{path}" not in cut and "output" not in cut:  # the log is held whole
                 start = first_stamp(node_ev.logs[path], node_ev.collected_at)
                 parsed.log_starts += [start] if start else []
@@ -210,15 +118,21 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         for name in node_ev.truncated:
             problem(node_ev.node, name, "cut at the size cap: its head is missing")
         kernel = LineSource("dmesg.txt", node_ev.node, facts.rank_pids, hosts, when)
-        parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, facts.rank_pids, kernel)
+        pids = {**launched, **facts.rank_pids}
+        parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, pids, kernel)
         if node_ev.ncclras:
             parsed.ras_outputs.append((node_ev.node, node_ev.ncclras))
+        # An ncclras report saved among the logs (by hand, or by a job that polls RAS) is a
+        # report all the same: its layout tells, whatever the file is called.
+        parsed.ras_outputs += [
+            (node_ev.node, text) for text in node_ev.logs.values() if _is_ras_report(text)
+        ]
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = evidence.expected_world_size or scheduler_world_size(evidence.scheduler)
     expected = expected or (max(world_sizes) if world_sizes else None)
     expected = _bounded_world(parsed, expected)
-    _place_comm_inits(parsed, expected)
+    place_comm_inits(parsed, expected)
     for state in parsed.ranks.values():
         if state.world_size is None and expected:
             state.world_size = expected
@@ -226,7 +140,13 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
     parsed.has_process_evidence = any(f.has_process_evidence for f in parsed.nodes.values())
     parsed.signals = snapshot_signals(parsed, expected)
     parsed.mentioned.update(parsed.signals.by_rank)
+    apply_signal_progress(parsed)
     return parsed
+
+
+def _is_ras_report(text: str) -> bool:
+    head = text[:4096]
+    return "Job summary" in head and "Communicators" in head and "NCCL version" in head
 
 
 def _bounded_world(parsed: ParsedSnapshot, claimed: int | None) -> int | None:
@@ -304,7 +224,8 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem, assigne
     by_pid: dict[int, PsRow] = {row.pid: row for row in ps_rows}
     rank_pids: dict[int, int] = {}
     # Only what the analysis reads: RANK and its kin, the rendezvous and the comms settings.
-    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"} | SLURM_TASK_VARIABLES
+    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}
+    wanted |= SLURM_TASK_VARIABLES
     parsed = {}
     for pid in sorted(node_ev.environ):
         variables, env_problems = parse_environ_subset(node_ev.environ[pid], wanted, COMMS_PREFIXES)
@@ -331,6 +252,7 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem, assigne
         state.state = row.state if row else ""
         state.local_rank = int_or_none(variables.pop("LOCAL_RANK", None))
         state.world_size = int_or_none(variables.pop("WORLD_SIZE", None))
+        state.local_world_size = int_or_none(variables.pop("LOCAL_WORLD_SIZE", None))
         state.process_seen = row is None or row.state != "Z"
         if row is not None and row.elapsed_s is not None and node_ev.collected_at is not None:
             state.started_at = node_ev.collected_at - timedelta(seconds=row.elapsed_s)
@@ -363,6 +285,7 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem, assigne
         gpus=gpus,
         shell_init=_shell(node, node_ev, problem),
         rank_pids=rank_pids,
+        gpu_series=node_series(node, node_ev.system),
     )
 
 
@@ -422,189 +345,3 @@ def _apply_stack(node_ev: NodeEvidence, pid: int, state: RankState, problem) -> 
     state.innermost_frame = str(frame) if frame else ""
     state.frame_name = frame.name if frame else ""
     state.frame_kind = frame_kind(frame)
-
-
-def _apply_log(
-    node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, problem, single_node: bool
-) -> None:
-    # The launcher's own maps place [defaultN] lines even when no process is left to read
-    # LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world info.
-    for local, rank in log.local_to_global.items():
-        local_to_global.setdefault(local, rank)
-    for host in (node, facts.hostname):
-        for local, rank in enumerate(log.host_ranks.get(host, ())):
-            local_to_global.setdefault(local, rank)
-    for exit_fact in log.exits:
-        if exit_fact.rank is not None and exit_fact.local_rank is not None:
-            local_to_global.setdefault(exit_fact.local_rank, exit_fact.rank)
-
-    def resolve(rank: int | None, local: int | None) -> int | None:
-        if rank is not None:
-            return rank
-        if local is None:
-            return None
-        return local_to_global.get(local, local if single_node else None)
-
-    _apply_steps(node, log, resolve, parsed.ranks, problem)
-    parsed.raw_signals += placed(log.signals, resolve, log.pid_ranks)
-    for exit_fact in log.exits:
-        if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks, log.pid_ranks):
-            parsed.unplaced_exits.append((node, exit_fact))
-    for fact in log.watchdog:
-        rank = resolve(fact.rank, fact.local_rank)
-        parsed.watchdog.append((node, rank, fact))
-        if rank is not None:
-            parsed.mentioned.add(rank)
-    _apply_sources(node, log, resolve, parsed)
-
-
-def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], problem) -> None:
-    unresolved = 0
-    step_times: dict[int, list[float]] = defaultdict(list)
-    periods: dict[int, list[float]] = defaultdict(list)
-    for record in log.steps:
-        rank = resolve(record.rank, record.local_rank)
-        if rank is None:
-            unresolved += 1
-            continue
-        state = ranks.get(rank)
-        if state is None:
-            state = ranks[rank] = RankState(rank=rank, node=node)
-        took = record.step_time
-        if record.at and state.last_step_at and state.last_step is not None:
-            advanced = record.step - state.last_step
-            since = (record.at - state.last_step_at).total_seconds()
-            if advanced > 0 and since >= 0:
-                if took is None:  # no step_time= on the line: the timestamps say it
-                    took = since / advanced
-                if state.last_step > WARMUP_STEPS:
-                    periods[rank].append(since)
-        if state.last_step is None or record.step >= state.last_step:
-            if record.at is not None or state.last_step != record.step:
-                state.last_step_at = record.at or (
-                    state.last_step_at if state.last_step == record.step else None
-                )
-            state.last_step = record.step
-        if took is not None and took >= 0:
-            step_times[rank].append(took)
-    for rank, times in step_times.items():
-        ranks[rank].step_time = _median_step_time(times)
-    for rank, gaps in periods.items():
-        recent = sorted(gaps[-10:])
-        ranks[rank].log_period = recent[len(recent) // 2]
-    if unresolved:
-        problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
-
-
-def _median_step_time(times: list[float]) -> float:
-    """The median of the latest step times; the first steps (warm-up) only when all we have."""
-    steady = times[WARMUP_STEPS:] or times
-    recent = sorted(steady[-10:])
-    return recent[len(recent) // 2]
-
-
-def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks, pid_ranks) -> bool:
-    """Record a launcher-reported exit on its rank; False when no rank can be named."""
-    rank = exit_fact.rank
-    if rank is None and exit_fact.pid is not None:
-        rank = facts.rank_pids.get(exit_fact.pid, pid_ranks.get(exit_fact.pid))
-    if rank is None:
-        rank = resolve(None, exit_fact.local_rank)
-    if rank is None:
-        return False
-    state = ranks.setdefault(rank, RankState(rank=rank, node=node))
-    if state.local_rank is None and exit_fact.rank is not None:
-        state.local_rank = exit_fact.local_rank
-    # The launcher's own failure line and its summary repeat one exit: keep the first cause,
-    # unless all we had was the launcher stopping the rank.
-    known = state.exit_line or state.exit_code is not None
-    if known and (
-        exit_fact.exit_code is None or not (state.stopped_by_launcher or _stopped(state.exit_code))
-    ):
-        return True
-    state.exit_code = exit_fact.exit_code
-    state.exit_line = exit_fact.line.strip()
-    state.stopped_by_launcher = exit_fact.stopped_by_launcher
-    state.exited_at = exit_fact.at
-    if state.pid is None:
-        state.pid = exit_fact.pid
-    return True
-
-
-def _stopped(code: int | None) -> bool:
-    return code in TERMINATED_BY_LAUNCHER
-
-
-def _apply_sources(node, log: LogFacts, resolve, parsed: ParsedSnapshot) -> None:
-    """Collective positions, peers named, NCCL's configuration, slow-rank reports, mentions."""
-    mentioned = parsed.mentioned
-    for fact in log.collectives:
-        rank = fact.rank
-        parsed.collectives.append((node, rank, fact))
-        if rank is not None:
-            mentioned.add(rank)
-    for target, facts in (
-        (parsed.peer_errors, log.peer_errors),
-        (parsed.nccl_config, log.nccl_config),
-    ):
-        for rank, local, fact in facts:
-            reporter = resolve(rank, local)
-            target.append((node, reporter, fact))
-            if reporter is not None:
-                mentioned.add(reporter)
-    for fact in log.slow_reports:
-        _apply_slow_report(fact, parsed)
-    mentioned.update(log.named_ranks)
-    parsed.rendezvous_errors += [(node, f.line) for f in log.rendezvous_errors[:3]]
-    parsed.comm_inits += [(node, fact) for fact in log.comm_inits]
-    for bucket in (log.errors, log.nccl_warn, log.desync, log.mismatches):
-        for fact in bucket:
-            rank = resolve(fact.rank, fact.local_rank)
-            if rank is not None:
-                mentioned.add(rank)
-
-
-_REPORT_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)\]")
-_MIN_RTT = re.compile(r"MnRtt/Rnk: (\d{1,12}(?:\.\d{1,6})?)ms")
-# Megatron names a slowest rank in every report; only a real spread makes it a straggler.
-STRAGGLER_SPREAD = 1.2
-
-
-def _apply_slow_report(fact: SlowFact, parsed: ParsedSnapshot) -> None:
-    """A straggler detector's report: a heartbeat (the job ran then), and a slow rank only
-    when it says so explicitly or its round trip stands out from the fastest rank's."""
-    if fact.source != "megatron":
-        parsed.slow_reports.append(fact)
-        return
-    if "MxRtt/Rnk: " not in fact.line or fact.value is None:
-        return  # "Bottom N ranks" lists four ranks every time, healthy or not
-    stamp = _REPORT_TIME.search(fact.line, 0, 200)
-    at = parse_timestamp(stamp.group(1)) if stamp else None
-    if at is not None:
-        parsed.heartbeats.append((at, fact.value / 1000))
-    fastest = _MIN_RTT.search(fact.line, 0, 400)
-    if fastest and fact.value >= STRAGGLER_SPREAD * float(fastest.group(1)):
-        parsed.slow_reports.append(fact)
-
-
-def _place_comm_inits(parsed: ParsedSnapshot, world: int | None) -> None:
-    """A world communicator's set-up line names a rank and its pid: the rank was observed,
-    and its pid can be joined with dmesg. Sub-communicators number ranks within their group,
-    so only lines whose size is the world's are placed."""
-    for node, fact in parsed.comm_inits:
-        if world is None or fact.nranks != world:
-            continue
-        parsed.mentioned.add(fact.rank)
-        state = parsed.ranks.get(fact.rank)
-        if state is None:
-            state = parsed.ranks[fact.rank] = RankState(rank=fact.rank, node=node)
-        if state.pid is None and fact.pid is not None:
-            state.pid = fact.pid
-
-
-def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:
-    if fact.rank is not None:
-        return fact.rank
-    if fact.local_rank is not None:
-        return local_to_global.get(fact.local_rank)
-    return None

@@ -1,4 +1,5 @@
-"""Time `manage.py diagnose --bundle` on an 8-rank bundle, start-up included (target: under 1 s).
+"""Time `hangdesk diagnose` (target: under 0.5 s) and `manage.py diagnose --bundle` (under 1 s) on
+an 8-rank bundle, start-up included.
 
 The bundle holds 2 nodes x 4 ranks of real captured evidence (the `outside` lab scenario
 replicated by `bench_analysis.build_snapshot`: environments, py-spy dumps, training logs,
@@ -9,9 +10,13 @@ Each run is a fresh process, as an SRE runs it: wall time, and the CPU time the 
 accounts to the finished child (user + sys). One warm-up run is not counted (it also writes
 the .pyc files after a source change).
 
-    .venv/bin/python bench/bench_diagnose_cli.py [--runs 9]
+    .venv/bin/python bench/bench_diagnose_cli.py [--runs 9] [--hangdesk PATH | --manage]
     .venv/bin/python bench/bench_diagnose_cli.py --keep /tmp/b8.tar.gz   # keep the bundle
     .venv/bin/python bench/bench_diagnose_cli.py --importtime            # what start-up imports
+
+`--hangdesk PATH` times an installed command (`pip install .` into a fresh virtualenv: its
+`bin/hangdesk`); without it, `python -m hangdesk` from this checkout; `--manage` times
+`manage.py diagnose --bundle` with no settings named (the offline settings).
 """
 
 from __future__ import annotations
@@ -78,14 +83,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--keep", type=Path, help="write the bundle here and keep it")
     parser.add_argument("--importtime", action="store_true", help="list start-up imports")
+    parser.add_argument("--hangdesk", help="an installed hangdesk command to time")
+    parser.add_argument("--manage", action="store_true", help="time manage.py diagnose --bundle")
     args = parser.parse_args()
-    env = dict(os.environ)
-    env.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     with tempfile.TemporaryDirectory() as scratch:
         bundle = args.keep or Path(scratch) / "8-ranks.tar.gz"
         write_fixture(bundle)
         size = bundle.stat().st_size
-        command = [sys.executable, "manage.py", "diagnose", "--bundle", str(bundle)]
+        if args.manage:
+            command = [sys.executable, "manage.py", "diagnose", "--bundle", str(bundle)]
+        elif args.hangdesk:
+            command = [args.hangdesk, "diagnose", str(bundle)]
+        else:
+            command = [sys.executable, "-m", "hangdesk", "diagnose", str(bundle)]
         if args.importtime:
             top_imports(command, env)
             return

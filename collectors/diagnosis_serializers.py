@@ -22,6 +22,29 @@ def _ranks(help_text: str) -> serializers.ListField:
     )
 
 
+class GpuRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    node = serializers.CharField()
+    gpu = serializers.IntegerField(allow_null=True, help_text="the GPU's index on its node")
+    source = serializers.ChoiceField(choices=["nvidia-smi", "dcgm"])
+    reading = serializers.ChoiceField(
+        choices=[
+            ("spin", "flat at 100 %: NCCL busy-waiting in a collective"),
+            ("idle", "0 % with memory held: stuck on the CPU side"),
+            ("busy", "moving: working"),
+            ("empty", "0 % and no memory: no job on it"),
+            ("unknown", "no utilisation read"),
+        ]
+    )
+    util = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="utilisation in percent, oldest first (at most 60 points)",
+    )
+    memory_mib = serializers.IntegerField(allow_null=True)
+    since = serializers.DateTimeField(allow_null=True, help_text="when the reading began")
+    joined_by = serializers.CharField(help_text="pid, CUDA_VISIBLE_DEVICES or LOCAL_RANK")
+
+
 class EvidenceSerializer(serializers.Serializer):
     kind = serializers.CharField(help_text="stack, gpu, dmesg_oom, exit_code, watchdog, ...")
     node = serializers.CharField(allow_null=True)
@@ -257,6 +280,7 @@ class DiagnosisSerializer(serializers.Serializer):
     watchdog = WatchdogSerializer(allow_null=True, help_text="stuck collective, laggards")
     parse_problems = ParseProblemSerializer(many=True)
     collected_at = serializers.DateTimeField(allow_null=True)
+    gpu_shape = GpuRowSerializer(many=True, help_text="each rank's GPU utilisation over time")
     job_started_at = serializers.DateTimeField(
         allow_null=True,
         help_text="when the job began (its first process, else its first whole log's first "

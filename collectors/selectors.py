@@ -9,7 +9,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 import analysis
-from analysis import guide
+from analysis import gpushape, guide
 from analysis.evidence import SnapshotEvidence
 from analysis.records import RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
@@ -80,6 +80,14 @@ def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
         cluster=snapshot.cluster.name,
         scheduler=snapshot.scheduler,
     )
+
+
+def snapshot_reanalysed(snapshot: Snapshot) -> analysis.Diagnosis:
+    """The snapshot's stored evidence analysed again by this version's engine, compared with
+    the previous snapshot as the worker did; masked as a stored one is, and not stored."""
+    previous = previous_snapshot(snapshot)
+    previous_evidence = snapshot_evidence(previous) if previous else None
+    return analysis.diagnose(snapshot_evidence(snapshot), previous=previous_evidence).masked()
 
 
 # Up to this many nodes the progress panel lists them all; above, only those not yet OK.
@@ -161,6 +169,7 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
         "figure": analysis.timeline_figure(diagnosis),
+        "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
         "rank_rows": ordered,
         "rank_table_open": len(ordered) <= RANK_TABLE_OPEN_UP_TO,
     }

@@ -21,7 +21,7 @@ from analysis.evidence import SnapshotEvidence
 from clusters.models import ClusterSource
 from incidents.models import Incident
 
-from . import jobs, push, rayjob, scheduler, services
+from . import gpumetrics, jobs, push, rayjob, scheduler, services
 from .budget import SNAPSHOT_BUDGET
 from .models import Snapshot
 from .outcomes import Collected, Failed, NodeFailure, Retryable
@@ -138,6 +138,8 @@ def collect_node(self, collection_id: int) -> str:
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_snapshot(snapshot_id: int) -> None:
+    # The GPU's hour from the cluster's Prometheus first (bounded, never fatal), then the verdict.
+    gpumetrics.snapshot_gpu_metrics_store(snapshot_id=snapshot_id)
     services.snapshot_analyse(snapshot_id=snapshot_id)
 
 

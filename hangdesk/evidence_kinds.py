@@ -83,6 +83,7 @@ SYSTEM_FRAMES = {
     "nvsmi.query": "nvidia-smi gpus",
     "nvsmi.apps": "nvidia-smi processes",
     "nvsmi.absent": "nvidia-smi",
+    "nvsmi.samples": "nvidia-smi samples",
     "errors": "probe errors",
 }
 
@@ -98,6 +99,8 @@ SYSTEM_FILES = {
     "nvidia-smi gpus": "nvidia-smi-gpus.txt",
     "nvidia-smi processes": "nvidia-smi-processes.txt",
     "nvidia-smi": "nvidia-smi.txt",
+    "nvidia-smi samples": "nvidia-smi-samples.csv",
+    "dcgm": "dcgm.json",
     "probe errors": "probe-errors.txt",
     "probe stderr": "probe-stderr.txt",
     "output before probe": "output-before-probe.txt",

@@ -35,6 +35,9 @@
 # HD_PIDS, space-separated (a scheduler named them: Ray's worker actors), whatever they run.
 [ -n "${HD_SELECT+x}" ] || HD_SELECT=pattern
 [ -n "${HD_PIDS+x}" ] || HD_PIDS=
+# The GPU's shape: nvidia-smi sampled every HD_GPU_MS ms for HD_GPU_WINDOW s (0: no sampling).
+[ -n "${HD_GPU_MS+x}" ] || HD_GPU_MS=200
+[ -n "${HD_GPU_WINDOW+x}" ] || HD_GPU_WINDOW=2
 
 # --- plumbing ------------------------------------------------------------------------------
 
@@ -263,6 +266,18 @@ hd_gpus() {
 		--format=csv
 	hd_capture nvsmi.apps nvidia-smi \
 		--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv
+	[ "$HD_GPU_WINDOW" -gt 0 ] || return 0
+	# A few samples over a short window: flat at 100 % (NCCL spinning), 0 % with memory held
+	# (the CPU side), or moving. `timeout` ends the loop: its 124 is the expected end.
+	_w="$HD_DIR/w.nvsmi.samples"
+	timeout -k 1 "$HD_GPU_WINDOW" nvidia-smi \
+		--query-gpu=timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,ecc.errors.uncorrected.volatile.total \
+		--format=csv,nounits -lms "$HD_GPU_MS" >"$_w" 2>"$_w.err"
+	if [ -s "$_w" ]; then
+		hd_publish nvsmi.samples "$HD_CAP_BYTES" start
+	else
+		hd_error nvsmi.samples "$(head -c 500 "$_w.err")"
+	fi
 }
 
 hd_system() {

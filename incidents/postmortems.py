@@ -221,8 +221,7 @@ def _detection_markdown(
     rows.append((times["opened"], f"Incident opened by {_opener(incident, events)}"))
     if times.get("snapshot"):
         rows.append((times["snapshot"], "First snapshot of the cluster"))
-    if times.get("verdict") and d:
-        rows.append((times["verdict"], f"Console's verdict: {guide.class_name(d.classification)}"))
+    rows += _verdict_rows(events, d, times)
     for event in decisions:
         rows.append((event.at, f"{event.actor}: {decision_words(event)}"))
     if times.get("resolved"):
@@ -253,6 +252,26 @@ def _detection_markdown(
             + "."
         )
     return text
+
+
+def _verdict_rows(events: list[TimelineEvent], d: Diagnosis | None, times: dict) -> list[tuple]:
+    """The console's verdicts as the timeline recorded them: the first, then each change of
+    class (a second snapshot that says the same is no news); the latest diagnosis when the
+    timeline has none."""
+    rows, last = [], None
+    for event in events:
+        details = event.details
+        if event.kind != EventKind.SNAPSHOT or details.get("phase") != "finished":
+            continue
+        classification = details.get("classification") or ""
+        if classification and classification != last:
+            name = guide.class_name(classification)
+            on = f"snapshot {details.get('snapshot')}"
+            rows.append((event.at, f"Console's verdict ({on}): {name}"))
+            last = classification
+    if not rows and times.get("verdict") and d:
+        rows.append((times["verdict"], f"Console's verdict: {guide.class_name(d.classification)}"))
+    return rows
 
 
 def decision_words(event: TimelineEvent) -> str:
@@ -317,7 +336,9 @@ def _factors(d: Diagnosis | None, times: dict) -> list[str]:
                 f"The job sat idle {_duration(times['stalled'], times['opened'])} before anyone "
                 "opened an incident: nothing alerted on the step lines stopping.",
             )
-    return factors
+    return factors or [
+        "Fill in: what made it worse or slower to find (the evidence shows nothing)."
+    ]
 
 
 def _bullets(items: list[str]) -> str:

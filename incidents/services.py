@@ -17,6 +17,7 @@ from clusters.models import Cluster
 from core.errors import Conflict
 
 from .models import STATUS_TRANSITIONS, EventKind, Incident, Severity, Status, TimelineEvent
+from .signals import incident_resolved
 
 
 class InvalidTransition(Conflict):
@@ -118,6 +119,9 @@ def incident_change_status(
             f"{incident.reference} was changed meanwhile; it is now {incident.status}."
         )
     incident.status, incident.status_changed_at = to_status, now
+    ended = (Status.RESOLVED, Status.CLOSED)
+    if to_status in ended and from_status not in ended:
+        transaction.on_commit(lambda: incident_resolved.send(sender=Incident, incident=incident))
     summary = f"Status {Status(from_status).label} → {Status(to_status).label}"
     timeline_event_record(
         incident=incident,

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from lab import cluster, scenarios
+from lab import cluster, farm_nodes, scenarios
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +37,18 @@ def main(argv: list[str] | None = None) -> int:
         "--ray", action="store_true", help="real Ray: the ranks are Ray Train workers (ray start)"
     )
     sub.add_parser("down", help="stop the lab and remove what it created")
+    fm = sub.add_parser("farm", help="serve N virtual SSH nodes answering captured probe output")
+    fm.add_argument("--nodes", type=int, default=50)
+    fm.add_argument("--ranks-per-node", type=int, default=8)
+    fm.add_argument("--fault", default="rank-gone", choices=sorted(farm_nodes.FAULTS))
+    fm.add_argument("--slow-s", type=float, default=30.0, help="node-slow: seconds late")
+    fm.add_argument("--base-address", default=None, help="first node address, e.g. 127.210.0.1")
+    fm.add_argument("--port", type=int, default=22)
+    fm.add_argument("--lifetime", type=float, default=7200.0, help="stop after this long")
+    fc = sub.add_parser("farm-capture", help="capture a torch lab's probe output for the farm")
+    fc.add_argument("--scenario", required=True, choices=sorted(scenarios.SCENARIOS))
+    fc.add_argument("--nodes", type=int, default=2)
+    fc.add_argument("--ranks-per-node", type=int, default=8)
     s = sub.add_parser("status", help="show the lab")
     s.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -71,6 +83,32 @@ def main(argv: list[str] | None = None) -> int:
             f"lab: up in {node_json['ready_seconds']} s; node list: {state_dir}/nodes.json",
             file=sys.stderr,
         )
+        return 0
+    if args.cmd == "farm":
+        from lab import farm
+
+        try:
+            return farm.run(
+                farm.FarmOptions(
+                    nodes=args.nodes, ranks_per_node=args.ranks_per_node, fault=args.fault,
+                    slow_s=args.slow_s, base_address=args.base_address, port=args.port,
+                    state_dir=state_dir, lifetime_s=args.lifetime,
+                )
+            )  # fmt: skip
+        except (ValueError, OSError) as exc:
+            print(f"lab: cannot start the farm: {exc}", file=sys.stderr)
+            return 2
+    if args.cmd == "farm-capture":
+        from lab import farm_capture
+
+        try:
+            where = farm_capture.capture(
+                args.scenario, nodes=args.nodes, ranks_per_node=args.ranks_per_node
+            )
+        except cluster.LabError as exc:
+            print(f"lab: cannot capture: {exc}", file=sys.stderr)
+            return 2
+        print(f"lab: captured {args.scenario} into {where}", file=sys.stderr)
         return 0
     if args.cmd == "down":
         problems = cluster.down(state_dir)

@@ -4,6 +4,8 @@ from django import forms
 
 from .webhooks import validate_webhook_url
 
+PAGER_FIELDS = ("pagerduty_routing_key", "opsgenie_api_key")
+
 
 class WatchForm(forms.Form):
     enabled = forms.BooleanField(required=False, label="Watch this cluster")
@@ -23,6 +25,19 @@ class WatchForm(forms.Form):
         required=False, max_length=500, validators=[validate_webhook_url], label="Webhook URL",
         help_text="Slack-compatible incoming webhook, told of every raise (JSON POST).",
     )  # fmt: skip
+    # Secrets: never shown back (the inputs come back empty); an empty input keeps the key.
+    pagerduty_routing_key = forms.CharField(
+        required=False, max_length=64, label="PagerDuty routing key",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Events API v2 integration key: each raise triggers an alert (one per "
+        "incident), resolved when the incident is. Empty: keep the one set.",
+    )  # fmt: skip
+    opsgenie_api_key = forms.CharField(
+        required=False, max_length=128, label="Opsgenie API key",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="An API integration's key: each raise opens an alert, closed when the "
+        "incident resolves. Empty: keep the one set.",
+    )  # fmt: skip
     slurm_job = forms.CharField(
         required=False, max_length=64, label="Slurm job id",
         help_text="On a Slurm cluster: the job to follow (its nodes and state each period).",
@@ -38,6 +53,9 @@ class WatchForm(forms.Form):
             field = self.fields["webhook_url"]
             field.disabled = True
             field.help_text = "Set by an admin: where the watch's page goes."
+            for name in PAGER_FIELDS:
+                self.fields[name].disabled = True
+                self.fields[name].help_text = "Set by an admin."
 
     def clean_step_nodes(self) -> list[str]:
         raw = self.cleaned_data.get("step_nodes") or ""

@@ -56,6 +56,14 @@ class Watch(models.Model):
         max_length=500, blank=True, validators=[validate_webhook_url],
         help_text="Slack-compatible incoming webhook (JSON POST) told of every raise.",
     )  # fmt: skip
+    # On-call pagers told of every raise beside the webhook, resolved with the incident
+    # (watch/pagers.py). Secrets an admin sets: never shown back, never logged.
+    pagerduty_routing_key = models.CharField(
+        max_length=64, blank=True, help_text="PagerDuty Events API v2 integration (routing) key."
+    )
+    opsgenie_api_key = models.CharField(
+        max_length=128, blank=True, help_text="Opsgenie API integration key (GenieKey)."
+    )
     # The job's own heartbeats authenticate with this token (only its SHA-256 is kept).
     heartbeat_token_hash = models.CharField(max_length=64, blank=True, db_index=True)
     heartbeat_token_prefix = models.CharField(max_length=12, blank=True)
@@ -174,6 +182,8 @@ class WatchRaise(models.Model):
     notify_attempts = models.PositiveSmallIntegerField(default=0)
     notify_error = models.CharField(max_length=500, blank=True)
     notified_at = models.DateTimeField(null=True, blank=True)
+    # pager -> "sent", "failed" or "resolved" (watch/pagers.py): what its incident's end resolves.
+    paged = models.JSONField(default=dict, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -83,6 +83,8 @@ def watch_configure(
     webhook_url: str | None = None,
     step_nodes: list[str] | None = None,
     slurm_job: str | None = None,
+    pagerduty_routing_key: str | None = None,
+    opsgenie_api_key: str | None = None,
     via: str = "page",
     ip: str | None = None,
 ) -> Watch:
@@ -95,6 +97,7 @@ def watch_configure(
         if not has_role(by, Role.ADMIN):
             raise Forbidden("Only an admin sets the webhook URL (where the watch's page goes).")
         watch.webhook_url = webhook_url
+    _set_pager_keys(watch, by, pagerduty_routing_key, opsgenie_api_key)
     names = set(cluster.nodes.values_list("name", flat=True))
     unknown = sorted(set(step_nodes or ()) - names)
     if unknown:
@@ -119,6 +122,17 @@ def watch_configure(
     watch.save()
     audit.watch_changed(watch=watch, by=by, before=before, via=via, ip=ip)
     return watch
+
+
+def _set_pager_keys(watch: Watch, by, pagerduty: str | None, opsgenie: str | None) -> None:
+    """None keeps a key; only an admin sets where the watch pages (as for the webhook)."""
+    given = {"pagerduty_routing_key": pagerduty, "opsgenie_api_key": opsgenie}
+    for name, value in given.items():
+        if value is None or value == getattr(watch, name):
+            continue
+        if not has_role(by, Role.ADMIN):
+            raise Forbidden("Only an admin sets the pager keys (where the watch's page goes).")
+        setattr(watch, name, value.strip())
 
 
 def _watched_job(cluster: Cluster, job: str) -> str:

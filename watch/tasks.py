@@ -19,7 +19,7 @@ from django.db import transaction
 import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from collectors.tasks import snapshot_start
 
-from . import limits, services
+from . import limits, paging, services
 from .models import NotifyStatus
 
 FOLLOW_EVERY_S = 2
@@ -99,7 +99,44 @@ def watch_follow(self, raise_id: int) -> str:
     recorded = services.raise_record_verdict(raise_id=raise_id)
     if recorded is not None and recorded.notify_status == NotifyStatus.WAITING:
         watch_notify.delay(raise_id)
+    if recorded is not None:
+        for pager in paging.pagers_of(recorded.watch):
+            watch_page.delay(raise_id, pager)
     return "verdict" if recorded else "already recorded"
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(WebhookFailed,),
+    retry_backoff=settings.WATCH_WEBHOOK_BACKOFF_S,
+    retry_backoff_max=300,
+    retry_jitter=False,
+    max_retries=settings.WATCH_WEBHOOK_ATTEMPTS - 1,
+    soft_time_limit=30,
+    time_limit=60,
+)
+def watch_page(self, raise_id: int, pager: str) -> str:
+    """Trigger one pager (PagerDuty, Opsgenie) for a raise, retried like the webhook."""
+    attempt = self.request.retries + 1
+    last = attempt >= settings.WATCH_WEBHOOK_ATTEMPTS
+    delivery = paging.raise_page(raise_id=raise_id, pager=pager, attempt=attempt, last_attempt=last)
+    if delivery is None:
+        return "nothing to send"
+    if delivery.retryable and not last:
+        raise WebhookFailed(delivery.detail)
+    return delivery.detail
+
+
+@shared_task(soft_time_limit=30, time_limit=60)
+def watch_page_resolve(raise_id: int, pager: str) -> str:
+    delivery = paging.raise_page_resolve(raise_id=raise_id, pager=pager)
+    return delivery.detail if delivery else "nothing to resolve"
+
+
+def pages_resolve_queue(incident_id: int) -> None:
+    """The incident resolved: resolve every pager its raises paged."""
+    for raise_id, pager in paging.pages_to_resolve(incident_id):
+        watch_page_resolve.delay(raise_id, pager)
 
 
 @shared_task(

@@ -14,7 +14,7 @@ from core.errors import AppError
 from core.roles import Role, has_role, role_required
 
 from . import limits, selectors, services
-from .forms import WatchForm
+from .forms import PAGER_FIELDS, WatchForm
 
 
 def watch_panel(request: HttpRequest, name: str) -> HttpResponse:
@@ -55,6 +55,9 @@ def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
         fields = dict(form.cleaned_data)
         if not admin:
             fields.pop("webhook_url")  # shown to responders, set by admins
+        for name in PAGER_FIELDS:  # empty (or not an admin's): the key set stays
+            if not admin or not fields.get(name):
+                fields.pop(name, None)
         try:
             watch = services.watch_configure(
                 cluster=cluster, by=request.user, ip=client_ip(request), **fields

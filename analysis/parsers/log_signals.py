@@ -26,10 +26,20 @@ from analysis.signals.kinds import exit_status
 DEPARTURES = frozenset({"killed", "segfault", "exit"})
 SETUP = frozenset({"rendezvous", "init"})
 _MAX_ADDED = 64  # exits or rendezvous lines one log may add
+_MAX_STARTED = 65_536
 
 
 def signal_reader(path: str, source: LineSource | None) -> SignalReader:
     return SignalReader(source if source is not None else LineSource(path=path))
+
+
+def apply_started(facts, reader: SignalReader) -> bool:
+    """A launcher's start lines tie pids to ranks (the lab's `started rank 3 ... pid 6`): the
+    log's pid map gets them, and the log said something after all."""
+    for pid, rank in list(reader.started.items())[:_MAX_STARTED]:
+        if pid not in facts.pid_ranks:
+            facts.pid_ranks[pid] = rank
+    return bool(reader.started)
 
 
 def apply_signals(facts, signals: tuple[Signal, ...], keep, line_fact) -> None:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from analysis.parsers import nccl
 from analysis.parsers.launchers import ExitFact, LauncherReader
-from analysis.parsers.log_signals import apply_signals, signal_reader
+from analysis.parsers.log_signals import apply_signals, apply_started, signal_reader
 from analysis.parsers.nccl import (
     CollectiveFact,
     CommInitFact,
@@ -260,7 +260,7 @@ def parse_log(path: str, text: str | None, source: LineSource | None = None) -> 
     for raw_line in text.splitlines():
         line = raw_line.rstrip()
         if line:
-            reader.read(line)
+            reader.read(line, raw_line)
     reader.finish()
     if reader.recognised == 0 and text.count("\n") >= 3:
         facts.problems.append(f"{path}: no step, watchdog, NCCL or error line recognised")
@@ -279,7 +279,7 @@ class _LogReader:
         self.signals = signal_reader(facts.path, source)
         self.whole = False  # the line reader took the text whole (ncclras JSON)
 
-    def read(self, line: str) -> None:
+    def read(self, line: str, raw: str | None = None) -> None:
         if line[0].isdigit():
             # Fast path for the lab step line, which makes up most of a healthy log.
             lab = _LAB_STEP.match(line)
@@ -289,7 +289,7 @@ class _LogReader:
                 self.facts.steps.append(_lab_step(lab, line))
                 return
         if not self.whole:
-            self.signals.read_line(line)
+            self.signals.read_line(raw or line)
         rank, local = self._who(line)
         self.previous_rank = rank
         for hint in _PEER_HINTS:
@@ -330,7 +330,7 @@ class _LogReader:
         self.facts.host_ranks = rank_map.host_ranks
         self.facts.pid_ranks = rank_map.pid_ranks
         signals = self.signals.signals()
-        if signals:
+        if signals or apply_started(self.facts, self.signals):
             self.recognised += 1
         apply_signals(self.facts, signals, _keep, LineFact)
 

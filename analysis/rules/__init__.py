@@ -17,6 +17,7 @@ from __future__ import annotations
 from analysis.facts import Facts
 from analysis.findings import Finding, combine
 from analysis.rules.base import Rule
+from analysis.rules.checkpoint import checkpoint_save
 from analysis.rules.config import (
     cpu_side,
     nccl_config_differs,
@@ -24,6 +25,15 @@ from analysis.rules.config import (
     undecided,
 )
 from analysis.rules.departures import departed, init, lost, unreachable
+from analysis.rules.failures import (
+    failed_first,
+    gpu_fault,
+    node_failure,
+    peers_named,
+    process_state,
+    ras_named,
+)
+from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
     detail_mismatch,
@@ -51,6 +61,12 @@ RULES: tuple[Rule, ...] = (
     departed,
     init,
     lost,
+    failed_first,
+    gpu_fault,
+    ras_named,
+    process_state,
+    node_failure,
+    checkpoint_save,
     unreachable,
     fr_different_collective,
     logs_different_collective,
@@ -59,12 +75,15 @@ RULES: tuple[Rule, ...] = (
     different_call_sites,
     fr_never_reached,
     peer_named,
+    peers_named,
     fr_behind,
     lagging,
     nccl_config_differs,
     same_collective,
     fr_all_waiting,
     cpu_side,
+    gpu_split,
+    gpu_cpu_side,
     likeliest,
 )
 
@@ -81,16 +100,21 @@ def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
 __all__ = [
     "RULES",
     "Rule",
+    "checkpoint_save",
     "cpu_side",
     "decide",
     "departed",
     "detail_mismatch",
     "different_call_sites",
+    "failed_first",
     "findings",
     "fr_all_waiting",
     "fr_behind",
     "fr_different_collective",
     "fr_never_reached",
+    "gpu_cpu_side",
+    "gpu_fault",
+    "gpu_split",
     "init",
     "lagging",
     "likeliest",
@@ -99,8 +123,12 @@ __all__ = [
     "moving",
     "nccl_config_differs",
     "no_evidence",
+    "node_failure",
     "outside_collective",
     "peer_named",
+    "peers_named",
+    "process_state",
+    "ras_named",
     "same_collective",
     "stacks_different_collective",
     "straggler",

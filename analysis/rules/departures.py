@@ -7,7 +7,7 @@ from analysis.envdiff import minority_ranks
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.rules.base import step_text
-from analysis.verdict import Evidence, ranks_text
+from analysis.verdict import Evidence, capitalised, ranks_text
 
 RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT")
 
@@ -45,7 +45,7 @@ def _left_for_sure(facts: Facts, rank: int) -> bool:
     """An exit code of its own (not the launcher stopping it) or an OOM kill of its pid; a
     launcher that only says it killed the rank does not say the rank failed first."""
     gone = facts.departures.get(rank)
-    if gone is not None and not gone.stopped_by_launcher and gone.exit_code is not None:
+    if gone is not None and not gone.stopped_by_launcher and (gone.exit_code or gone.cause):
         return True
     pid = facts.known_pid(rank)
     return pid is not None and pid in facts.oom_by_pid
@@ -165,6 +165,9 @@ def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Finding:
         for r in ordered
         if r not in facts.departures or not facts.departures[r].stopped_by_launcher
     ]
+    waited = [r for r in ordered if (d := facts.departures.get(r)) is not None and d.waited]
+    if len(waited) == len(ordered):
+        return _left_waiting(facts, ordered, rule)
     evidence: list[Evidence] = []
     strong = False
     for rank in ordered[:10]:
@@ -189,12 +192,30 @@ def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Finding:
         f"Rank {first} did not come: {quotes.why_lost(facts, first)}{where}{more}{rest}"
         f"{step_text(facts, waiting or list(facts.ranks))}. "
         f"Read rank {first}'s log tail and {node or 'its node'}'s dmesg.",
-        suspects=tuple(culprits or ordered),
+        suspects=tuple(culprits or [r for r in ordered if r not in waited]),
         suspect_nodes=tuple(sorted({facts.oom_by_pid[p][0] for p in _pids(facts, ordered)})),
         evidence=tuple(evidence),
         check=f"Rank {first}'s log tail and {node or 'its node'}'s `dmesg -T` around "
         f"{'its exit' if first in facts.departures else 'the time it vanished'}: the OOM killer, "
         "an Xid or a segfault names the cause; the others waited for it.",
+        rule=rule,
+    )
+
+
+def _left_waiting(facts: Facts, gone: list[int], rule: str) -> Finding:
+    """Every rank that left had first timed out (or lost a peer): they waited for a rank
+    that did not come, and their lines do not say which."""
+    evidence = [e for rank in gone[:6] for e in quotes.departure(facts, rank)[0]]
+    return Finding(
+        "A",
+        0.5,
+        f"{capitalised(ranks_text(gone))} went down after timing out waiting in a collective: "
+        "victims of a rank that did not come, which their lines do not name.",
+        evidence=tuple(evidence),
+        check=(
+            "The other ranks' log tails and stacks (py-spy), and the flight recorder: the rank "
+            "that never entered the collective they timed out in."
+        ),
         rule=rule,
     )
 

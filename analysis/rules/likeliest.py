@@ -21,6 +21,13 @@ def tied_evidence(facts: Facts) -> bool:
         return True
     if facts.snap.dumps or facts.snap.watchdog or facts.peer_blames:
         return True
+    signals = facts.snap.signals
+    if signals.by_rank or signals.by_node or signals.ras_signals:
+        return True
+    # A line of a node's log that says anything (a step of a local rank no map places, an
+    # error naming nobody) is evidence of that node.
+    if any(log.signals or log.steps or log.errors for _, log in facts.snap.logs):
+        return True
     return any(
         not node.status.gathered
         or node.kernel.oom_kills
@@ -63,6 +70,22 @@ def _timed_out(facts: Facts, stuck: dict) -> Finding:
     what = f"collective #{stuck['seq']} ({stuck['op'] or 'op unknown'})"
     who = ranks_text(reporters) if reporters else "the reporting ranks"
     stated = facts.snap.expected_world_size is not None
+    ras_ok = [s for s in facts.snap.signals.ras_signals if s.kind == "ras_ok"]
+    if ras_ok:
+        return Finding(
+            "C",
+            WEAK,
+            f"The watchdog of {who} fired in {what} while NCCL RAS saw every communicator OK "
+            f"({ras_ok[0].text.strip()[:120]}): every rank launched the same operations, so "
+            "everyone came, and the collective does not complete. Look at the network and "
+            "NCCL's set-up.",
+            evidence=(*evidence, Evidence("ras_ok", ras_ok[0].node, None, ras_ok[0].text)),
+            check=(
+                "NCCL WARN lines and `ibstat` / link error counters on the node of "
+                f"{who} and its ring neighbours; `ncclras` again: counts frozen mean a hang."
+            ),
+            rule="likeliest",
+        )
     if stated and reporters and set(reporters) >= set(range(facts.world)):
         return Finding(
             "C",

@@ -351,6 +351,7 @@ def _lagging(facts: Facts) -> dict[int, str]:
                 behind.setdefault(fact.rank, fact.line)
     if not facts.snap.has_process_evidence:
         behind.update({r: t for r, t in _behind_in_logs(facts).items() if r not in behind})
+    behind.update({r: t for r, t in facts.quiet.items() if r not in behind})
     return behind
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from analysis import quotes
-from analysis.facts import HEALTHY_STEP_MULTIPLE, Facts, job_step_time
+from analysis.facts import Facts
 from analysis.findings import Context, StuckSignal
+from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
 from analysis.verdict import ranks_text
 
 # The combiner needs to know whether there is any; quoting a few is enough.
@@ -23,16 +24,19 @@ UNMATCHED_WITHOUT_PACE_S = 60.0
 
 
 def context(facts: Facts) -> Context:
+    stuck = tuple(stuck_signals(facts))
+    # A watchdog that fired proves a collective sat unfinished for its whole timeout.
+    timed_out = any(s.kind == "timeout" for s in stuck)
     return Context(
-        stuck=tuple(stuck_signals(facts)),
-        proven_stopped=facts.progress.progressing is False,
+        stuck=stuck,
+        proven_stopped=facts.progress.progressing is False or timed_out,
         moving=bool(facts.progress.progressing),
     )
 
 
 def stuck_signals(facts: Facts) -> list[StuckSignal]:
     found: list[StuckSignal] = []
-    for source in (_gone, _unmatched, _split, _timeouts, _stopped):
+    for source in (_gone, _unmatched, _split, _timeouts, _stopped, _failures):
         found += source(facts)
         if len(found) >= SIGNALS_KEPT:
             break
@@ -110,6 +114,33 @@ def _timeouts(facts: Facts) -> list[StuckSignal]:
             found.append(StuckSignal("timeout", fact.rank, node, fact.line))
         if len(found) >= SIGNALS_KEPT:
             break
+    return found
+
+
+# What the line reader found that says stuck or gone (a checkpoint or progress line does not).
+_STUCK_KINDS = frozenset(
+    {"timeout", "killed", "segfault", "oom", "gpu_oom", "fatal", "exit", "ras", "desync"}
+    | {"mismatch", "connection", "xid", "node_state", "evicted"}
+)
+
+
+def _failures(facts: Facts) -> list[StuckSignal]:
+    """Signals of trouble, unless the rank's own steps went on after them (an earlier run's
+    timeout in a log tail that then shows the job restarted and training again)."""
+    found = []
+    signals = facts.snap.signals
+    for rank, mine in signals.by_rank.items():
+        moved = facts.ranks[rank].last_step_at if rank in facts.ranks else None
+        for signal in mine.failures:
+            if signal.kind in _STUCK_KINDS and not (moved and signal.at and signal.at < moved):
+                found.append(StuckSignal(signal.kind, rank, signal.node, signal.text))
+                break
+        if len(found) >= SIGNALS_KEPT:
+            return found
+    for node, mine in signals.by_node.items():
+        found += [
+            StuckSignal(s.kind, None, node, s.text) for s in mine[:2] if s.kind in _STUCK_KINDS
+        ]
     return found
 
 

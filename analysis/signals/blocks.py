@@ -18,12 +18,40 @@ _PORT_STATE = re.compile(r"^(?:physical )?state:\s{0,16}(?:\d{1,2}: )?(\w{1,32})
 _PORT_BAD = frozenset({"down", "disabled", "polling", "init", "armed", "linkerror"})
 
 
+# Horovod's stall inspector: `Missing ranks:`, then one `<rank>: [<tensor>, ...]` a line.
+_MISSING_LINE = re.compile(r"(\d{1,7}): \[")
+# MPICH Hydra's banner: its `EXIT CODE: 9` is the signal that ended the process.
+_HYDRA_CODE = re.compile(r"=\s{1,8}exit code: (\d{1,3})\b")
+
+
 class Blocks:
     def __init__(self) -> None:
         self.node: str | None = None  # scontrol's node whose block this is
         self.hca: str | None = None  # ibstat's device whose ports follow
+        self.missing = False  # inside Horovod's "Missing ranks:" list
+        self.hydra = False  # inside MPICH Hydra's BAD TERMINATION banner
+
+    @property
+    def listing(self) -> bool:
+        """Lines of this block say something though none of them names a failure."""
+        return self.missing
 
     def see(self, message: str, indented: bool) -> None:
+        if message == "Missing ranks:":
+            self.missing = True
+            return
+        if self.missing and _MISSING_LINE.match(message):
+            return
+        self.missing = False
+        if "BAD TERMINATION" in message:
+            self.hydra = True
+            return
+        if self.hydra and message.startswith("="):
+            return
+        self.hydra = False
+        self._see_node_or_hca(message, indented)
+
+    def _see_node_or_hca(self, message: str, indented: bool) -> None:
         if message.startswith("NodeName="):
             match = _NODE_NAME.match(message)
             self.node = match.group(1) if match else None
@@ -35,6 +63,21 @@ class Blocks:
             return
         if not indented:
             self.node = self.hca = None
+
+    def adjust(self, message: str, low: str, found: list) -> list:
+        """What the block makes of a line's own findings: a listed missing rank, Hydra's
+        exit code as the signal it is."""
+        if self.missing:
+            listed = _MISSING_LINE.match(message)
+            if listed:
+                return [*found, ("desync", None, int(listed.group(1)))]
+        if self.hydra:
+            code = _HYDRA_CODE.match(low)
+            if code:
+                number = int(code.group(1))
+                kind = {9: "killed", 11: "segfault"}.get(number, "exit")
+                return [(kind, number, None), *(f for f in found if f[0] != "exit")]
+        return found
 
     def kinds(self, low: str, found: set[str]) -> list[tuple[str, int | None, int | None]]:
         """What the block makes of a line that says nothing by itself."""

@@ -24,6 +24,7 @@ _EXPLICIT = re.compile(
     r"|\b[Ff]ailure on ([\w.\[\],-]{1,255})"
     r"|\bON ([\w.\[\]-]{1,255}) (?:CANCELLED )?AT\b"
     r"|\b[Ii][Pp] [Aa]ddress: ([\w.:-]{1,255})"
+    r"|\bnode id: \w{1,64} and (?:ip|address): ([\w.:-]{1,255})"
     r"|\bkubelet, ([\w.-]{1,255})"
 )
 _HOSTLIST = re.compile(r"([\w.-]{0,200})\[([\d,-]{1,200})\]([\w.-]{0,60})$")

@@ -30,7 +30,10 @@ _BAR = re.compile(r"(?<![\d/])(\d{1,12})/(\d{1,12}) \[(?:\d{1,4}:)?\d\d:\d\d(?:<
 _BAR_NO_TOTAL = re.compile(r"(?<![\d/])(\d{1,12})it \[(?:\d{1,4}:)?\d\d:\d\d, ")
 _AFTER = re.compile(r"\(after (\d{1,12}) iterations?\)")
 _DICT_STEP = re.compile(r"'(?:global_)?step': (\d{1,12})\b")
-_BRACKETS = re.compile(r"\[(\d{1,12})/(\d{1,12})\]")
+# `[511/1736]`, `[ 201/5005]`, `[1400/5004 ( 28%)]`: a batch counter in brackets.
+_BRACKETS = re.compile(r"\[ {0,8}(\d{1,12})/(\d{1,12})(?: \( {0,3}\d{1,3}%\))?\]")
+# `Batch 15/37700`: a batch counter with its total (a bare "batch 32" is a batch size).
+_BATCH = re.compile(r"\b[Bb]atch:? {1,4}(\d{1,12}) ?/ ?(\d{1,12})\b")
 _NOT_TRAINING = (
     "srun",
     "slurmstepd",
@@ -57,10 +60,15 @@ def progress(message: str) -> tuple[bool, int | None]:
     bar = _bar(head)
     if bar is not None:
         return True, bar
-    if "poch" in head and "/" in head:
+    if "/" in head and ("poch" in head or "oss" in head or "rain" in head):
+        # torchvision's `Epoch: [0][511/1736]  Loss ...`, timm's `Train: 72 [1400/5004 ( 28%)]`
         bracketed = _BRACKETS.search(head)
-        if bracketed:  # `Epoch: [0][511/1736]  Loss 0.5117` (torchvision's reference scripts)
+        if bracketed:
             return True, int(bracketed.group(1))
+    if "atch" in head and "/" in head:
+        batch = _BATCH.search(head)
+        if batch:
+            return True, int(batch.group(1))
     return False, None
 
 

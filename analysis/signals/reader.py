@@ -93,6 +93,7 @@ class SignalReader:
         self.source = source
         self._file: tuple[int | None, int | None, str | None] | None = None  # read when needed
         self.learned: dict[int, tuple[int, int]] = {}  # pid -> (rank, communicator size)
+        self.started: dict[int, int] = {}  # pid -> rank, from a launcher's start lines
         self.widest = 0
         self.kept = _Kept()
         self.line_no = 0
@@ -102,6 +103,8 @@ class SignalReader:
         self.pending: list[Signal] = []
         self.blocks = Blocks()
         self.previous_line: str | None = None  # a quiet line, read again if indented ones follow
+        self.held: str | None = None  # a line that may go on in the next one (a terminal's wrap)
+        self.hinted = False  # the last line read named something a failure line names
 
     # -- whole texts ---------------------------------------------------------------------------
 
@@ -123,7 +126,22 @@ class SignalReader:
         return False
 
     def read_line(self, line: str) -> None:
-        """One line of the text, split where two log lines ran together."""
+        """One line of the text, split where two log lines ran together, joined to the line
+        above when a terminal wrapped one sentence over both (`... exited on ` then
+        `signal 6 (Aborted).`)."""
+        held, self.held = self.held, None
+        if held is not None and line[:1].islower():
+            line = held.rstrip() + " " + line
+        before = self.line_no, len(self.pending)
+        self._read_parts(line)
+        if line[-1:] in (" ", "\t") and len(line) < 400 and self._said_nothing(before):
+            self.held = line
+
+    def _said_nothing(self, before: tuple[int, int]) -> bool:
+        """The line just read (after `before`) gave no failure and had something to say."""
+        return self.line_no == before[0] + 1 and len(self.pending) == before[1] and self.hinted
+
+    def _read_parts(self, line: str) -> None:
         if "][" in line:
             for part in _runs(line):
                 self.read(part)
@@ -161,6 +179,15 @@ class SignalReader:
                 self.learned[fact.pid] = (fact.rank, fact.nranks)
             self.widest = max(self.widest, fact.nranks)
 
+    def _started(self, window: str) -> None:
+        """`started rank 3 (local_rank 3) pid 6` (the lab's launcher), `Launched rank 3 with
+        pid 6`: the pid is that rank's, wherever its environment went."""
+        message = window[who.writer(window).start :]
+        rank, _local = who.subject(message)
+        pid = who.named_pid(message)
+        if rank is not None and pid is not None and len(self.started) < MAX_LEARNED:
+            self.started[pid] = rank
+
     def signals(self) -> tuple[Signal, ...]:
         if not self.kept.first and not self.pending and self.ras is None:
             return ()
@@ -189,8 +216,8 @@ class SignalReader:
         elif self.pending:
             self._flush()
         low = window.lower()
-        triggered = may_say_anything(low)
-        if not triggered and not _may_progress(low):
+        triggered = self.hinted = may_say_anything(low)
+        if not triggered and not _may_progress(low) and not self.blocks.listing:
             self._quiet(window, low, indented)  # most lines of a log: nothing to say
             return
         found = self._writer(window, indented)
@@ -204,8 +231,10 @@ class SignalReader:
 
     def _quiet(self, window: str, low: str, indented: bool) -> None:
         """A line that says nothing: it may still be whom the next indented line continues,
-        or name the rank of the lines under it (torchrun's summary: `  rank : 3 (local_rank:
-        3)`)."""
+        name the rank of the lines under it (torchrun's summary: `  rank : 3 (local_rank:
+        3)`), or say which process a launcher started as which rank."""
+        if "pid" in low and ("start" in low or "spawn" in low or "launch" in low):
+            self._started(window)
         if not indented:
             self.blocks.node = self.blocks.hca = None  # a block ends at a line of its own
             self.previous_line = window
@@ -233,6 +262,7 @@ class SignalReader:
         is_progress, step = progress(message) if _may_progress(low) else (False, None)
         failures = classify(message) if triggered else []
         failures += self.blocks.kinds(low, {kind for kind, _, _ in failures})
+        failures = self.blocks.adjust(message, low, failures)
         event = self._ras_event(message)
         if triggered and exception_line(message):
             failures = self._exception((found.rank, found.local, found.host), failures)
@@ -354,7 +384,7 @@ class SignalReader:
         return rank, local, self._node(host), pid
 
     def _pid_rank(self, pid: int) -> int | None:
-        rank = self.source.pid_ranks.get(pid)
+        rank = self.source.pid_ranks.get(pid, self.started.get(pid))
         if rank is not None:
             return rank
         learned = self.learned.get(pid)
@@ -401,7 +431,7 @@ def _runs(line: str) -> list[str]:
 
 
 # Every progress form has one: a named counter, a bar's rate, a trainer's dict, an epoch.
-_PROGRESS_STEMS = ("step", "iter", "it/s", "s/it", "it [", "{'", "epoch")
+_PROGRESS_STEMS = ("step", "iter", "it/s", "s/it", "it [", "{'", "epoch", "batch", "loss")
 
 
 def _may_progress(low: str) -> bool:

@@ -21,6 +21,7 @@ from analysis.signals.model import FAILURE_KINDS, Signal
 MAX_FAILURES = 16
 MAX_PEERS = 64
 MAX_NODE_SIGNALS = 64
+MAX_PROGRESS = 12  # a rank's latest progress lines: enough for its pace between them
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class RankSignals:
     first_failure: Signal | None = None  # its earliest failure: kind, time, line
     failures: tuple[Signal, ...] = ()  # its first and latest failures, in reading order
     peers: tuple[int, ...] = ()  # ranks its lines name as failing (it is their victim)
+    # Beyond the above, for the engine: its latest progress lines in reading order, and its
+    # latest checkpoint line (a save begun or under way).
+    progress: tuple[Signal, ...] = ()
+    checkpoint: Signal | None = None
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -56,11 +61,13 @@ class SignalFacts:
 
 
 class _RankTally:
-    __slots__ = ("first", "latest", "moved", "peers", "progress")
+    __slots__ = ("checkpoint", "first", "latest", "moved", "peers", "progress", "recent")
 
     def __init__(self) -> None:
         self.moved: datetime | None = None
         self.progress: Signal | None = None
+        self.recent: list[Signal] = []
+        self.checkpoint: Signal | None = None
         self.first: list[Signal] = []
         self.latest: list[Signal] = []
         self.peers: dict[int, None] = {}
@@ -71,6 +78,13 @@ class _RankTally:
         if signal.kind == "progress":
             if self.progress is None or _later(signal, self.progress):
                 self.progress = signal
+            self.recent.append(signal)
+            if len(self.recent) > MAX_PROGRESS:
+                del self.recent[0]
+            return
+        if signal.kind == "checkpoint":
+            if self.checkpoint is None or _later(signal, self.checkpoint):
+                self.checkpoint = signal
             return
         if signal.kind not in FAILURE_KINDS:
             return
@@ -94,6 +108,8 @@ class _RankTally:
             first_failure=first,
             failures=failures,
             peers=tuple(p for p in self.peers if p != rank),
+            progress=tuple(self.recent),
+            checkpoint=self.checkpoint,
         )
 
 

@@ -33,7 +33,14 @@ _RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:?\s?", re.IGNORECASE)
 _ROLE_PREFIX = re.compile(r"\[([A-Za-z_][A-Za-z_-]{0,40})(\d{1,7})\]:\s?")
 _RANK_WORD_PREFIX = re.compile(r"[Rr]ank ?(\d{1,7}): ")
 _LIGHTNING_PREFIX = re.compile(r"\[rank: (\d{1,7})\] ")
-_MPI_TAG = re.compile(r"\[\d{1,9},(\d{1,7})\]<(?:stdout|stderr)>:\s?")
+_MPI_TAG = re.compile(r"\[(?:\d{1,9},)?(\d{1,7})\]<(?:stdout|stderr)>:\s?")
+# A time in front of everything: the terminal's or a wrapper's, before the launcher's prefix.
+_STAMP_PREFIX = re.compile(
+    r"(?:\[\d{4}-\d\d-\d\d[ T][\d:.,]{5,18}\]"
+    r"|\d{4}-\d\d-\d\d[ T][\d:.,]{5,18}(?:Z|[+-]\d\d:?\d\d)?"
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} {1,2}\d{1,2} \d\d:\d\d:\d\d \d{4}"
+    r"|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?) ?"
+)
 _RAY_PREFIX = re.compile(
     r"\((?:([\w.:-]{1,80}) )?pid=(\d{1,9})(?:, ip=([\w.:-]{1,64}))?\) |"
     r"\(([\w.:-]{1,80}), ip=([\w.:-]{1,64})\) "
@@ -62,7 +69,8 @@ _HOST_IN_MESSAGE = re.compile(
     r"|\bhost=([\w.-]{1,255})|^srun: error: ([\w.-]{1,255}): |\bON ([\w.-]{1,255}) CANCELLED AT"
 )
 _PID = re.compile(
-    r"\b(?:pid|PID)[=: ]{1,3}(\d{1,9})\b|Killed process (\d{1,9})|\[(\d{1,9})\]: segfault at"
+    r"\b(?:pid|PID)[=: ]{1,3}(\d{1,9})\b|\bwith pid (\d{1,9})\b"
+    r"|Killed process (\d{1,9})|\[(\d{1,9})\]: segfault at"
     r"|\bprocess (\d{1,9}) (?:on node|managing|exited|terminated)|: line \d{1,9}: +(\d{1,9}) "
 )
 _FILE_RANK = re.compile(r"rank[_-]?(\d{1,7})(?!\d)", re.IGNORECASE)
@@ -164,6 +172,11 @@ def writer(line: str) -> Writer:
     colour = _COLOUR.match(line, 0, 16) if line[:1] in ("\x1b", "[") else None
     if colour:
         at = colour.end()
+    first = line[at : at + 2]
+    if first[:1].isdigit() or first[:1].isupper() or first in ("[1", "[2"):
+        stamp = _STAMP_PREFIX.match(line, at, at + 64)
+        if stamp and _prefix_follows(line, stamp.end()):
+            at = stamp.end()
     label = _SRUN_LABEL.match(line, at, at + 16)
     if label:
         found.task, at = int(label.group(1)), label.end()
@@ -181,6 +194,12 @@ def writer(line: str) -> Writer:
     if found.rank is None and found.local is None:
         _tag_in_message(line, at, found)
     return found
+
+
+def _prefix_follows(line: str, at: int) -> bool:
+    """After a leading time, a launcher's prefix: `[rank4]:`, `[1,0]<stdout>:`, `host:pid:tid`."""
+    rest = line[at : at + 300]
+    return rest.startswith("[") or bool(_NCCL_PREFIX.match(rest)) or bool(_SRUN_LABEL.match(rest))
 
 
 def _tag_in_message(line: str, at: int, found: Writer) -> None:

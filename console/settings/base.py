@@ -327,6 +327,17 @@ CELERY_BEAT_SCHEDULE["watch-dispatch"] = {
 # Push clusters (collectors/push.py): a snapshot waits this long for its nodes' bundles; its
 # upload tokens expire then, and the sweep analyses what arrived.
 PUSH_WAIT_S = env_seconds("HANGDESK_PUSH_WAIT_S", 1800.0)
+# A cluster's Prometheus (its prometheus_url; collectors/gpumetrics.py): the DCGM series of the
+# window before a snapshot, at this step, each query within the timeout.
+GPU_METRICS_WINDOW_S = env_seconds("HANGDESK_GPU_METRICS_WINDOW_S", 3600.0)
+GPU_METRICS_STEP_S = env_seconds("HANGDESK_GPU_METRICS_STEP_S", 30.0)
+GPU_METRICS_TIMEOUT_S = 10.0
+# Pagers (watch/pagers.py): where PagerDuty's Events API v2 and Opsgenie's Alert API answer
+# (EU accounts: https://events.eu.pagerduty.com/v2/enqueue, https://api.eu.opsgenie.com).
+PAGERDUTY_EVENTS_URL = os.environ.get(
+    "HANGDESK_PAGERDUTY_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue"
+)
+OPSGENIE_API_URL = os.environ.get("HANGDESK_OPSGENIE_API_URL", "https://api.opsgenie.com")
 # A worker not seen for this long is reported as down on every page.
 WORKER_STALE_AFTER_SECONDS = 120
 # /metrics (console/metrics.py): scrapers from these networks, or any sending this bearer token.

@@ -25,11 +25,14 @@ from analysis.parsers.nvidia_smi import parse_nvidia_smi
 from analysis.parsers.ps import parse_ps
 from analysis.parsers.pyspy import parse_pyspy
 from analysis.parsers.shell_init import parse_shell_init
+from analysis.parsers.ncclras import parse_ncclras
 from analysis.secrets import mask_text
+from analysis.signals import LineSource, read_text
 from collectors.remote import parse_probe_output
 from tests.analysis.adversarial_lines import FILLERS, adversarial_lines
 
 size = int(sys.argv[1])
+source = LineSource("logs/job-worker-3.log", "n0")
 thread = 'Thread 7 (active): "MainThread"\\n'
 readers = {
     "logs": ([
@@ -40,11 +43,19 @@ readers = {
     "pyspy": (["analysis.parsers.pyspy"], [parse_pyspy, lambda line: parse_pyspy(thread + line)]),
     "shell_init": (["analysis.parsers.shell_init"], [parse_shell_init]),
     "secrets": (["analysis.secrets"], [mask_text]),
-    "probe": (["collectors.remote"], [lambda line: parse_probe_output("n", line.encode())]),
+    "signals": ([
+        "analysis.signals.who", "analysis.signals.kinds", "analysis.signals.comms",
+        "analysis.signals.cluster", "analysis.signals.triggers", "analysis.signals.progress",
+        "analysis.signals.times", "analysis.signals.nodes", "analysis.signals.blocks",
+        "analysis.signals.reader", "analysis.parsers.ncclras", "analysis.parsers.ncclras_text",
+    ], [lambda line: read_text("Traceback (most recent call last):\\n" + line, source),
+        lambda line: read_text("Group     Comms\\n" + line + "\\n\\n#0-0 (ab) ERROR\\n" + line),
+        lambda line: parse_ncclras('{"communicators": [' + line)]),
+    "probe": (["hangdesk.frames"], [lambda line: parse_probe_output("n", line.encode())]),
 }
 every = [lambda line: parse_log("/x/rank1.log", line),
          parse_dmesg, parse_pyspy, parse_nvidia_smi, parse_ps, parse_shell_init,
-         lambda line: parse_environ(line.encode()), mask_text]
+         lambda line: parse_environ(line.encode()), mask_text, read_text, parse_ncclras]
 report = {}
 for name, (modules, parsers) in readers.items():
     count, worst, began = 0, 0.0, time.process_time()
@@ -74,4 +85,5 @@ def test_every_parser_reads_adversarial_1mb_lines_in_linear_time():
     report = json.loads(done.stdout)
     print(json.dumps(report, indent=1))  # the figures docs/reliability.md quotes (pytest -s)
     assert report["logs"]["lines"] > 500 and report["dmesg"]["lines"] > 50
+    assert report["signals"]["lines"] > 500
     assert all(entry["lines"] > 0 for entry in report.values())

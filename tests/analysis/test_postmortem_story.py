@@ -74,6 +74,29 @@ def test_a_sigkill_without_the_oom_killer_asks_who_sent_it():
     advice = " ".join(story.prevention(_a(137, ["exit_code"]), "A"))
     assert "Find who sent SIGKILL to rank 3 on node-1" in advice
     assert "Crash handler" not in advice
+    # Who sends one: the scheduler, a cgroup or container limit, an operator (issue 19).
+    assert "the scheduler (preemption" in advice and "cgroup or container limit" in advice
+    assert "an operator" in advice
+    assert "init_process_group(timeout=...)" not in advice  # no generic watchdog line
+    text = story.what_happened(_a(137, ["exit_code"]), "A")
+    assert text.count("exit code 137") == 1, text
+
+
+def test_the_cause_the_responders_confirmed_wins_and_parse_problems_are_no_factor():
+    d = _a(None, [], status="missing")
+    assert story.departure_cause(d).key == "unknown"
+    confirmed = story.departure_cause(d, "killed")
+    assert (confirmed.key, confirmed.evidence_key, confirmed.confirmed) == (
+        "killed",
+        "unknown",
+        True,
+    )
+    assert "killed with SIGKILL" in story.what_happened(d, "A", "killed")
+    assert "Find who sent SIGKILL" in " ".join(story.prevention(d, "A", "killed"))
+    problem = {"node": "node-0", "source": "x.log", "problem": "x.log: unreadable"}
+    d = _stored({**d.to_json(), "parse_problems": [problem]})
+    assert not any("could not be read" in f for f in story.contributing_factors(d))
+    assert story.evidence_quality(d) == ["node-0: x.log: unreadable"]
 
 
 def test_the_watchdog_timeout_comes_from_the_measured_step_time():

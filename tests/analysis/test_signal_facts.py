@@ -126,3 +126,19 @@ def test_ncclras_ok_is_kept_as_evidence():
     signals = parse_snapshot(snapshot).signals
     assert [s.kind for s in signals.ras_signals] == ["ras_ok"]
     assert signals.ras[0][1].ok
+
+
+def test_a_launcher_s_start_line_ties_a_dead_rank_s_pid_for_the_kernel_s_oom_kill():
+    snapshot = _killed_rank_3(
+        "2026-11-29 09:23:10 started rank 3 (local_rank 3) pid 19304\n"
+        "2026-11-29 09:23:10 holding 2 connections of rank 3\n"
+        "2026-11-29 09:23:11 holding 2 connections of rank 2\n"
+    )
+    snapshot.nodes[
+        0
+    ].dmesg = (
+        "[Sat Nov 29 09:23:25 2026] Out of memory: Killed process 19304 (python) total-vm:9kB\n"
+    )
+    parsed = parse_snapshot(snapshot)
+    assert parsed.signals.by_rank[3].first_failure.kind == "oom"
+    assert not [p for p in parsed.problems if p["source"].endswith("launcher.log")]

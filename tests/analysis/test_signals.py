@@ -361,3 +361,83 @@ def test_each_kind_keeps_its_first_and_latest_signals():
     assert 32 < len(exceptions) <= 64
     assert exceptions[0].text.endswith("boom 0") and exceptions[-1].text.endswith("boom 4999")
     assert all(len(s.text) <= 1000 for s in read_text("ValueError: " + "x" * 100_000))
+
+
+# --- the readers added for the atlas, on lines from other sources -----------------------------
+
+
+def test_every_stem_a_reader_looks_for_contains_a_trigger_of_the_first_look():
+    from analysis.signals import kinds
+
+    stems = {stem for stems, _ in kinds.READERS for stem in stems}
+    assert [s for s in stems if not kinds.may_say_anything(s)] == []
+    assert not kinds.may_say_anything("2026-11-29 09:23:19,880 info [rank3] starting pid=193")
+
+
+def test_slurm_states_and_lists_name_each_node():
+    # sinfo (SchedMD's sinfo man page example rows)
+    rows = read_text("debug*       up      30:00      2  down* adev[8-9]")
+    assert {(s.kind, s.node) for s in rows} == {("node_state", "adev8"), ("node_state", "adev9")}
+    # slurmstepd when the job ran out of time (desihub/desitarget#628, in the samples)
+    limit = _one(
+        "slurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T02:59:56 "
+        "DUE TO TIME LIMIT ***",
+        "killed",
+    )
+    assert limit.node == "nid01934"
+
+
+def test_scontrol_and_ibstat_blocks_say_whose_state_the_indented_lines_give():
+    scontrol = (
+        "NodeName=gpu-a04 Arch=x86_64 CoresPerSocket=32\n"
+        "   State=DOWN+DRAIN ThreadsPerCore=2 TmpDisk=0 Weight=1\n"
+        "   Reason=Not responding [slurm@2024-05-01T10:00:00]\n"
+    )
+    assert {(s.kind, s.node) for s in read_text(scontrol)} == {("node_state", "gpu-a04")}
+    ibstat = (
+        "CA 'mlx5_0'\n\tCA type: MT4123\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n"
+    )
+    assert "link" not in _kinds(ibstat)
+    assert "link" in _kinds(ibstat.replace("State: Active", "State: Down"))
+
+
+def test_a_wrapped_sentence_and_two_lines_run_together_are_read_as_printed():
+    # Open MPI's notice, wrapped by the terminal after "on " (as in SPECFEM/specfem2d#1210)
+    wrapped = read_text(
+        "mpirun noticed that process rank 2 with PID 0 on node gpu7 exited on \n"
+        "signal 9 (Killed).\n"
+    )
+    assert [(s.kind, s.rank, s.code) for s in wrapped] == [("killed", 2, 9)]
+    # a tqdm bar and a DeepSpeed line on one line (huggingface/transformers#14531 form)
+    both = read_text(
+        " 10%|█         | 99/1000 [01:00<09:00,  1.66it/s][2024-01-01 00:00:00,000] [INFO] "
+        "[logging.py:96:log_dist] [Rank 0] step=100, skipped=0, lr=[1e-05]"
+    )
+    assert [s.step for s in both if s.kind == "progress"] == [99, 100]
+
+
+def test_ncclras_monitoring_events_name_a_dead_peer_in_text_and_json():
+    source = LineSource(pid_ranks={77: 6}, hosts={"10.0.0.9": "gpu-9"})
+    text = _one(
+        "[2026-01-02 03:04:05] PEER_TIMEOUT_DEAD: Process 77 on node 10.0.0.9", "ras", source
+    )
+    assert (text.peer, text.node, text.rank) == (6, "gpu-9", None)
+    events = read_text(
+        '{"timestamp": "t", "group": "LIFECYCLE", "event": "PEER_NEW", "peer": {"host": "h"}}\n'
+        '{"timestamp": "t", "group": "LIFECYCLE", "event": "PEER_UNRESPONSIVE",'
+        ' "peer": {"host": "10.0.0.9", "pid": 77}, "details": ""}\n',
+        source,
+    )
+    assert [(s.kind, s.peer) for s in events] == [("ras", 6)]  # PEER_NEW is no trouble
+
+
+def test_horovod_s_missing_ranks_and_hydra_s_exit_code():
+    # Horovod's stall inspector under mpirun --tag-output (horovod/horovod stall reports)
+    stall = read_text("[1,0]<stderr>:Missing ranks:\n[1,0]<stderr>:3: [allreduce.fc1.weight]\n")
+    assert [(s.kind, s.rank, s.peer) for s in stall] == [("desync", 0, 3)]
+    hydra = read_text(
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+        "=   PID 4242 RUNNING AT node-3\n"
+        "=   EXIT CODE: 11\n"
+    )
+    assert ("segfault", 11) in {(s.kind, s.code) for s in hydra}

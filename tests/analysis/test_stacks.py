@@ -5,7 +5,12 @@ import pytest
 from analysis import compact_ranks
 from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.stacks import relevant_frame
-from tests.analysis.sample_evidence import diagnosis_json, load_snapshot, read_public
+from tests.analysis.sample_evidence import (
+    diagnosis_json,
+    drop_rank_process,
+    load_snapshot,
+    read_public,
+)
 
 
 @pytest.mark.parametrize(
@@ -47,8 +52,17 @@ def test_it_names_the_innermost_collective_through_wrappers():
 
 
 def test_it_lists_absent_ranks_as_their_own_group():
-    snapshot = load_snapshot("outside")
-    snapshot.expected_world_size = 6
+    snapshot = drop_rank_process(load_snapshot("outside"), 1)
     groups = diagnosis_json(snapshot)["stack_groups"]
     absent = [g for g in groups if g["kind"] == "missing"]
-    assert absent and absent[0]["ranks"] == "4-5"
+    assert absent and absent[0]["ranks"] == "1"
+
+
+def test_ranks_a_partial_bundle_cannot_hold_are_unobserved_not_absent():
+    # A world of 6 claimed, one node of 4 ranks (LOCAL_WORLD_SIZE=4) in the bundle: ranks 4-5
+    # run on a node nobody looked at.
+    snapshot = load_snapshot("outside")
+    snapshot.expected_world_size = 6
+    result = diagnosis_json(snapshot)
+    assert result["missing_ranks"] == [] and result["unobserved_ranks"] == [4, 5]
+    assert [g["ranks"] for g in result["stack_groups"] if g["kind"] == "unobserved"] == ["4-5"]

@@ -36,6 +36,13 @@ def world(bob, cluster):
     for row in diagnosis["per_rank"]:
         if row["rank"] == 3:
             row["node"] = LINK_NODE
+    # The GPU strip beside the chart: three ranks spinning, rank 2 idle with memory held.
+    diagnosis["gpu_shape"] = [
+        {"rank": r, "node": "gpu-0", "gpu": r, "source": "nvidia-smi", "joined_by": "LOCAL_RANK",
+         "reading": "idle" if r == 2 else "spin", "util": [0 if r == 2 else 100] * 10,
+         "memory_mib": 30000, "since": None}
+        for r in (0, 1, 2)
+    ]  # fmt: skip
     snapshot = Snapshot.objects.create(
         incident=incident, cluster=cluster, status=SnapshotStatus.DONE,
         finished_at=timezone.now(), diagnosis=diagnosis,
@@ -79,6 +86,10 @@ def test_the_pages_work_under_the_csp_without_a_console_error(
     page.goto(f"{live_server.url}{incident.get_absolute_url()}")
     _chart_drawn(page, "#rank-timeline")
     assert LINK_NODE in page.locator("#rank-timeline").inner_text()  # the label, as text
+    # The GPU strip: an SVG drawn on the server, its cells styled by the page's own CSS.
+    expect(page.locator(".gpu-strip rect.gpu-cell")).to_have_count(30)
+    idle = page.locator(".gpu-row.reading-idle rect.gpu-cell").first
+    assert idle.evaluate("cell => getComputedStyle(cell).fill") == "rgb(217, 230, 242)"
     with page.expect_request(lambda r: "/live/" in r.url, timeout=20_000):
         page.fill("#note-form input[name=text]", "checked rank 3's dmesg")
         page.click("#note-form button[type=submit]")

@@ -8,6 +8,7 @@ import re
 import pytest
 
 import analysis
+from analysis.ranks import parse_snapshot
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
@@ -168,6 +169,15 @@ class TestRankExit:
 
     def test_the_console_concludes_what_the_lab_expects(self, lab):
         _assert_console_concludes(lab)
+
+    def test_the_launcher_s_own_line_gives_the_exit_code(self, lab):
+        # "rank 3 (pid 6) exited with exitcode 137 (signal 9)" was "could not be read".
+        _hung(lab, [0, 1, 2])
+        parsed = parse_snapshot(lab.collect())
+        assert parsed.ranks[3].exit_code == 137
+        assert "rank 3 (pid" in parsed.ranks[3].exit_line
+        assert not [p for p in parsed.problems if p["source"].endswith("launcher.log")]
+        assert parsed.signals.by_rank[3].first_failure.kind == "killed"
 
 
 class TestOom:

@@ -1,0 +1,190 @@
+"""Is the job moving? Proven by two looks (steps that advanced), or by the age of its last
+step against its own pace; disproven by silence of many step times; otherwise undecided.
+
+"healthy" rests on this proof (analysis/rules/progress.py), and a stuck verdict on one look is
+damped while nothing disproves motion (analysis/findings.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.ranks import WARMUP_STEPS, ParsedSnapshot
+from analysis.records import as_opt_float, as_opt_int, as_str
+from analysis.stacks import compact_ranks
+
+# "Healthy" needs a step within this many median step times (and at least the floor, since a
+# snapshot takes a moment and logs are flushed late).
+HEALTHY_STEP_MULTIPLE = 5
+HEALTHY_FLOOR_S = 5.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Is the job moving? Proven by two snapshots, or by the age of its last step."""
+
+    method: str  # "two_snapshots" | "last_step_age" | "none"
+    progressing: bool | None  # None: nothing proves it either way
+    age_s: float | None = None
+    threshold_s: float | None = None
+    step_time_s: float | None = None
+    advanced_ranks: str = ""
+    step_before: int | None = None
+    step_after: int | None = None
+    stacks_changed: str = ""
+    note: str = ""  # why progress is proven, disproven or neither
+
+    def to_json(self) -> dict[str, Any]:
+        # Every field, always (null where the method does not measure it): one shape to read.
+        return {
+            "method": self.method,
+            "progressing": self.progressing,
+            "age_s": self.age_s,
+            "threshold_s": self.threshold_s,
+            "step_time_s": self.step_time_s,
+            "advanced_ranks": self.advanced_ranks,
+            "stacks_changed": self.stacks_changed,
+            "step_before": self.step_before,
+            "step_after": self.step_after,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Progress:
+        """As `to_json` stored it (before schema 3, only the fields its method measured)."""
+        get = data.get
+        progressing = get("progressing")
+        return cls(
+            method=as_str(get("method"), "none") or "none",
+            progressing=progressing if isinstance(progressing, bool) else None,
+            age_s=as_opt_float(get("age_s")),
+            threshold_s=as_opt_float(get("threshold_s")),
+            step_time_s=as_opt_float(get("step_time_s")),
+            advanced_ranks=as_str(get("advanced_ranks")),
+            step_before=as_opt_int(get("step_before")),
+            step_after=as_opt_int(get("step_after")),
+            stacks_changed=as_str(get("stacks_changed")),
+            note=as_str(get("note")),
+        )
+
+    def describe(self) -> str:
+        if self.method == "two_snapshots" and self.step_before is not None:
+            return f"step {self.step_before} -> {self.step_after} between snapshots"
+        if self.method == "last_step_age":
+            return f"last step {self.age_s} s ago"
+        return "progress unknown"
+
+
+def job_step_time(snap: ParsedSnapshot) -> float | None:
+    """The job's own median step time, warm-up steps excluded; None when unknown."""
+    times = sorted(s.step_time for s in snap.ranks.values() if s.step_time)
+    if not times:
+        # A straggler detector's round trip is the step time as the framework measures it.
+        times = sorted(took for _, took in snap.heartbeats if took)
+    return times[len(times) // 2] if times else None
+
+
+def job_log_period(snap: ParsedSnapshot) -> float | None:
+    """How often the job writes a step line (every step, or every N): the silence to expect
+    between two lines. Falls back to the step time."""
+    periods = sorted(s.log_period for s in snap.ranks.values() if s.log_period)
+    if periods:
+        return max(periods[len(periods) // 2], job_step_time(snap) or 0.0)
+    return job_step_time(snap)
+
+
+def progress_of(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
+    if prev is not None:
+        return _two_snapshots(snap, prev)
+    ages = _step_ages(snap)
+    if not ages:
+        return Progress("none", None, note="no timed step line")
+    age = round(min(ages), 1)
+    pace = job_log_period(snap)
+    if pace is None:
+        # One step and silence proves nothing: no step time to compare the silence with.
+        return Progress("last_step_age", None, age_s=age, note="no step time to compare with")
+    moving_within = HEALTHY_STEP_MULTIPLE * pace
+    stopped_after = max(moving_within, HEALTHY_FLOOR_S)
+    warm = _past_warmup(snap)
+    if min(ages) > stopped_after:
+        progressing, note = False, f"no step for over {HEALTHY_STEP_MULTIPLE} step times"
+    elif not warm:
+        progressing, note = None, "only warm-up steps so far: not yet proof of progress"
+    elif min(ages) <= moving_within:
+        progressing, note = True, f"a step within {HEALTHY_STEP_MULTIPLE} step times"
+    else:
+        # Older than a few step times, younger than the floor that allows for late logs:
+        # neither proof of motion nor of a stop.
+        progressing = None
+        note = (
+            f"no step for {age} s: over {HEALTHY_STEP_MULTIPLE} step times, under the "
+            f"{HEALTHY_FLOOR_S:g} s allowed for late logs"
+        )
+    return Progress(
+        "last_step_age",
+        progressing,
+        age_s=age,
+        threshold_s=round(moving_within, 1),
+        step_time_s=round(pace, 3),
+        note=note,
+    )
+
+
+def _step_ages(snap: ParsedSnapshot) -> list[float]:
+    """Seconds since each rank's last step line, as its node's clock read it when the
+    console came (the snapshot's time for ranks whose node gave none); heartbeats too."""
+    ages = []
+    for state in snap.ranks.values():
+        if state.last_step_at is None:
+            continue
+        node = snap.nodes.get(state.node)
+        now = (node.collected_at if node else None) or snap.collected_at
+        if now is not None:
+            ages.append(max(0.0, (now - state.last_step_at).total_seconds()))
+    if snap.collected_at is not None:
+        ages += [max(0.0, (snap.collected_at - at).total_seconds()) for at, _ in snap.heartbeats]
+    return ages
+
+
+def _past_warmup(snap: ParsedSnapshot) -> bool:
+    """A step past the first few (compilation, caches), or a framework's periodic report."""
+    if snap.heartbeats:
+        return True
+    return any(s.last_step is not None and s.last_step > WARMUP_STEPS for s in snap.ranks.values())
+
+
+def _two_snapshots(snap: ParsedSnapshot, prev: ParsedSnapshot) -> Progress:
+    now_steps = {r: s.last_step for r, s in snap.ranks.items() if s.last_step is not None}
+    before = {r: s.last_step for r, s in prev.ranks.items() if s.last_step is not None}
+    common = sorted(set(now_steps) & set(before))
+    advanced = [r for r in common if now_steps[r] > before[r]]
+    moved = [
+        r
+        for r, s in snap.ranks.items()
+        if r in prev.ranks
+        and s.stack_signature
+        and prev.ranks[r].stack_signature
+        and s.stack_signature != prev.ranks[r].stack_signature
+    ]
+    # Stacks that moved without a finished step: alive but slow (a long step, a checkpoint),
+    # or dead? Undecided rather than "stuck".
+    progressing = True if advanced else (None if moved else False)
+    note = (
+        "steps advanced between the looks"
+        if advanced
+        else "stacks changed, no step completed"
+        if moved
+        else "nothing moved between the looks"
+    )
+    return Progress(
+        "two_snapshots",
+        progressing,
+        note=note,
+        advanced_ranks=compact_ranks(advanced),
+        step_before=max(before[r] for r in common) if common else None,
+        step_after=max(now_steps[r] for r in common) if common else None,
+        stacks_changed=compact_ranks(moved),
+    )

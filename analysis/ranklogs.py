@@ -1,0 +1,240 @@
+"""A node's logs applied to its ranks: steps and their pace, launcher exits, watchdog lines,
+NCCL's collectives, peers and configuration, slow-rank reports, and the progress the line
+reader found in any form. Ranks are resolved through the node's LOCAL_RANK map and the
+launchers' own maps (analysis/ranks.py hands them over).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from itertools import pairwise
+
+from analysis.parsers.logs import LineFact, LogFacts, parse_timestamp
+from analysis.parsers.nccl import SlowFact
+from analysis.rankmodel import (
+    TERMINATED_BY_LAUNCHER,
+    WARMUP_STEPS,
+    NodeFacts,
+    ParsedSnapshot,
+    RankState,
+)
+from analysis.signals.place import placed
+
+
+def apply_log(
+    node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, problem, single_node: bool
+) -> None:
+    # The launcher's own maps place [defaultN] lines even when no process is left to read
+    # LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world info.
+    for local, rank in log.local_to_global.items():
+        local_to_global.setdefault(local, rank)
+    for host in (node, facts.hostname):
+        for local, rank in enumerate(log.host_ranks.get(host, ())):
+            local_to_global.setdefault(local, rank)
+    for exit_fact in log.exits:
+        if exit_fact.rank is not None and exit_fact.local_rank is not None:
+            local_to_global.setdefault(exit_fact.local_rank, exit_fact.rank)
+
+    def resolve(rank: int | None, local: int | None) -> int | None:
+        if rank is not None:
+            return rank
+        if local is None:
+            return None
+        return local_to_global.get(local, local if single_node else None)
+
+    _apply_steps(node, log, resolve, parsed.ranks, problem)
+    parsed.raw_signals += placed(log.signals, resolve, log.pid_ranks)
+    for exit_fact in log.exits:
+        if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks, log.pid_ranks):
+            parsed.unplaced_exits.append((node, exit_fact))
+    for fact in log.watchdog:
+        rank = resolve(fact.rank, fact.local_rank)
+        parsed.watchdog.append((node, rank, fact))
+        if rank is not None:
+            parsed.mentioned.add(rank)
+    _apply_sources(node, log, resolve, parsed)
+
+
+def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], problem) -> None:
+    unresolved = 0
+    step_times: dict[int, list[float]] = defaultdict(list)
+    periods: dict[int, list[float]] = defaultdict(list)
+    for record in log.steps:
+        rank = resolve(record.rank, record.local_rank)
+        if rank is None:
+            unresolved += 1
+            continue
+        state = ranks.get(rank)
+        if state is None:
+            state = ranks[rank] = RankState(rank=rank, node=node)
+        took = record.step_time
+        if record.at and state.last_step_at and state.last_step is not None:
+            advanced = record.step - state.last_step
+            since = (record.at - state.last_step_at).total_seconds()
+            if advanced > 0 and since >= 0:
+                if took is None:  # no step_time= on the line: the timestamps say it
+                    took = since / advanced
+                if state.last_step > WARMUP_STEPS:
+                    periods[rank].append(since)
+        if state.last_step is None or record.step >= state.last_step:
+            if record.at is not None or state.last_step != record.step:
+                state.last_step_at = record.at or (
+                    state.last_step_at if state.last_step == record.step else None
+                )
+            state.last_step = record.step
+        if took is not None and took >= 0:
+            step_times[rank].append(took)
+    for rank, times in step_times.items():
+        ranks[rank].step_time = _median_step_time(times)
+    for rank, gaps in periods.items():
+        recent = sorted(gaps[-10:])
+        ranks[rank].log_period = recent[len(recent) // 2]
+    if unresolved:
+        problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
+
+
+def _median_step_time(times: list[float]) -> float:
+    """The median of the latest step times; the first steps (warm-up) only when all we have."""
+    steady = times[WARMUP_STEPS:] or times
+    recent = sorted(steady[-10:])
+    return recent[len(recent) // 2]
+
+
+def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks, pid_ranks) -> bool:
+    """Record a launcher-reported exit on its rank; False when no rank can be named."""
+    rank = exit_fact.rank
+    if rank is None and exit_fact.pid is not None:
+        rank = facts.rank_pids.get(exit_fact.pid, pid_ranks.get(exit_fact.pid))
+    if rank is None:
+        rank = resolve(None, exit_fact.local_rank)
+    if rank is None:
+        return False
+    state = ranks.setdefault(rank, RankState(rank=rank, node=node))
+    if state.local_rank is None and exit_fact.rank is not None:
+        state.local_rank = exit_fact.local_rank
+    # The launcher's own failure line and its summary repeat one exit: keep the first cause,
+    # unless all we had was the launcher stopping the rank.
+    known = state.exit_line or state.exit_code is not None
+    if known and (
+        exit_fact.exit_code is None or not (state.stopped_by_launcher or _stopped(state.exit_code))
+    ):
+        return True
+    state.exit_code = exit_fact.exit_code
+    state.exit_line = exit_fact.line.strip()
+    state.stopped_by_launcher = exit_fact.stopped_by_launcher
+    state.exited_at = exit_fact.at
+    if state.pid is None:
+        state.pid = exit_fact.pid
+    return True
+
+
+def _stopped(code: int | None) -> bool:
+    return code in TERMINATED_BY_LAUNCHER
+
+
+def _apply_sources(node, log: LogFacts, resolve, parsed: ParsedSnapshot) -> None:
+    """Collective positions, peers named, NCCL's configuration, slow-rank reports, mentions."""
+    mentioned = parsed.mentioned
+    for fact in log.collectives:
+        rank = fact.rank
+        parsed.collectives.append((node, rank, fact))
+        if rank is not None:
+            mentioned.add(rank)
+    for target, facts in (
+        (parsed.peer_errors, log.peer_errors),
+        (parsed.nccl_config, log.nccl_config),
+    ):
+        for rank, local, fact in facts:
+            reporter = resolve(rank, local)
+            target.append((node, reporter, fact))
+            if reporter is not None:
+                mentioned.add(reporter)
+    for fact in log.slow_reports:
+        _apply_slow_report(fact, parsed)
+    mentioned.update(log.named_ranks)
+    parsed.rendezvous_errors += [(node, f.line) for f in log.rendezvous_errors[:3]]
+    parsed.comm_inits += [(node, fact) for fact in log.comm_inits]
+    for bucket in (log.errors, log.nccl_warn, log.desync, log.mismatches):
+        for fact in bucket:
+            rank = resolve(fact.rank, fact.local_rank)
+            if rank is not None:
+                mentioned.add(rank)
+
+
+_REPORT_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)\]")
+_MIN_RTT = re.compile(r"MnRtt/Rnk: (\d{1,12}(?:\.\d{1,6})?)ms")
+# Megatron names a slowest rank in every report; only a real spread makes it a straggler.
+STRAGGLER_SPREAD = 1.2
+
+
+def _apply_slow_report(fact: SlowFact, parsed: ParsedSnapshot) -> None:
+    """A straggler detector's report: a heartbeat (the job ran then), and a slow rank only
+    when it says so explicitly or its round trip stands out from the fastest rank's."""
+    if fact.source != "megatron":
+        parsed.slow_reports.append(fact)
+        return
+    if "MxRtt/Rnk: " not in fact.line or fact.value is None:
+        return  # "Bottom N ranks" lists four ranks every time, healthy or not
+    stamp = _REPORT_TIME.search(fact.line, 0, 200)
+    at = parse_timestamp(stamp.group(1)) if stamp else None
+    if at is not None:
+        parsed.heartbeats.append((at, fact.value / 1000))
+    fastest = _MIN_RTT.search(fact.line, 0, 400)
+    if fastest and fact.value >= STRAGGLER_SPREAD * float(fastest.group(1)):
+        parsed.slow_reports.append(fact)
+
+
+def place_comm_inits(parsed: ParsedSnapshot, world: int | None) -> None:
+    """A world communicator's set-up line names a rank and its pid: the rank was observed,
+    and its pid can be joined with dmesg. Sub-communicators number ranks within their group,
+    so only lines whose size is the world's are placed."""
+    for node, fact in parsed.comm_inits:
+        if world is None or fact.nranks != world:
+            continue
+        parsed.mentioned.add(fact.rank)
+        state = parsed.ranks.get(fact.rank)
+        if state is None:
+            state = parsed.ranks[fact.rank] = RankState(rank=fact.rank, node=node)
+        if state.pid is None and fact.pid is not None:
+            state.pid = fact.pid
+
+
+def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:
+    if fact.rank is not None:
+        return fact.rank
+    if fact.local_rank is not None:
+        return local_to_global.get(fact.local_rank)
+    return None
+
+
+def apply_signal_progress(parsed: ParsedSnapshot) -> None:
+    """Progress the line reader found in any form (tqdm, trainer dicts, `step: 800`, ...)
+    moves a rank as the lab's step lines do: its last step and when, its pace between lines."""
+    for rank, found in parsed.signals.by_rank.items():
+        timed = sorted(
+            {(s.at, s.step) for s in found.progress if s.at is not None and s.step is not None}
+        )
+        if not timed:
+            continue
+        state = parsed.ranks.get(rank)
+        at, step = timed[-1]
+        if state is None:
+            node = found.progress[-1].node or ""
+            state = parsed.ranks[rank] = RankState(rank=rank, node=node)
+        if (
+            state.last_step is None
+            or step > state.last_step
+            or (step == state.last_step and state.last_step_at is None)
+        ):
+            state.last_step, state.last_step_at = step, at
+        gaps = [
+            ((later - earlier).total_seconds(), done - before)
+            for (earlier, before), (later, done) in pairwise(timed)
+            if done > before > WARMUP_STEPS
+        ]
+        if gaps and state.log_period is None:
+            state.log_period = sorted(g for g, _ in gaps)[len(gaps) // 2]
+        if gaps and state.step_time is None:
+            per_step = sorted(g / n for g, n in gaps)
+            state.step_time = per_step[len(per_step) // 2]

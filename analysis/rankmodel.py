@@ -1,0 +1,126 @@
+"""The shapes one parse of a snapshot produces: one `RankState` per rank, `NodeFacts` per node,
+and the whole `ParsedSnapshot` the facts are built from (analysis/ranks.py builds them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from analysis.evidence import EvidenceStatus
+from analysis.gpushape import GpuSeries
+from analysis.parsers.dmesg import KernelFacts
+from analysis.parsers.flight_recorder import FrDump
+from analysis.parsers.logs import ExitFact, LogFacts, WatchdogFact
+from analysis.parsers.nccl import CollectiveFact, CommInitFact, NcclConfigFact, PeerFact, SlowFact
+from analysis.parsers.nvidia_smi import GpuFacts
+from analysis.parsers.pyspy_samples import WindowSample
+from analysis.parsers.shell_init import ShellInitSetting
+from analysis.signals import Signal
+from analysis.signals.summary import SignalFacts
+
+# Where ranks meet at start-up: a rank with another value never joins the others.
+RENDEZVOUS = frozenset({"MASTER_ADDR", "MASTER_PORT"})
+# Ranks whose launcher killed them because another rank failed: not the first to leave.
+TERMINATED_BY_LAUNCHER = frozenset({-15, 143})
+# The largest job the analysis believes in: rank numbers and world sizes past it are claims
+# of untrusted evidence (the analysis is linear in the world size).
+MAX_WORLD = 131_072
+# The first steps of a job (compilation, cache warm-up) are slower: not the job's step time.
+WARMUP_STEPS = 2
+
+
+@dataclass
+class RankState:
+    """One rank as seen in one snapshot. `stack` is the main thread, innermost frame first."""
+
+    rank: int
+    node: str
+    pid: int | None = None
+    ppid: int | None = None
+    state: str = ""  # R/S/D/Z/T from ps, "" when unknown
+    local_rank: int | None = None
+    local_world_size: int | None = None  # LOCAL_WORLD_SIZE: ranks its node runs
+    world_size: int | None = None
+    stack_signature: str = ""
+    innermost_frame: str = ""  # "all_reduce (torch/distributed/distributed_c10d.py:3252)"
+    stack: list[str] = field(default_factory=list)
+    last_step: int | None = None
+    last_step_at: datetime | None = None
+    exit_code: int | None = None
+    # Beyond the brief's columns, still plain values:
+    process_seen: bool = False  # a live process with this RANK was found
+    frame_kind: str = ""  # collective / init / outside / "" (no stack)
+    frame_name: str = ""  # "all_reduce"
+    step_time: float | None = None  # seconds, median of the last logged step times
+    log_period: float | None = None  # seconds between its step lines (one every N steps)
+    stack_error: str = ""  # why there is no stack (py-spy failure)
+    exit_line: str = ""  # the launcher line that reported exit_code
+    gpu: int | None = None  # from nvidia-smi's process table, when the rank's pid is in it
+    gpu_util: int | None = None  # percent
+    gpu_memory_mib: int | None = None
+    started_at: datetime | None = None  # when the process started (ps etimes)
+    stopped_by_launcher: bool = False  # the launcher killed it after another rank failed
+    exited_at: datetime | None = None  # when the launcher says it failed
+    window: WindowSample | None = None  # py-spy's sampling window: how much of it it waited
+
+
+@dataclass
+class NodeFacts:
+    node: str
+    hostname: str
+    status: EvidenceStatus
+    collected_at: datetime | None  # when the console's visit of the node began
+    has_process_evidence: bool
+    # Every process ps listed was tied to a rank or to no rank (its environ was read): only
+    # then can a rank be missing from this node.
+    ranks_identified: bool
+    kernel: KernelFacts
+    gpus: GpuFacts
+    shell_init: list[ShellInitSetting]
+    rank_pids: dict[int, int]  # pid -> rank, for live rank processes
+    # Its GPUs over time: DCGM's hour, else the probe's few seconds (analysis/gpushape.py).
+    gpu_series: list[GpuSeries] = field(default_factory=list)
+
+
+@dataclass
+class ParsedSnapshot:
+    ranks: dict[int, RankState]
+    env: dict[int, dict[str, str]]  # rank -> NCCL_/TORCH_/CUDA_/GLOO_ variables only
+    nodes: dict[str, NodeFacts]
+    logs: list[tuple[str, LogFacts]]  # (node, facts)
+    watchdog: list[tuple[str, int | None, WatchdogFact]]  # (node, global rank, fact)
+    dumps: list[FrDump]
+    expected_world_size: int | None
+    problems: list[dict[str, str]]
+    collected_at: datetime | None
+    has_process_evidence: bool
+    # Ranks named by any log line (error, watchdog, exit, NCCL): observed, even without steps.
+    mentioned: set[int] = field(default_factory=set)
+    # (node, global rank or None, fact) per source, ranks resolved through the node's maps.
+    collectives: list[tuple[str, int | None, CollectiveFact]] = field(default_factory=list)
+    peer_errors: list[tuple[str, int | None, PeerFact]] = field(default_factory=list)
+    nccl_config: list[tuple[str, int | None, NcclConfigFact]] = field(default_factory=list)
+    slow_reports: list[SlowFact] = field(default_factory=list)
+    # (node, exit) for exits no rank could be tied to: a process of the job died there.
+    unplaced_exits: list[tuple[str, ExitFact]] = field(default_factory=list)
+    # (when, seconds per step) from periodic framework reports: the job was alive then.
+    heartbeats: list[tuple[datetime, float | None]] = field(default_factory=list)
+    # (node, line) where the launcher's agents could not reach the rendezvous.
+    rendezvous_errors: list[tuple[str, str]] = field(default_factory=list)
+    # (node, fact): NCCL communicator set-up lines, placed once the world size is known.
+    comm_inits: list[tuple[str, CommInitFact]] = field(default_factory=list)
+    # The first stamped line of each log collected whole (the job's start when ps has none).
+    log_starts: list[datetime] = field(default_factory=list)
+    # What the line reader (analysis.signals) found, summed per rank and node: when each
+    # rank's log last moved, its first failure, the peers it reports; NCCL RAS per node.
+    signals: SignalFacts = field(default_factory=SignalFacts)
+    # Every signal placed so far, and each node's ncclras output, until `signals` is built.
+    raw_signals: list[Signal] = field(default_factory=list)
+    ras_outputs: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def world_size(self) -> int:
+        if self.expected_world_size:
+            return self.expected_world_size
+        return max(self.ranks, default=-1) + 1

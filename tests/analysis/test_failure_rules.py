@@ -1,0 +1,102 @@
+"""The rules over the line reader's signals (analysis/rules/failures.py), each where it speaks
+and where it must stay silent, on lines quoted from public reports (the atlas's sources)."""
+
+from __future__ import annotations
+
+from analysis import rules
+from analysis.facts import build_facts
+from analysis.ranks import parse_snapshot
+from tests.analysis.synthetic import Job
+
+
+def facts_of(job: Job):
+    return build_facts(parse_snapshot(job.evidence()))
+
+
+# pytorch/pytorch#108264-style (CUDA OOM on one rank), NVIDIA/nccl#1409-style watchdog line.
+GPU_OOM = (
+    "[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 "
+    "has a total capacity of 79.11 GiB of which 1.02 GiB is free."
+)
+TIMEOUT = (
+    "[rank{r}]:[E1201 08:59:{s:02d}.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+    "Timeout(ms)=600000) ran for 600011 milliseconds before timing out."
+)
+
+
+def _stuck_job() -> Job:
+    return Job(age_s=900)
+
+
+def test_failed_first_names_the_rank_with_a_cause_of_its_own_not_the_reporters():
+    job = _stuck_job()
+    job.ranks[6].log += GPU_OOM.format(r=6) + "\n"
+    for rank in (0, 1, 2):
+        job.ranks[rank].log += TIMEOUT.format(r=rank, s=10 + rank) + "\n"
+    found = rules.failed_first(facts_of(job))
+    assert found is not None and found.suspects == (6,)
+    assert "CUDA out of memory" in found.summary
+
+
+def test_failed_first_is_silent_when_every_failure_is_waiting():
+    job = _stuck_job()
+    for rank in (0, 1, 2):
+        job.ranks[rank].log += TIMEOUT.format(r=rank, s=10 + rank) + "\n"
+    assert rules.failed_first(facts_of(job)) is None
+
+
+def test_gpu_fault_is_silent_without_an_xid_naming_a_rank():
+    assert rules.gpu_fault(facts_of(_stuck_job())) is None
+
+
+def test_process_state_is_silent_when_every_process_sleeps_normally():
+    assert rules.process_state(facts_of(_stuck_job())) is None
+
+
+def test_ras_named_speaks_on_a_ras_line_naming_a_rank_and_is_silent_without():
+    job = _stuck_job()
+    assert rules.ras_named(facts_of(job)) is None
+    # NVIDIA/nccl RAS documentation's text client output for an unresponsive process.
+    job.extra_logs[0] = [
+        "Errors",
+        "======",
+        "",
+        "INCOMPLETE",
+        "  Missing communicator data from 1 job process",
+        "  The missing process:",
+        "    Process 4005 on node gpu-00 managing GPU 5",
+    ]
+    found = rules.ras_named(facts_of(job))
+    assert found is not None and found.suspects == (5,)  # pid 4005 is rank 5's, by environ
+
+
+def test_node_failure_names_the_node_a_scheduler_marks_failed():
+    job = _stuck_job()
+    # Slurm's own wording (ArjunaCluster/ArjunaUsers#48 style): srun on the surviving node.
+    job.extra_logs[0] = ["srun: error: Node failure on gpu-07"]
+    found = rules.node_failure(facts_of(job))
+    assert found is not None and found.suspect_nodes == ("gpu-07",)
+
+
+def test_node_failure_is_silent_without_a_node_marked():
+    assert rules.node_failure(facts_of(_stuck_job())) is None
+
+
+def test_peers_named_names_the_rank_a_desync_report_names():
+    job = _stuck_job()
+    job.ranks[0].log += (
+        "[rank0]:[E1201 08:59:59.100000000 ProcessGroupNCCL.cpp:1395] [PG 0 Rank 0] Desync "
+        "debugging report: [7] finished collective #11, but didn't join collective #12 (count "
+        "from 1)\n"
+    )
+    found = rules.peers_named(facts_of(job))
+    assert found is not None and found.suspects == (7,)
+
+
+def test_peers_named_is_silent_when_no_line_names_another_rank():
+    assert rules.peers_named(facts_of(_stuck_job())) is None
+
+
+def test_checkpoint_save_is_silent_without_a_save():
+    assert rules.checkpoint_save(facts_of(_stuck_job())) is None
