@@ -92,14 +92,13 @@ def compare(calls: dict[int, list[FrEntry]], group_size: int | None) -> Disagree
 def _compare_one(at: dict[int, FrEntry], index: int, size: int | None) -> Disagreement | None:
     first = next(iter(at.values()))
     if _all_alike(at, first):
-        # The common case (every rank ran the very same thing): one rank's law for all.
-        if _is_marker(at):
-            return None
-        alone = {min(at): first}
-        found = _own_law(alone, first.kind, index, size)
-        if found is not None:
-            return Disagreement(found.kind, index, (tuple(sorted(at)),), (), found.detail)
-        return _totals(at, first.kind, index, size)
+        # The common case (every rank ran the very same thing): one rank's law for all, and
+        # the same call is judged once for every group and sequence number it recurs at.
+        law = _law_of(first, size)
+        if law is not None:
+            kind, why = law
+            return Disagreement(kind, index, (tuple(sorted(at)),), (), why)
+        return _totals(at, first.kind, index, size) if first.kind in ALL_TO_ALL else None
     kinds = {rank: entry.kind for rank, entry in at.items()}
     if len(set(kinds.values())) > 1:
         return _sides("different_collective", index, {r: at[r].op for r in at}, "different ops")
@@ -112,6 +111,26 @@ def _compare_one(at: dict[int, FrEntry], index: int, size: int | None) -> Disagr
         or _dtypes_across(at, kind, index)
         or _totals(at, kind, index, size)
     )
+
+
+# (op, sizes, dtypes, group size) -> the law one such call breaks on its own: (kind, why).
+_LAWS: dict[tuple, tuple[str, str] | None] = {}
+_LAWS_KEPT = 4096
+
+
+def _law_of(entry: FrEntry, size: int | None) -> tuple[str, str] | None:
+    e = entry
+    key = (e.op, e.input_sizes, e.output_sizes, e.in_dtypes, e.out_dtypes, size)
+    if key in _LAWS:
+        return _LAWS[key]
+    found = None
+    if not _is_marker({0: entry}):
+        broken = _own_law({0: entry}, entry.kind, 0, size)
+        found = (broken.kind, broken.detail) if broken is not None else None
+    if len(_LAWS) >= _LAWS_KEPT:
+        _LAWS.clear()
+    _LAWS[key] = found
+    return found
 
 
 def _all_alike(at: dict[int, FrEntry], first: FrEntry) -> bool:

@@ -268,9 +268,8 @@ def _collective_stop(group: FrGroup, entries, per_rank, waiting) -> GroupStop | 
 
 def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop | None:
     """What is wrong with one sequence number of one group, if anything."""
-    pending = any(not e.completed for ops in present.values() for e in ops)
     if absent:
-        return _missing(group, seq, present, absent, without, waiting, pending)
+        return _missing(group, seq, present, absent, without, waiting)
     found = agreement.compare(present, size)
     if found is not None:
         return _disagreeing(group, seq, present, found)
@@ -282,7 +281,7 @@ def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop |
         text = f"{ranks_text(done)} completed it; {ranks_text(behind)} did not"
         return make_stop(group, seq, "not_completed", present, behind, text)
     if without:
-        return _missing(group, seq, present, (), without, waiting, pending)
+        return _missing(group, seq, present, (), without, waiting)
     started = [r for r, ops in present.items() if all(e.started for e in ops)]
     if started and len(started) < len(present):
         late = tuple(sorted(set(present) - set(started)))
@@ -292,8 +291,9 @@ def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop |
     return make_stop(group, seq, "all_waiting", present, (), text)
 
 
-def _missing(group, seq, present, absent, without, waiting, pending) -> GroupStop:
+def _missing(group, seq, present, absent, without, waiting) -> GroupStop:
     key = group.key
+    pending = any(not e.completed for ops in present.values() for e in ops)
     elsewhere = tuple(r for r in absent if _elsewhere(r, key, waiting))
     # Ranks whose dump shows them absent are the evidence; ranks that left no dump are the
     # culprits only when nothing else explains the wait.

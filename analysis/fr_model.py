@@ -74,7 +74,12 @@ class FrSide:
     op: str
     signature: str
     state: str
-    frame: str
+    # The entry of the first of them: where the job called it is read only when shown.
+    entry: FrEntry | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def frame(self) -> str:
+        return self.entry.frame if self.entry is not None else ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,10 +108,16 @@ class GroupStop:
     victims: tuple[int, ...]
     waiting_elsewhere: tuple[int, ...]  # absent members blocked in another group's op
     detail: str
-    lines: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # lines about the absent, the dumpless, the peers
     op_index: int = 0  # the op of a coalesced group that differs
     pending: bool = True  # some rank has not completed it
     created_ns: int | None = None  # when the first of its entries was created
+
+    @cached_property
+    def lines(self) -> tuple[str, ...]:
+        """The lines behind the stop: what each side ran (and where), then the notes."""
+        sides = [f"{ranks_text(s.ranks)}: {_describe(s)}" for s in self.sides[:3]]
+        return tuple([*sides, *self.notes][:LINES_PER_STOP])
 
     @cached_property
     def mismatch(self) -> dict[str, Any]:
@@ -194,8 +205,6 @@ def make_stop(
     waiting_here = {r for r, ops in present.items() if any(not e.completed for e in ops)}
     created = [e.time_created_ns for ops in present.values() for e in ops if e.time_created_ns]
     op = sides[0].op if sides else "?"
-    lines = [f"{ranks_text(s.ranks)}: {_describe(s)}" for s in sides[:3]]
-    lines += more_lines or []
     return GroupStop(
         pg=group.name,
         seq=seq,
@@ -209,7 +218,7 @@ def make_stop(
         victims=tuple(sorted({*waiting_here, *elsewhere} - set(culprits))),
         waiting_elsewhere=tuple(elsewhere),
         detail=f"group {group.key} #{seq} ({op}): {detail}",
-        lines=tuple(lines[:LINES_PER_STOP]),
+        notes=tuple(more_lines or ()),
         op_index=op_index,
         pending=pending,
         created_ns=min(created) if created else None,
@@ -227,7 +236,7 @@ def _sides_by_signature(present: dict[int, list[FrEntry]], index: int) -> tuple[
 def side_of(ranks: tuple[int, ...], present, index: int) -> FrSide:
     ops = present[ranks[0]]
     entry = ops[min(index, len(ops) - 1)]
-    return FrSide(ranks, entry.op, entry.signature, entry.state, entry.frame)
+    return FrSide(ranks, entry.op, entry.signature, entry.state, entry)
 
 
 def _describe(side: FrSide) -> str:

@@ -89,6 +89,14 @@ class FrMismatch:
     def missing_ranks(self) -> str:
         return compact_ranks(self.missing_rank_list)
 
+    @property
+    def culprit_ranks(self) -> str:
+        return compact_ranks(self.culprits)
+
+    @property
+    def victim_ranks(self) -> str:
+        return compact_ranks(self.victims)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "pg": self.pg,

@@ -9,6 +9,11 @@ the protocol torch writes. CPU seconds (`time.process_time`), median of the runs
 microseconds.
 
     .venv/bin/python bench/bench_flight_recorder.py [--ranks 4096] [--repeat 7] [--as-captured]
+    .venv/bin/python bench/bench_flight_recorder.py --tensor-parallel   # a group per rank pair
+
+`--tensor-parallel` gives every pair of ranks its own group as well (the captured dumps'
+entries re-pickled into tensor-parallel groups of two, 2,048 of them at 4,096 ranks, each with
+its own pg_config entry), to show the reading stays linear in the groups.
 
 It runs on older trees too (PYTHONPATH=<tree>): without `analysis.alignment.read_dumps` it times
 what that tree computed instead (`group_mismatches` and `group_stops`).
@@ -49,6 +54,23 @@ def _whole_world(data: bytes, ranks: int) -> bytes:
     return pickle.dumps(dump, protocol=2)
 
 
+def _tensor_parallel(data: bytes, rank: int, ranks: int) -> bytes:
+    dump = pickle.loads(data)  # noqa: S301 - our own captured file
+    group, first = str(1 + rank // 2), rank - rank % 2
+    dump["pg_config"] = {
+        "0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(ranks)))},
+        group: {
+            "name": group,
+            "desc": "TENSOR_MODEL_PARALLEL_GROUP",
+            "ranks": str([first, first + 1]),
+        },
+    }
+    for entry in list(dump["entries"]):
+        tp = dict(entry, process_group=(group, "TENSOR_MODEL_PARALLEL_GROUP"))
+        dump["entries"].append(tp)
+    return pickle.dumps(dump, protocol=2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", type=int, default=4096)
@@ -56,6 +78,7 @@ def main() -> None:
     parser.add_argument(
         "--as-captured", action="store_true", help="keep pg_config as captured ([0, 1, 2, 3])"
     )
+    parser.add_argument("--tensor-parallel", action="store_true", help="a group per rank pair")
     args = parser.parse_args()
     sys.path.insert(0, str(Path.cwd()))
     from analysis.parsers.flight_recorder import parse_flight_recorder
@@ -68,6 +91,10 @@ def main() -> None:
         (f"/var/log/train/fr/trace_rank_{r}", stuck if r == stuck_rank else healthy)
         for r in range(args.ranks)
     ]
+    if args.tensor_parallel:
+        blobs = [
+            (path, _tensor_parallel(data, r, args.ranks)) for r, (path, data) in enumerate(blobs)
+        ]
     together = _together()
     parse_s, read_s = [], []
     gc.disable()  # as `analysis.diagnose` does

@@ -34,6 +34,11 @@ from .views import MAX_BUNDLE_UPLOAD_BYTES, MULTIPART_SLACK
 
 class NodeCollectionSerializer(serializers.ModelSerializer):
     duration_s = serializers.FloatField(read_only=True, allow_null=True)
+    reason = serializers.CharField(
+        read_only=True,
+        help_text="failed: why the node gave nothing; ok: why its evidence stopped short "
+        "(what came is read), or empty when it is whole",
+    )
 
     class Meta:
         model = NodeCollection

@@ -82,6 +82,14 @@ def snapshot_evidence(snapshot: Snapshot) -> SnapshotEvidence:
     )
 
 
+def snapshot_reanalysed(snapshot: Snapshot) -> analysis.Diagnosis:
+    """The snapshot's stored evidence analysed again by this version's engine, compared with
+    the previous snapshot as the worker did; masked as a stored one is, and not stored."""
+    previous = previous_snapshot(snapshot)
+    previous_evidence = snapshot_evidence(previous) if previous else None
+    return analysis.diagnose(snapshot_evidence(snapshot), previous=previous_evidence).masked()
+
+
 # Up to this many nodes the progress panel lists them all; above, only those not yet OK.
 LIST_ALL_NODES_UP_TO = 16
 

@@ -198,7 +198,7 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
 # 4,096-rank job: 24 KB of "[0, 1, ...]" in every dump): remember the strings read, within a
 # budget of characters so hostile ones cannot grow it, and hand out one shared tuple.
 _RANKS_CACHE: dict[str, tuple[int, ...] | None] = {}
-_RANKS_CACHE_ENTRIES = 256
+_RANKS_CACHE_ENTRIES = 65_536  # a job of 4,096 ranks has a few thousand groups
 _RANKS_CACHE_CHARS = 8 * 1024 * 1024
 _ranks_cached_chars = [0]
 _RANK_LIMIT = 1 << 31

@@ -1,7 +1,9 @@
 """Large tables rendered in Python: 4,096 rank rows through the template engine take seconds."""
 
+from html import escape
+
 from django import template
-from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from analysis.records import RankRow
 from analysis.verdict import Evidence
@@ -22,24 +24,21 @@ DASH = "—"
 
 @register.simple_tag
 def rank_rows(rows: list[RankRow]):
-    """<tr> elements for the per-rank table of a diagnosis (escaped by format_html)."""
-    return format_html_join("\n", "{}", ((_rank_row(row),) for row in rows))
+    """<tr> elements for the per-rank table of a diagnosis. Every value from a node is escaped
+    here (html.escape: the five characters Django's escape replaces); format_html per row cost
+    most of the page at 4,096 ranks (its lazy wrappers, not the escaping)."""
+    return mark_safe("\n".join(map(_rank_row, rows)))  # noqa: S308 (escaped cell by cell)
 
 
-def _rank_row(row: RankRow):
+def _rank_row(row: RankRow) -> str:
     classes = f"rank-{row.status}" + (" suspect" if row.suspect else "")
     state = row.state or DASH
     if row.exit_code is not None:
         state = f"{state} (exit {row.exit_code})"
-    return format_html(
-        '<tr class="{}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
-        "<td><code>{}</code></td></tr>",
-        classes,
-        row.rank,
-        row.node or DASH,
-        row.status,
-        state,
-        DASH if row.last_step is None else row.last_step,
-        row.last_step_at.strftime("%H:%M:%S") if row.last_step_at else DASH,
-        row.frame or DASH,
+    step = DASH if row.last_step is None else row.last_step
+    at = row.last_step_at.strftime("%H:%M:%S") if row.last_step_at else DASH
+    return (
+        f'<tr class="{escape(classes)}"><td>{row.rank}</td><td>{escape(row.node or DASH)}</td>'
+        f"<td>{escape(row.status)}</td><td>{escape(state)}</td><td>{step}</td><td>{at}</td>"
+        f"<td><code>{escape(row.frame or DASH)}</code></td></tr>"
     )

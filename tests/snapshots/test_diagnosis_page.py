@@ -35,6 +35,7 @@ def test_the_incident_page_explains_a_rank_stuck_outside_the_collective(as_user,
     assert "All present, but rank 3 is outside the collective (SlowLoader.__next__)" in page
     assert "Dead: nothing moved." in page
     assert "never reached by ranks <strong>3</strong>" in page  # the flight recorder's word
+    assert "Where it stops: ranks <strong>3</strong>; waiting because of it: ranks 0-2" in page
     assert "<strong>0-2</strong>" in page  # the stack group waiting in all_reduce
 
 

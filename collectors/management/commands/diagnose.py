@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analysis import guide
 from collectors.models import Snapshot
+from collectors.selectors import snapshot_reanalysed
 from hangdesk.cli import diagnose_command
 
 
@@ -30,6 +31,12 @@ class Command(BaseCommand):
         parser.add_argument("--bundle", type=Path, help="a bundle file or directory")
         parser.add_argument("--json", action="store_true", help="print the full JSON")
         parser.add_argument("--markdown", action="store_true", help="print a Markdown report")
+        parser.add_argument(
+            "--reanalyse",
+            action="store_true",
+            help="analyse SNAPSHOT_ID's stored evidence again with this version's engine "
+            "(printed, not stored: the stored verdict is the one the responders saw)",
+        )
 
     def handle(self, *args, snapshot_id: int | None, bundle: Path | None, **options):
         if (snapshot_id is None) == (bundle is None):
@@ -43,7 +50,12 @@ class Command(BaseCommand):
         snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
         if snapshot is None:
             raise CommandError(f"No snapshot {snapshot_id}")
-        diagnosis = snapshot.read_diagnosis()
+        if options["reanalyse"]:
+            if snapshot.is_active:
+                raise CommandError(f"Snapshot {snapshot_id} is {snapshot.status}: still collecting")
+            diagnosis = snapshot_reanalysed(snapshot)
+        else:
+            diagnosis = snapshot.read_diagnosis()
         if diagnosis is None:
             raise CommandError(f"Snapshot {snapshot_id} is {snapshot.status}; no diagnosis yet")
         if options["json"]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 
 from analysis.alignment import read_dumps
+from analysis.fr_records import FlightRecorderSummary
 from analysis.parsers.flight_recorder import MAX_TEXT_CHARS, parse_flight_recorder
 from tests.analysis.flight_recorder import torch_format
 from tests.analysis.flight_recorder.scenarios import SAMPLES, Scenario, issue_scenarios
@@ -149,3 +150,14 @@ def test_everyone_waiting_alike_is_no_mismatch_but_is_reported(tmp_path):
     assert reading.first is None
     assert [s.kind for s in reading.stops] == ["all_waiting"]
     assert reading.to_json()["first_mismatch"] is None
+
+
+def test_the_typed_record_reads_back_everything_the_reading_writes(tmp_path):
+    for name in ("sequence-tie-across-groups", "rank-without-dump", "different-order-majority"):
+        stored = _read(name, tmp_path / name).to_json()
+        typed = FlightRecorderSummary.from_json(stored)
+        assert typed.to_json() == stored, name
+    assert typed.first_mismatch.culprit_ranks == "3"
+    # A diagnosis stored before these fields existed still reads.
+    old = {"ranks_with_dumps": "0-3", "dump_count": 4, "first_mismatch": {"pg": "0", "seq": 6}}
+    assert FlightRecorderSummary.from_json(old).first_mismatch.culprits == ()
