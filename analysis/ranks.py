@@ -34,8 +34,10 @@ from analysis.rankmodel import (
     ParsedSnapshot,
     RankState,
 )
+from analysis.schedulers.attach import scheduler_ranks, scheduler_world_size
 from analysis.signals import LineSource
 from analysis.signals.place import host_map, kernel_signals, snapshot_signals
+from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 __all__ = [
@@ -82,7 +84,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
 
     hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
     for node_ev in sorted(evidence.nodes, key=lambda n: n.node):
-        facts = _parse_node(node_ev, parsed.ranks, parsed.env, world_sizes, problem)
+        assigned = scheduler_ranks(evidence.scheduler, node_ev.node, node_ev.hostname)
+        facts = _parse_node(node_ev, parsed.ranks, parsed.env, world_sizes, problem, assigned)
         parsed.nodes[node_ev.node] = facts
         local_to_global = {
             parsed.ranks[rank].local_rank: rank
@@ -98,6 +101,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
             parsed.logs.append((node_ev.node, log))
             if log.file_rank is not None and node_ev.logs[path].strip():
                 parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
+            if master_pods(node_ev.logs[path]):
+                parsed.mentioned.add(0)  # a PyTorchJob's master pod, listed, is its rank 0
             for text in log.problems:
                 problem(node_ev.node, path, text)
             if log.world_size:
@@ -127,7 +132,8 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         ]
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
-    expected = evidence.expected_world_size or (max(world_sizes) if world_sizes else None)
+    expected = evidence.expected_world_size or scheduler_world_size(evidence.scheduler)
+    expected = expected or (max(world_sizes) if world_sizes else None)
     expected = _bounded_world(parsed, expected)
     place_comm_inits(parsed, expected)
     for state in parsed.ranks.values():
@@ -197,7 +203,19 @@ def _slurm_task_rank(variables: dict[str, str], *, use: bool) -> None:
         variables.setdefault("WORLD_SIZE", task.get("SLURM_NTASKS", ""))
 
 
-def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> NodeFacts:
+def _process_rank(variables: dict[str, str], assigned: tuple[int, int | None] | None) -> int | None:
+    """The process's RANK (popped), else the rank a scheduler assigned it (its LOCAL_RANK
+    then too, when the environment has none)."""
+    rank = int_or_none(variables.pop("RANK", None))
+    if rank is None and assigned is not None:
+        rank, local = assigned
+        variables.setdefault("LOCAL_RANK", "" if local is None else str(local))
+    return rank
+
+
+def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem, assigned) -> NodeFacts:
+    """`assigned`: pid -> (rank, local rank) a scheduler gives for processes whose environment
+    has no RANK (Ray Train's workers)."""
     node = node_ev.node
     if not node_ev.status.gathered:
         problem(node, "node", f"no evidence: {node_ev.status.note}")
@@ -220,7 +238,7 @@ def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem) -> Node
     slurm_tasks = not any("RANK" in variables for variables in parsed.values())
     for pid, variables in parsed.items():
         _slurm_task_rank(variables, use=slurm_tasks)
-        rank = int_or_none(variables.pop("RANK", None))
+        rank = _process_rank(variables, assigned.get(pid))
         if rank is None:
             continue  # a launcher or helper process, not a rank
         row = by_pid.get(pid)

@@ -32,10 +32,11 @@ MAX_OUTPUT_KEPT = 256 * 1024  # of each command's output, in the snapshot and it
 
 class JobRefused(Invalid):
     """The job cannot be snapshot as asked (unknown, pending, ended, unreachable controller,
-    a node without a known host key); the message says which, for an SRE."""
+    a node without a known host key); the message says which, for an SRE. `field` names the
+    input it is about: the Slurm job (`slurm_job`) or the Ray job (`ray_job`)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, field="slurm_job")
+    def __init__(self, message: str, field: str = "slurm_job") -> None:
+        super().__init__(message, field=field)
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,9 @@ class JobSnapshotPlan:
         }
 
 
-def controller_target(cluster) -> remote.NodeTarget:
+def controller_target(cluster, what: str = "controller") -> remote.NodeTarget:
     return remote.NodeTarget(
-        name=f"{cluster.name} controller",
+        name=f"{cluster.name} {what}",
         address=cluster.controller_address,
         port=cluster.controller_port,
         username=cluster.controller_username or "root",
@@ -108,7 +109,7 @@ def slurm_outputs(cluster, job_id: str) -> dict[str, str]:
     job_id = _valid(job_id)
     if not cluster.controller_address or not cluster.controller_host_key:
         raise JobRefused(f"Cluster {cluster.name} has no Slurm controller configured.")
-    _check_egress(cluster.controller_address, cluster.controller_port)
+    check_egress(cluster.controller_address, cluster.controller_port)
     plan = remote.CollectionPlan(
         command_timeout_s=TIME_BUDGET.command_s,
         max_total_bytes=MAX_READ_BYTES,
@@ -132,15 +133,19 @@ def _valid(job_id: str) -> str:
         raise JobRefused(str(exc)) from exc
 
 
-def _check_egress(host: str, port: int, *, what: str = "the Slurm controller") -> None:
+def check_egress(
+    host: str, port: int, *, what: str = "the Slurm controller", field: str = "slurm_job"
+) -> None:
     """The one egress policy (core/egress.py), purpose "ssh": private and loopback addresses
     are fine for a cluster, link-local (cloud metadata), multicast and unspecified are not."""
     try:
         egress.check_destination(host, port, purpose="ssh")
     except egress.EgressRefused as exc:
-        raise JobRefused(f"{what} ({host}:{port}): {exc.reason}") from exc
+        raise JobRefused(f"{what} ({host}:{port}): {exc.reason}", field) from exc
     except egress.DeliveryError as exc:  # the name does not resolve
-        raise JobRefused(f"{what} ({host}:{port}): {exc.kind}: the name does not resolve") from exc
+        raise JobRefused(
+            f"{what} ({host}:{port}): {exc.kind}: the name does not resolve", field
+        ) from exc
 
 
 def slurm_job_plan(cluster, job_id: str) -> JobSnapshotPlan:
@@ -177,17 +182,28 @@ def _readable_path(path: str) -> bool:
 def job_nodes(cluster, read: slurm.JobRead) -> list[JobNode]:
     """Every node of the job as an SSH target, or JobRefused naming the nodes that lack a
     host key in the known_hosts file (or an address)."""
-    known = _known_hosts(cluster.known_hosts_path)
-    nodes, missing = [], []
+    named = []
     for name in read.job.nodes:
         state = read.nodes.get(name)
-        address = (state.address if state and state.address else name).strip()
+        named.append((name, (state.address if state and state.address else name).strip()))
+    return known_nodes(cluster, named, job=f"Slurm job {read.job.job_id}", who="Slurm's node")
+
+
+def known_nodes(
+    cluster, named: list[tuple[str, str]], *, job: str, who: str, field: str = "slurm_job"
+) -> list[JobNode]:
+    """(name, address) pairs a scheduler gave as SSH targets with the cluster's node login and
+    the host keys of the operator's known_hosts file; JobRefused naming every node without
+    one (or without a usable address)."""
+    known = _known_hosts(cluster.known_hosts_path, field)
+    nodes, missing = [], []
+    for name, address in named:
         try:
             validate_remote_host(address)
         except Exception:
             missing.append(f"{name} (address {address[:60]!r} is not a host)")
             continue
-        _check_egress(address, cluster.node_port, what=f"Slurm's node {name}")
+        check_egress(address, cluster.node_port, what=f"{who} {name}", field=field)
         try:
             key = _key_for(known, name, address, cluster.node_port)
         except KnownHostsError:
@@ -208,9 +224,10 @@ def job_nodes(cluster, read: slurm.JobRead) -> list[JobNode]:
             f" and {len(missing) - 10} more" if len(missing) > 10 else ""
         )
         raise JobRefused(
-            f"Slurm job {read.job.job_id}: no host key in {cluster.known_hosts_path} for "
-            f"{shown}. Add them (ssh-keyscan, checked by hand) and try again; the console never "
-            "trusts a key on first use."
+            f"{job}: no host key in {cluster.known_hosts_path} for {shown}. Add them "
+            "(ssh-keyscan, checked by hand) and try again; the console never trusts a key on "
+            "first use.",
+            field,
         )
     return nodes
 
@@ -222,11 +239,13 @@ def _key_for(known: str, name: str, address: str, port: int) -> str:
         return known_host_key(known, name, port)
 
 
-def _known_hosts(path: str) -> str:
+def _known_hosts(path: str, field: str = "slurm_job") -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read(MAX_KNOWN_HOSTS_FILE)
     except OSError as exc:
         raise JobRefused(
-            f"Cannot read the nodes' known_hosts file {path} on this worker: {exc.strerror or exc}."
+            f"Cannot read the nodes' known_hosts file {path} on this worker: "
+            f"{exc.strerror or exc}.",
+            field,
         ) from exc

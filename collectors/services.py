@@ -264,19 +264,33 @@ def _visit(collection: NodeCollection) -> NodeVisit:
         return NodeVisit.failed(NodeEvidence(node=collection.node_name), failure)
     try:
         snapshot = collection.snapshot
-        extra = ((snapshot.scheduler or {}).get("extra_logs") or {}).get(collection.node_name, [])
-        return remote.collect_node(
-            collection.node.ssh_target(), _plan_for(snapshot.cluster, extra_logs=extra)
+        plan = _plan_for(
+            snapshot.cluster, **_scheduler_plan(snapshot.scheduler, collection.node_name)
         )
+        return remote.collect_node(collection.node.ssh_target(), plan)
     except Exception as exc:  # a bug here must fail the node, not leave it spinning
         log.exception("collecting %s failed", collection.node_name)
         failure = NodeFailure(FailureKind.INTERNAL, f"probe failed: internal error: {exc!r}")
         return NodeVisit.failed(NodeEvidence(node=collection.node_name), failure)
 
 
-def _plan_for(cluster, *, extra_logs: list[str] = ()) -> remote.CollectionPlan:
+def _scheduler_plan(scheduler: dict | None, node: str) -> dict:
+    """What a scheduler's job adds to a node's visit: the job's own logs there, and for a Ray
+    job exactly its workers' pids (none on a node whose workers all died: never the pattern)."""
+    scheduler = scheduler or {}
+    extra = (scheduler.get("extra_logs") or {}).get(node) or []
+    pids = None
+    if scheduler.get("kind") == "ray":
+        pids = [p for p in (scheduler.get("pids") or {}).get(node) or [] if isinstance(p, int)]
+    return {"extra_logs": [p for p in extra if isinstance(p, str)], "pids": pids}
+
+
+def _plan_for(
+    cluster, *, extra_logs: list[str] = (), pids: list[int] | None = None
+) -> remote.CollectionPlan:
     return remote.CollectionPlan(
         process_pattern=cluster.process_pattern,
+        pids=pids,
         log_globs=[*cluster.log_globs, *(p for p in extra_logs if p not in cluster.log_globs)],
         flight_recorder_globs=list(cluster.flight_recorder_globs),
         pyspy_command=cluster.pyspy_command,

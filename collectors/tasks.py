@@ -22,15 +22,11 @@ from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 from incidents.models import Incident
 
-from . import gpumetrics, jobs, push, scheduler, services
+from . import gpumetrics, jobs, push, rayjob, scheduler, services
 from .models import Snapshot
 from .outcomes import Collected, Failed, NodeFailure, Retryable
 
 NODE_LIMITS = TIME_BUDGET.node_task
-RAY_NOT_YET = (
-    "Cluster {cluster} finds its nodes through a Ray head: snapshots of a Ray job are not "
-    "built yet. Meanwhile set its source to 'nodes' and list the Ray nodes."
-)
 ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
 
 
@@ -60,15 +56,14 @@ def snapshot_start(
     A cluster whose nodes a scheduler names snapshots the incident's job: `job_plan` is what
     a worker read from the scheduler (`job_plan_on_worker`); without it, it is read here.
     Returns (snapshot, created); a new snapshot's node visits are queued once committed."""
-    if incident.cluster.source == ClusterSource.RAY:
-        raise services.SnapshotRefused(RAY_NOT_YET.format(cluster=incident.cluster.name))
     if incident.cluster.uses_scheduler:
         if job_plan is None:
             if not incident.scheduler_job:
                 raise services.SnapshotRefused(
-                    f"Cluster {incident.cluster.name} snapshots a Slurm job: give its id."
+                    f"Cluster {incident.cluster.name} snapshots a {job_kind(incident.cluster)} "
+                    "job: give its id."
                 )
-            job_plan = scheduler.slurm_job_plan(incident.cluster, incident.scheduler_job).to_json()
+            job_plan = job_plan_here(incident.cluster, incident.scheduler_job)
         created = jobs.job_snapshot_create(incident=incident, plan=job_plan, by=by, source=source)
     else:
         created = services.snapshot_create(incident=incident, by=by, source=source)
@@ -215,8 +210,24 @@ def node_check_on_worker(spec: dict, what: str) -> dict:
 
 # --- a scheduler's job, read on a worker (where the keys and known_hosts are) -------------
 
-JOB_READ_WAIT_S = TIME_BUDGET.job_read_wait_s
+JOB_READ_WAIT_S = TIME_BUDGET.job_read_wait_s["slurm"]
+RAY_JOB_READ_WAIT_S = TIME_BUDGET.job_read_wait_s["ray"]
 JOB_READ_LIMITS = TIME_BUDGET.job_read_task
+
+
+def job_kind(cluster) -> str:
+    return "Ray" if cluster.source == ClusterSource.RAY else "Slurm"
+
+
+def job_field(cluster) -> str:
+    return rayjob.FIELD if cluster.source == ClusterSource.RAY else "slurm_job"
+
+
+def job_plan_here(cluster, job_id: str) -> dict:
+    """The scheduler's answer, read from this process: a Slurm controller's or a Ray head's."""
+    if cluster.source == ClusterSource.RAY:
+        return rayjob.ray_job_plan(cluster, job_id)
+    return scheduler.slurm_job_plan(cluster, job_id).to_json()
 
 
 @shared_task(
@@ -231,7 +242,7 @@ def job_plan_read(cluster_id: int, job_id: str) -> dict:
 
     cluster = Cluster.objects.get(pk=cluster_id)
     try:
-        return {"plan": scheduler.slurm_job_plan(cluster, job_id).to_json()}
+        return {"plan": job_plan_here(cluster, job_id)}
     except scheduler.JobRefused as exc:
         return {"error": str(exc)}
 
@@ -241,15 +252,29 @@ def job_plan_on_worker(cluster, job_id: str) -> dict:
     JobRefused with the reason (the scheduler's, or that no worker answered)."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
+    job_id = _valid_job_id(cluster, job_id)  # a malformed id never waits for a worker
+    wait = RAY_JOB_READ_WAIT_S if cluster.source == ClusterSource.RAY else JOB_READ_WAIT_S
     pending = job_plan_read.apply_async((cluster.pk, job_id))
     try:
-        answer = pending.get(timeout=JOB_READ_WAIT_S, disable_sync_subtasks=False)
+        answer = pending.get(timeout=wait, disable_sync_subtasks=False)
     except CeleryTimeout:
         pending.forget()
         raise scheduler.JobRefused(
-            f"No worker answered within {JOB_READ_WAIT_S:g} s: the Slurm job was not read "
-            "(is a worker of the ssh queue running?)."
+            f"No worker answered within {wait:g} s: the {job_kind(cluster)} job was not read "
+            "(is a worker of the ssh queue running?).",
+            job_field(cluster),
         ) from None
     if "error" in answer:
-        raise scheduler.JobRefused(answer["error"])
+        raise scheduler.JobRefused(answer["error"], job_field(cluster))
     return answer["plan"]
+
+
+def _valid_job_id(cluster, job_id: str) -> str:
+    from analysis.schedulers import ray, slurm
+
+    try:
+        if cluster.source == ClusterSource.RAY:
+            return ray.valid_job_id(job_id)
+        return slurm.valid_job_id(job_id)
+    except (ray.RayError, slurm.SlurmError) as exc:
+        raise scheduler.JobRefused(str(exc), job_field(cluster)) from exc

@@ -41,6 +41,8 @@ class TimeBudget:
     store_s: float = 90.0
     # Analysing one snapshot and storing its verdict (4,096 ranks take a few seconds).
     analysis_s: float = 270.0
+    # A Ray head's second visit: up to four `ray` calls for one job (collectors/rayjob.py).
+    ray_head_visit_s: float = 100.0
     # The watch's read of one node (watch/probe.sh): its connect, and the whole read.
     watch_connect_s: float = 5.0
     watch_read_s: float = 15.0
@@ -84,14 +86,18 @@ class TimeBudget:
         return self._limits(max(self.node_check_wait_s.values()))
 
     @property
-    def job_read_wait_s(self) -> float:
-        """How long a page waits for a worker's read of a scheduler's job: a connection to
-        the controller (handshake and login) and its two commands."""
-        return 2 * self.connect_s + 2 * self.command_s + 10.0
+    def job_read_wait_s(self) -> dict[str, float]:
+        """How long a page waits for a worker's read of a scheduler's job: a Slurm
+        controller's (a connection, handshake and login, and its two commands) or a Ray
+        head's (two visits: one `ray` call, then the job's)."""
+        return {
+            "slurm": 2 * self.connect_s + 2 * self.command_s + 10.0,
+            "ray": 2 * self.connect_s + self.command_s + self.ray_head_visit_s + 10.0,
+        }
 
     @property
     def job_read_task(self) -> TaskLimits:
-        return self._limits(self.job_read_wait_s)
+        return self._limits(max(self.job_read_wait_s.values()))
 
     @property
     def watch_tick_task(self) -> TaskLimits:

@@ -56,6 +56,8 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: i
         "HD_SAMPLE_RATE": str(int(plan.sample_rate)),
         "HD_NONCE": nonce,
         "HD_SKIP_PID": str(int(skip_pid)) if skip_pid > 0 else "",
+        "HD_SELECT": "pattern" if plan.pids is None else "pids",
+        "HD_PIDS": " ".join(str(int(pid)) for pid in plan.pids or ()),
         "HD_GPU_MS": str(int(plan.gpu_sample_ms)),
         "HD_GPU_WINDOW": str(int(plan.gpu_window_s)),
     }

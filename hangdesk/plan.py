@@ -64,9 +64,16 @@ def validate_glob(pattern: str) -> str:
     return pattern
 
 
+# A node's processes chosen by pid (a scheduler named them) are at most this many.
+MAX_PIDS = 1024
+
+
 @dataclass
 class CollectionPlan:
     process_pattern: str = DEFAULT_PROCESS_PATTERN
+    # Exactly these processes instead of the pattern's (None: the pattern): the pids a
+    # scheduler names on this node (Ray's worker actors), whatever their command line says.
+    pids: list[int] | None = None
     log_globs: list[str] = field(default_factory=lambda: ["/var/log/train/*.log"])
     flight_recorder_globs: list[str] = field(default_factory=lambda: ["/var/log/train/fr/*"])
     pyspy_command: str = "py-spy"
@@ -91,6 +98,11 @@ class CollectionPlan:
         """Raise ValueError naming the first unusable setting (the collectors report it as an
         "invalid plan" status rather than raising)."""
         validate_process_pattern(self.process_pattern)
+        if self.pids is not None:
+            if len(self.pids) > MAX_PIDS:
+                raise ValueError(f"more than {MAX_PIDS} pids for one node")
+            if any(not isinstance(pid, int) or not 0 < pid < 2**31 for pid in self.pids):
+                raise ValueError("pids must be positive process ids")
         for pattern in [*self.log_globs, *self.flight_recorder_globs]:
             validate_glob(pattern)
         for name in ("pyspy_command", "ncclras_command"):

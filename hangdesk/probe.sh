@@ -31,6 +31,10 @@
 [ -n "${HD_SAMPLE_RATE+x}" ] || HD_SAMPLE_RATE=50
 # A process of the caller's that is no training process (`hangdesk collect` itself), or empty.
 [ -n "${HD_SKIP_PID+x}" ] || HD_SKIP_PID=
+# How the training processes are chosen: by HD_PATTERN, or (`pids`) exactly the pids in
+# HD_PIDS, space-separated (a scheduler named them: Ray's worker actors), whatever they run.
+[ -n "${HD_SELECT+x}" ] || HD_SELECT=pattern
+[ -n "${HD_PIDS+x}" ] || HD_PIDS=
 # The GPU's shape: nvidia-smi sampled every HD_GPU_MS ms for HD_GPU_WINDOW s (0: no sampling).
 [ -n "${HD_GPU_MS+x}" ] || HD_GPU_MS=200
 [ -n "${HD_GPU_WINDOW+x}" ] || HD_GPU_WINDOW=2
@@ -166,17 +170,20 @@ hd_processes() {
 	_w="$HD_DIR/w.ps"
 	ps -eo pid,ppid,stat,etimes,args >"$_w.all" 2>"$_w.err" ||
 		hd_error ps "$(head -c 2000 "$_w.err")"
-	# Match the command line only (fields 5..), never the probe or its children.
-	HD_PATTERN=$HD_PATTERN awk -v self="$$" -v parent="$PPID" -v skip="$HD_SKIP_PID" \
-		-v max="$HD_MAX_PROCS" '
+	# Match the command line only (fields 5..), never the probe or its children; or, when
+	# the pids are given, exactly those (a pid of no process is simply not listed).
+	HD_PATTERN=$HD_PATTERN HD_PIDS=$HD_PIDS awk -v self="$$" -v parent="$PPID" \
+		-v skip="$HD_SKIP_PID" -v max="$HD_MAX_PROCS" -v mode="$HD_SELECT" '
+		BEGIN { k = split(ENVIRON["HD_PIDS"], given, " "); for (i = 1; i <= k; i++) want[given[i]] = 1 }
 		NR == 1 { print; next }
 		{
 			args = $0
 			sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +[0-9]+ /, "", args)
 			if ($1 == self || $2 == self || $1 == parent || $1 == skip) next
+			if (mode == "pids") { if (($1 in want) && ++n <= max) print; next }
 			if (args ~ ENVIRON["HD_PATTERN"] && ++n <= max) print
 		}' "$_w.all" >"$_w" 2>"$_w.err" ||
-		hd_error ps "process_pattern: $(head -c 2000 "$_w.err")"
+		hd_error ps "process selection: $(head -c 2000 "$_w.err")"
 	awk 'NR > 1 { print $1 }' "$_w" >"$HD_DIR/pids"
 	rm -f "$_w.all" "$_w.err"
 	hd_publish ps

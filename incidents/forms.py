@@ -31,6 +31,13 @@ class IncidentOpenForm(forms.ModelForm):
         help_text="On a Slurm cluster: the job's id (4417203, 4417203_7, 4417203+1). Its nodes "
         "are asked of the controller and snapshot at once.",
     )
+    ray_job = forms.CharField(
+        required=False,
+        max_length=64,
+        label="Ray job",
+        help_text="On a Ray cluster: the job's submission id (raysubmit_...), Ray job id or Ray "
+        "Train run name. Its workers are asked of the Ray head and snapshot at once.",
+    )
 
     class Meta:
         model = Incident

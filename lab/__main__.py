@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument(
         "--slurm", action="store_true", help="real Slurm: sbatch/srun start the ranks (slurmd -N)"
     )
+    u.add_argument(
+        "--ray", action="store_true", help="real Ray: the ranks are Ray Train workers (ray start)"
+    )
     sub.add_parser("down", help="stop the lab and remove what it created")
     fm = sub.add_parser("farm", help="serve N virtual SSH nodes answering captured probe output")
     fm.add_argument("--nodes", type=int, default=50)
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             step_time=args.step_time,
             watchdog_timeout=args.watchdog_timeout,
             slurm=args.slurm,
+            ray=args.ray,
         )
         try:
             node_json = cluster.up(opts)

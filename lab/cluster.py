@@ -22,7 +22,7 @@ import zlib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from lab import cgroups, scenarios, sshsetup
+from lab import cgroups, raylab, scenarios, sshsetup
 from lab import slurm as slurmlab
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,6 +52,7 @@ class LabOptions:
     watchdog_timeout: float = 10.0
     oom_limit_mb: int = 0  # 0: torch 700 MiB, light 60 MiB
     slurm: bool = False  # ranks started by real Slurm (lab/slurm.py), plus a login node
+    ray: bool = False  # ranks are Ray Train workers of real Ray (lab/raylab.py)
     ready_timeout: float = 240.0
 
 
@@ -262,7 +263,9 @@ def up(opts: LabOptions) -> dict:
             f"{opts.scenario} needs torch (not --light), at least 2 nodes and 2 ranks per node "
             "(tensor parallel inside a node, data parallel across nodes)"
         )
+    _refuse_ray_combinations(opts)
     missing = preflight(opts.light) + (slurmlab.preflight() if opts.slurm else [])
+    missing += raylab.preflight() if opts.ray else []
     if missing:
         raise LabError("the lab needs: " + "; ".join(missing))
     if opts.scenario == "oom" and not cgroups.available():
@@ -299,6 +302,15 @@ def up(opts: LabOptions) -> dict:
     return node_json
 
 
+def _refuse_ray_combinations(opts: LabOptions) -> None:
+    if not opts.ray:
+        return
+    if opts.slurm or opts.light:
+        raise LabError("--ray runs torch workers under Ray: not with --slurm or --light")
+    if opts.scenario not in raylab.SCENARIOS:
+        raise LabError(f"--ray runs the scenarios {', '.join(raylab.SCENARIOS)}")
+
+
 def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
     ssh_dir = state_dir / "ssh"
     ssh_dir.mkdir(exist_ok=True)
@@ -313,6 +325,7 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
     limit_mb = opts.oom_limit_mb or (60 if opts.light else 700)
     nodes_out = []
     setup = _slurm_start(opts, state_dir, state, names, addresses) if opts.slurm else None
+    ray_setup = _ray_start(opts, state_dir, state, names, addresses) if opts.ray else None
     slurm_ranks: list[dict] = []
     for i, (name, addr) in enumerate(zip(names, addresses, strict=True)):
         ndir = state_dir / "nodes" / name
@@ -359,6 +372,11 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
             slurm_ranks += [{**r, **slurmlab.task_extras(cfg, extras)} for r in ranks]
             cfg.update(ranks=[], binds=extras["binds"], holder_socket=extras["holder_socket"])
             cfg["daemons"] = extras["daemons"] if i < opts.nodes else []
+        elif ray_setup is not None:  # Ray starts the ranks; the node runs `ray start`
+            cfg.update(
+                ranks=[],
+                **raylab.node_config(ray_setup, name, ndir, opts.ranks_per_node, opts.port),
+            )
         (ndir / "node.json").write_text(json.dumps(cfg, indent=2))
         out = open(ndir / "node.out", "ab")  # noqa: SIM115 -- handed to the child, closed below
         proc = subprocess.Popen(
@@ -366,6 +384,7 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
              "--propagation", "private", sys.executable, "-m", "lab.node", str(ndir / "node.json")],
             cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, env={**_base_env(), "PYTHONPATH": str(REPO)},
+            pass_fds=(ray_setup.netns_fd,) if ray_setup else (),
         )  # fmt: skip
         out.close()
         entry = {"name": name, "address": addr, "unshare_pid": proc.pid, "init_pid": None}
@@ -423,6 +442,16 @@ def _start(opts, state_dir: Path, state: dict, names, addresses) -> dict:
             )  # fmt: skip
         except (slurmlab.SlurmLabError, subprocess.TimeoutExpired) as exc:
             raise LabError(f"Slurm: {exc}; see {setup.root / 'log'}") from exc
+    if ray_setup is not None:
+        raylab.release(ray_setup)
+        head = {"address": addresses[0], "port": opts.port, "host_key": nodes_out[0]["host_key"]}
+        try:
+            raylab.launch(
+                opts, ray_setup, node_json, state_dir, state, lambda: _save_state(state_dir, state),
+                head_login=head, client_key=client_key,
+            )  # fmt: skip
+        except (raylab.RayLabError, subprocess.SubprocessError) as exc:
+            raise LabError(f"Ray: {exc}; see {state_dir / 'nodes'}/*/node.out") from exc
     return node_json
 
 
@@ -434,6 +463,14 @@ def _slurm_start(opts, state_dir: Path, state: dict, names, addresses) -> slurml
         )
     except slurmlab.SlurmLabError as exc:
         raise LabError(f"Slurm: {exc}; see {state_dir / 'slurm' / 'log'}") from exc
+
+
+def _ray_start(opts, state_dir: Path, state: dict, names, addresses) -> raylab.RaySetup:
+    try:
+        return raylab.start(state_dir, state, dict(zip(names, addresses, strict=True)),
+                            lambda: _save_state(state_dir, state))  # fmt: skip
+    except raylab.RayLabError as exc:
+        raise LabError(f"Ray: {exc}") from exc
 
 
 def _port_open(addr: str, port: int) -> bool:
@@ -467,7 +504,7 @@ def _wait_ready(opts: LabOptions, state_dir: Path, state: dict, addresses: list[
                 raise LabError(
                     f"{node['name']}: a rank died during start-up ({tail}); see {logdir}"
                 )
-            for local in range(opts.ranks_per_node):
+            for local in range(0 if opts.ray else opts.ranks_per_node):  # Ray: raylab waits
                 rank = addresses.index(node["address"]) * opts.ranks_per_node + local
                 log = logdir / f"rank{rank}.log"
                 text = log.read_text(errors="replace") if log.exists() else ""
@@ -537,6 +574,7 @@ def down(state_dir: Path, timeout: float = 10.0) -> list[str]:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(upid, os.WNOHANG)  # reap if it was our own child
     problems += slurmlab.stop(state)
+    problems += raylab.stop(state)
     time.sleep(0.2)  # the kernel frees memory-cgroup charges just after the kill
     problems += cgroups.remove_all(state["lab_id"])
     if not problems:

@@ -88,7 +88,11 @@ def main(config_path: str) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
 
-    sshd = subprocess.Popen([cfg["sshd"], "-D", "-e", "-f", cfg["sshd_config"]])
+    # The Ray lab's nodes serve SSH inside the lab's network namespace (lab/raylab.py): this
+    # PID 1 listens on the node address here, and each connection gets its own `sshd -i` there.
+    netns_fd = cfg.get("netns_fd")
+    inetd = _ssh_listener(cfg["ssh_listen"]) if cfg.get("ssh_listen") else None
+    sshd = None if inetd else subprocess.Popen([cfg["sshd"], "-D", "-e", "-f", cfg["sshd_config"]])
     ranks: dict[int, int] = {}  # pid -> rank
     holders: dict[socket.socket, int] = {}
     held_fds: list[int] = []
@@ -99,8 +103,11 @@ def main(config_path: str) -> int:
     # Under Slurm the ranks are slurmstepd's children, not ours: they hand their sockets in
     # over a listening Unix socket instead of an inherited one.
     listener = _holder_listener(cfg.get("holder_socket"))
+    fds = (netns_fd,) if netns_fd is not None else ()
+    daemon_env = {**cfg["base_env"], **cfg.get("daemon_env", {})}
     daemons = {
-        subprocess.Popen(argv, env=cfg["base_env"]).pid: argv[0] for argv in cfg.get("daemons", [])
+        subprocess.Popen(argv, env=daemon_env, pass_fds=fds).pid: _program(argv)
+        for argv in cfg.get("daemons", [])
     }
 
     checked = time.monotonic()
@@ -110,8 +117,11 @@ def main(config_path: str) -> int:
             # A lab whose state dir was deleted (e.g. pytest's old tmp dirs) stops itself,
             # so a test run killed before its teardown does not leave nodes behind forever.
             stopping = not os.path.exists(config_path)
-        waiting = [*holders, *([listener] if listener else [])]
+        waiting = [*holders, *([listener] if listener else []), *([inetd] if inetd else [])]
         readable, _, _ = select.select(waiting, [], [], 0.5)
+        if inetd in readable:
+            readable.remove(inetd)
+            _serve_ssh(inetd, cfg, fds)
         _take_sockets(readable, holders, listener, held_fds)
         while True:
             try:
@@ -126,7 +136,7 @@ def main(config_path: str) -> int:
                     f"rank {ranks[pid]} (pid {pid}) exited with exitcode {code}"
                     + (f" (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else "")
                 )
-            elif pid == sshd.pid:
+            elif sshd is not None and pid == sshd.pid:
                 launcher_log(f"sshd exited with exitcode {exit_code(status)}")
             elif pid in daemons:
                 launcher_log(f"{daemons[pid]} exited with exitcode {exit_code(status)}")
@@ -138,8 +148,37 @@ def main(config_path: str) -> int:
     for pid in daemons:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-    sshd.terminate()
+    if sshd is not None:
+        sshd.terminate()
     return 0
+
+
+def _program(argv: list[str]) -> str:
+    """The daemon's own program, past an `nsenter ... --` in front of it."""
+    return argv[argv.index("--") + 1] if argv[0] == "nsenter" and "--" in argv else argv[0]
+
+
+def _ssh_listener(where: list) -> socket.socket:
+    listening = socket.create_server((where[0], int(where[1])), backlog=64)
+    listening.setblocking(False)
+    return listening
+
+
+def _serve_ssh(listening: socket.socket, cfg: dict, fds: tuple) -> None:
+    """One SSH connection: `sshd -i` on it, inside the lab's network namespace (the fd this
+    PID 1 inherited), so the session reaches what runs there (Ray's head)."""
+    try:
+        conn, _ = listening.accept()
+    except BlockingIOError:
+        return
+    conn.setblocking(True)
+    enter = ["nsenter", f"--net=/proc/self/fd/{fds[0]}", "--"] if fds else []
+    with open(os.path.join(LOG_DIR, "sshd.log"), "ab") as err:
+        subprocess.Popen(
+            [*enter, cfg["sshd"], "-i", "-e", "-f", cfg["sshd_config"]],
+            stdin=conn, stdout=conn, stderr=err, pass_fds=fds,
+        )  # fmt: skip
+    conn.close()
 
 
 def _take_sockets(readable, holders: dict, listener, held_fds: list[int]) -> None:

@@ -26,9 +26,22 @@ class IncidentOpenSerializer(incident_apis.IncidentSerializer):
         help_text="the Slurm job id (4417203, 4417203_7, 4417203+1) on a Slurm cluster: its "
         "nodes are asked of the controller, registered and snapshot",
     )
+    ray_job = serializers.CharField(
+        required=False,
+        write_only=True,
+        max_length=64,
+        help_text="the Ray job on a Ray cluster: its submission id (raysubmit_...), Ray job id "
+        "or Ray Train run name; its Ray Train workers are asked of the head, their nodes "
+        "registered and exactly their processes snapshot",
+    )
 
     class Meta(incident_apis.IncidentSerializer.Meta):
-        fields = [*incident_apis.IncidentSerializer.Meta.fields, "snapshot", "slurm_job"]
+        fields = [
+            *incident_apis.IncidentSerializer.Meta.fields,
+            "snapshot",
+            "slurm_job",
+            "ray_job",
+        ]
 
 
 class IncidentListApi(incident_apis.IncidentListApi):
@@ -43,8 +56,8 @@ class IncidentListApi(incident_apis.IncidentListApi):
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
         take_snapshot = fields.pop("snapshot")
-        job = fields.pop("slurm_job", "").strip()
-        plan = job_plan_for_opening(fields["cluster"], job)
+        jobs = {"slurm_job": fields.pop("slurm_job", ""), "ray_job": fields.pop("ray_job", "")}
+        plan = job_plan_for_opening(fields["cluster"], **jobs)
         with transaction.atomic():  # a refused job opens nothing
             incident = incident_services.incident_open(opened_by=request.user, **fields)
             body = incident_apis.IncidentDetailSerializer(incident).data

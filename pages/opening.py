@@ -1,9 +1,11 @@
-"""Opening an incident, from the form or the API: on a Slurm cluster it starts from the job.
+"""Opening an incident, from the form or the API: on a Slurm or Ray cluster it starts from
+the job.
 
 The job is read on a worker before anything is written (`collectors.tasks.job_plan_on_worker`),
-so a job that cannot be snapshot (unknown, pending, ended, an unreachable controller, a node
-without a known host key) opens nothing; otherwise the incident, the job's nodes and the
-snapshot of exactly those nodes are written in one transaction.
+so a job that cannot be snapshot (unknown, pending, ended, an unreachable controller or head,
+a node without a known host key) opens nothing; otherwise the incident, the job's nodes and
+the snapshot of exactly those nodes (on a Ray cluster: exactly its workers' processes) are
+written in one transaction.
 """
 
 from __future__ import annotations
@@ -20,24 +22,26 @@ from core.roles import Role, role_required
 from incidents import services as incident_services
 from incidents.forms import IncidentOpenForm
 
+# The input that names a job, by the cluster's source.
+JOB_FIELDS = {ClusterSource.SLURM: ("slurm_job", "Slurm"), ClusterSource.RAY: ("ray_job", "Ray")}
 
-def job_plan_for_opening(cluster, job: str) -> dict | None:
-    """The worker's read of the job for a Slurm cluster (None for a cluster of listed
+
+def job_plan_for_opening(cluster, slurm_job: str = "", ray_job: str = "") -> dict | None:
+    """The worker's read of the job for a Slurm or Ray cluster (None for a cluster of listed
     nodes); Invalid, naming the field, when the job cannot be used."""
-    if not cluster.uses_scheduler:
-        if job:
-            raise Invalid(
-                f"Cluster {cluster.name} lists its own nodes; it takes no Slurm job.",
-                field="slurm_job",
-            )
+    given = {"slurm_job": slurm_job.strip(), "ray_job": ray_job.strip()}
+    wanted = JOB_FIELDS.get(cluster.source)
+    for field, value in given.items():
+        if value and (wanted is None or field != wanted[0]):
+            kind = "Slurm" if field == "slurm_job" else "Ray"
+            what = f"is a {wanted[1]} cluster" if wanted else "lists its own nodes"
+            raise Invalid(f"Cluster {cluster.name} {what}; it takes no {kind} job.", field=field)
+    if wanted is None:
         return None
-    if cluster.source != ClusterSource.SLURM:
-        raise Invalid(snapshot_tasks.RAY_NOT_YET.format(cluster=cluster.name), field="cluster")
-    if not job:
-        raise Invalid(
-            f"Cluster {cluster.name} snapshots a Slurm job: give its id.", field="slurm_job"
-        )
-    return snapshot_tasks.job_plan_on_worker(cluster, job)
+    field, kind = wanted
+    if not given[field]:
+        raise Invalid(f"Cluster {cluster.name} snapshots a {kind} job: give its id.", field=field)
+    return snapshot_tasks.job_plan_on_worker(cluster, given[field])
 
 
 @role_required(Role.RESPONDER)
@@ -45,17 +49,18 @@ def incident_open(request: HttpRequest) -> HttpResponse:
     form = IncidentOpenForm(request.POST or None, initial={"commander": request.user})
     if request.method == "POST" and form.is_valid():
         fields = dict(form.cleaned_data)
-        job = fields.pop("slurm_job", "").strip()
+        jobs = {"slurm_job": fields.pop("slurm_job", ""), "ray_job": fields.pop("ray_job", "")}
         try:
-            plan = job_plan_for_opening(fields["cluster"], job)
+            plan = job_plan_for_opening(fields["cluster"], **jobs)
         except Invalid as exc:
-            form.add_error("slurm_job" if exc.field == "slurm_job" else "cluster", str(exc))
+            form.add_error(exc.field if exc.field in jobs else "cluster", str(exc))
         else:
             with transaction.atomic():
                 incident = incident_services.incident_open(opened_by=request.user, **fields)
                 if plan is not None:
                     snapshot_tasks.snapshot_start(incident=incident, by=request.user, job_plan=plan)
-            started = " Snapshot of its Slurm job started." if plan is not None else ""
+            kind = snapshot_tasks.job_kind(fields["cluster"])
+            started = f" Snapshot of its {kind} job started." if plan is not None else ""
             messages.success(request, f"{incident.reference} opened.{started}")
             return redirect(incident)
     return render(request, "incidents/open.html", {"form": form})

@@ -567,8 +567,11 @@ class LauncherReader:
         self._ds_node_rank: int | None = None
         self._ds_local_procs: int | None = None
         self._ds_pids: dict[int, int] = {}  # pid -> local rank
-        # pids of each node's teardown under way, in its order, by pdsh's "host: " prefix
+        # pids of each node's teardown under way, in its order, by pdsh's "host: " prefix, and
+        # their facts, held until the exit line says how many processes were spawned
         self._ds_killing: dict[str, list[int]] = {}
+        self._ds_pending: dict[str, list[tuple[int, ExitFact]]] = {}
+        self._ds_read = 0
         self._ray_errors = False
         self._mpi_rank: int | None = None
         self._mpi_block = False
@@ -592,6 +595,15 @@ class LauncherReader:
     def finish(self) -> None:
         self._close_summary()
         self._close_rendezvous()
+        # What no exit line closed, in the order it was read, each node's list its own order.
+        held = sorted(
+            (order, local, fact)
+            for facts in self._ds_pending.values()
+            for local, (order, fact) in enumerate(facts)
+        )
+        self._ds_pending.clear()
+        for _, local, fact in held:
+            self._add(replace(fact, local_rank=local))
         for pid, local in self._ds_pids.items():
             rank = self.map.local_to_global.get(local)
             if rank is not None:
@@ -670,14 +682,25 @@ class LauncherReader:
         if fact is None:
             return False
         if fact.pid is not None:
-            # sigkill_handler walks its process list in spawn order, which is local rank order
-            # when every node runs the same number of processes.
-            fact = replace(fact, local_rank=len(killing))
             if len(killing) < MAX_MAP:
                 killing.append(fact.pid)
-        else:
-            killing.clear()
+                self._ds_read += 1
+                self._ds_pending.setdefault(key, []).append((self._ds_read, fact))
+            return True
+        last = _DS_LOCAL_ARG.search(line)
+        self._flush_killing(key, int(last.group(1)) + 1 if last else None)
+        killing.clear()
         return self._add(fact)
+
+    def _flush_killing(self, key: str, spawned: int | None) -> None:
+        """sigkill_handler walks its process list in spawn order, which is local rank order
+        when every node runs the same number of processes; but only a whole list is that
+        order: when the exit line's last spawned --local_rank says more processes ran than
+        the lines name (a paste that kept some), a pid's place says nothing of its rank."""
+        pending = [fact for _, fact in self._ds_pending.pop(key, [])]
+        whole = spawned is None or spawned == len(pending)
+        for local, fact in enumerate(pending):
+            self._add(replace(fact, local_rank=local) if whole else fact)
 
     def _deepspeed_mapping(self, line: str) -> None:
         start = line.find("{", line.find("global_rank_mapping="))

@@ -188,12 +188,27 @@ def _parse_text(text: str) -> tuple[list[PyThread], list[str]]:
     return threads, problems
 
 
+# A main thread that only serves a framework's task loop, while the training runs in a thread
+# of its own: a Ray worker process (an actor's methods run on the main thread's loop; Ray
+# Train runs the training function in its `TrainingThread`).
+_SERVING_LOOPS = (("main_loop", "ray/_private/worker.py"),)
+
+
+def _serves_a_loop(thread: PyThread) -> bool:
+    inner = thread.frames[0]
+    function = inner.name.rsplit(".", 1)[-1]  # py-spy names a method Class.method
+    return any(function == name and inner.filename.endswith(path) for name, path in _SERVING_LOOPS)
+
+
 def main_thread(threads: list[PyThread]) -> PyThread | None:
-    """The thread that runs the training loop: MainThread, else the deepest active one."""
-    for thread in threads:
-        if thread.name == "MainThread" and thread.frames:
-            return thread
-    with_frames = [t for t in threads if t.frames]
-    if not with_frames:
-        return None
-    return max(with_frames, key=lambda t: (bool(t.active), len(t.frames)))
+    """The thread that runs the training loop: MainThread, unless it only serves a
+    framework's task loop (then the training thread: named so, or the deepest other one),
+    else the deepest active one."""
+    main = next((t for t in threads if t.name == "MainThread" and t.frames), None)
+    if main is not None and not _serves_a_loop(main):
+        return main
+    others = [t for t in threads if t.frames and t is not main]
+    if not others:
+        return main
+    training = [t for t in others if t.name.startswith("TrainingThread")]
+    return max(training or others, key=lambda t: (bool(t.active), len(t.frames)))

@@ -32,6 +32,7 @@ from analysis.rules.failures import (
     peers_named,
     process_state,
     ras_named,
+    stalled_apart,
 )
 from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
@@ -70,6 +71,7 @@ RULES: tuple[Rule, ...] = (
     unreachable,
     fr_different_collective,
     logs_different_collective,
+    stalled_apart,
     outside_collective,
     stacks_different_collective,
     different_call_sites,
@@ -131,6 +133,7 @@ __all__ = [
     "ras_named",
     "same_collective",
     "stacks_different_collective",
+    "stalled_apart",
     "straggler",
     "undecided",
     "unreachable",

@@ -63,7 +63,12 @@ def collective_timeout(facts: Facts) -> tuple[float, bool]:
 
 def checkpoint_save(facts: Facts) -> Finding | None:
     lines = {r: s for r in facts.snap.signals.by_rank if (s := _still_saving(facts, r))}
-    frames = {r: f for r, s in facts.ranks.items() if s.process_seen and (f := _save_frame(s))}
+    # A rank writing a checkpoint is outside any collective (the others wait in one).
+    frames = {
+        r: f
+        for r in facts.outside
+        if (f := _save_frame(facts.ranks[r])) and facts.ranks[r].process_seen
+    }
     saving = sorted(set(lines) | set(frames))
     if not saving or len(saving) > max(1, facts.world // 2):
         return None

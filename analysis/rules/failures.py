@@ -10,9 +10,10 @@ the kernel (D) cannot come to a collective; a node a scheduler marks failed take
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
-from analysis import quotes
+from analysis import jobtime, quotes
 from analysis.departures import waited
 from analysis.facts import Facts
 from analysis.findings import Finding
@@ -230,7 +231,10 @@ def node_failure(facts: Facts) -> Finding | None:
     named = {
         node: signals
         for node, signals in facts.snap.signals.by_node.items()
-        if any(s.kind in ("node_state", "evicted") for s in signals)
+        if any(
+            s.kind in ("node_state", "evicted") and not jobtime.before_job(s.at, facts.job_started)
+            for s in signals
+        )
     }
     if not named:
         return None
@@ -293,4 +297,43 @@ def peers_named(facts: Facts) -> Finding | None:
             "wait in."
         ),
         rule="peers_named",
+    )
+
+
+# A stall report's listing of what one rank has not submitted: `1: [allreduce.c_d1.bias, ...]`
+# (Horovod names each tensor by its op first).
+_LISTED_OPS = re.compile(r"^\s{0,8}(?:\[[^\]]{0,40}\]<\w{1,8}>:)?\d{1,7}: \[([^\]]{1,20000})")
+
+
+def stalled_apart(facts: Facts) -> Finding | None:
+    """A stall report listing, for two or more ranks, the collectives each has not submitted,
+    and the lists share no op: each waits in a collective the others never issue (B)."""
+    missing: dict[int, set[str]] = {}
+    lines: dict[int, Signal] = {}
+    for found in facts.snap.signals.by_rank.values():
+        for signal in found.failures:
+            listed = _LISTED_OPS.match(signal.text) if signal.kind == "desync" else None
+            if listed and signal.peer is not None:
+                names = listed.group(1).split(", ")[:64]
+                ops = {t.split(".", 1)[0] for t in names if "." in t}
+                missing.setdefault(signal.peer, set()).update(ops)
+                lines.setdefault(signal.peer, signal)
+    if len(missing) < 2:
+        return None
+    ranks = sorted(missing)
+    if any(missing[a] & missing[b] for a in ranks for b in ranks if a < b):
+        return None
+    parts = "; ".join(f"rank {r} lacks {', '.join(sorted(missing[r]))}" for r in ranks[:4])
+    return Finding(
+        "B",
+        0.8,
+        f"The stall report lists different collectives missing on different ranks ({parts}): "
+        "each waits in a collective another never issues. Look for a rank-dependent branch "
+        "or an order that differs between ranks.",
+        evidence=tuple(Evidence("desync", s.node, None, s.text) for s in lines.values())[:4],
+        check=(
+            "The code paths that issue these collectives on each rank (HOROVOD_STALL_CHECK's "
+            "tensor names): which branch, or which order, differs."
+        ),
+        rule="stalled_apart",
     )

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from analysis import quotes
+from analysis import jobtime, quotes
 from analysis.facts import Facts
 from analysis.findings import Context, StuckSignal
+from analysis.parsers.logs import parse_timestamp
 from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
 from analysis.verdict import ranks_text
 
@@ -105,16 +106,39 @@ def _split(facts: Facts) -> list[StuckSignal]:
 
 
 def _timeouts(facts: Facts) -> list[StuckSignal]:
+    """Watchdog, desync and DETAIL lines, unless stamped before the steps that followed
+    them (a collective that once sat past its timeout on a loaded machine, then went on)."""
+    latest = _latest_steps(facts)
     found = [
         StuckSignal("timeout", rank, node, fact.line)
         for node, rank, fact in facts.snap.watchdog[:SIGNALS_KEPT]
+        if not _passed(fact.line, latest.get(rank, latest.get(None)))
     ]
     for node, log in facts.snap.logs:
         for fact in (*log.desync[:2], *log.mismatches[:2]):
-            found.append(StuckSignal("timeout", fact.rank, node, fact.line))
+            if not _passed(fact.line, latest.get(fact.rank, latest.get(None))):
+                found.append(StuckSignal("timeout", fact.rank, node, fact.line))
         if len(found) >= SIGNALS_KEPT:
             break
     return found
+
+
+def _latest_steps(facts: Facts) -> dict[int | None, datetime]:
+    """rank -> when its latest step was logged; None -> the job's latest."""
+    latest: dict[int | None, datetime] = {
+        r: s.last_step_at for r, s in facts.ranks.items() if s.last_step_at is not None
+    }
+    if latest:
+        latest[None] = max(latest.values())
+    return latest
+
+
+def _passed(line: str, step_at: datetime | None) -> bool:
+    """Is the line stamped before a step that came after it?"""
+    if step_at is None:
+        return False
+    stamped = parse_timestamp(line.lstrip("[")) if line[:1].isdigit() or line[:1] == "[" else None
+    return stamped is not None and stamped < step_at
 
 
 # What the line reader found that says stuck or gone (a checkpoint or progress line does not).
@@ -132,16 +156,35 @@ def _failures(facts: Facts) -> list[StuckSignal]:
     for rank, mine in signals.by_rank.items():
         moved = facts.ranks[rank].last_step_at if rank in facts.ranks else None
         for signal in mine.failures:
-            if signal.kind in _STUCK_KINDS and not (moved and signal.at and signal.at < moved):
+            old = moved and signal.at and signal.at < moved
+            if (
+                signal.kind in _STUCK_KINDS
+                and not old
+                and not jobtime.before_job(signal.at, facts.job_started)
+            ):
                 found.append(StuckSignal(signal.kind, rank, signal.node, signal.text))
                 break
         if len(found) >= SIGNALS_KEPT:
             return found
     for node, mine in signals.by_node.items():
         found += [
-            StuckSignal(s.kind, None, node, s.text) for s in mine[:2] if s.kind in _STUCK_KINDS
-        ]
+            StuckSignal(s.kind, None, node, s.text)
+            for s in mine[:8]
+            if s.kind in _STUCK_KINDS
+            and not jobtime.before_job(s.at, facts.job_started)
+            and not _someone_elses(facts, node, s)
+        ][:2]
     return found
+
+
+def _someone_elses(facts: Facts, node: str, signal) -> bool:
+    """A kernel kill of a process that is none of the node's ranks, every one of which is
+    alive: another job's (machines are shared), or a helper's. No rank is gone."""
+    facts_of_node = facts.nodes.get(node)
+    if signal.pid is None or facts_of_node is None or signal.pid in facts_of_node.rank_pids:
+        return False
+    here = [s for s in facts.ranks.values() if s.node == node]
+    return bool(here) and all(s.process_seen for s in here)
 
 
 def _stopped(facts: Facts) -> list[StuckSignal]:

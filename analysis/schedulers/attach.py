@@ -1,10 +1,16 @@
-"""Slurm's words about a job joined to the evidence of the nodes they name.
+"""A scheduler's words about a job joined to the evidence of the nodes they name.
 
-The controller's view (a node drained or down with its reason, a step that ended with an exit
-code or a signal) reaches the diagnosis as log lines of the node it is about, under the log
-path SCHEDULER_LOG, so every reader of logs (the launcher exits, the signal readers) sees them
-tied to that node and its ranks. The job's own StdOut / StdErr (srun's `task 3: Killed`,
-slurmstepd's OOM lines) are already logs of the batch host: the snapshot read them there.
+The controller's view (Slurm: a node drained or down with its reason, a step that ended with
+an exit code or a signal; Ray: a worker actor dead with Ray's death cause, a node Ray marks
+dead) reaches the diagnosis as log lines of the node it is about, under the log path
+SCHEDULER_LOGS[kind], so every reader of logs (the launcher exits, the signal readers) sees
+them tied to that node and its ranks. The job's own output files (srun's `task 3: Killed`,
+a Ray worker's stderr) are already logs of their node: the snapshot read them there.
+
+A Ray job's workers do not carry their rank in their environment (Ray Train sets RANK in the
+running process, which /proc/PID/environ never shows): the scheduler JSON's `ranks` (node ->
+pid -> [world rank, local rank], from Ray Train's own worker-group line) says it, and
+`scheduler_ranks` hands it to the rank reader.
 
 The scheduler JSON may come from a bundle: it is read defensively and within bounds.
 """
@@ -15,9 +21,17 @@ from dataclasses import replace
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 
-SCHEDULER_LOG = "slurm/controller.log"
+SCHEDULER_LOGS = {"slurm": "slurm/controller.log", "ray": "ray/head.log"}
+SCHEDULER_LOG = SCHEDULER_LOGS["slurm"]
 MAX_LINES_PER_NODE = 200
 MAX_LINE = 2000
+MAX_RANKS_PER_NODE = 4096
+MAX_WORLD = 131_072
+
+
+def _kind(scheduler: object) -> str:
+    kind = scheduler.get("kind") if isinstance(scheduler, dict) else None
+    return kind if kind in SCHEDULER_LOGS else "slurm"
 
 
 def scheduler_lines(scheduler: object) -> dict[str, list[str]]:
@@ -42,10 +56,48 @@ def with_scheduler_evidence(evidence: SnapshotEvidence) -> SnapshotEvidence:
     lines = scheduler_lines(evidence.scheduler)
     if not lines:
         return evidence
+    path = SCHEDULER_LOGS[_kind(evidence.scheduler)]
     nodes: list[NodeEvidence] = []
     for node in evidence.nodes:
         said = lines.get(node.node) or lines.get(node.hostname)
         if said:
-            node = replace(node, logs={**node.logs, SCHEDULER_LOG: "\n".join(said) + "\n"})
+            node = replace(node, logs={**node.logs, path: "\n".join(said) + "\n"})
         nodes.append(node)
     return replace(evidence, nodes=nodes)
+
+
+def scheduler_ranks(
+    scheduler: object, node: str, hostname: str = ""
+) -> dict[int, tuple[int, int | None]]:
+    """pid -> (world rank, local rank) the scheduler gives for this node's processes."""
+    if not isinstance(scheduler, dict) or not isinstance(scheduler.get("ranks"), dict):
+        return {}
+    table = scheduler["ranks"].get(node) or scheduler["ranks"].get(hostname)
+    if not isinstance(table, dict):
+        return {}
+    out: dict[int, tuple[int, int | None]] = {}
+    for pid, ranks in list(table.items())[:MAX_RANKS_PER_NODE]:
+        if not (isinstance(pid, str) and pid.isdecimal() and len(pid) < 11):
+            continue
+        if not (isinstance(ranks, list) and ranks and isinstance(ranks[0], int)):
+            continue
+        rank = ranks[0]
+        local = ranks[1] if len(ranks) > 1 and isinstance(ranks[1], int) else None
+        if 0 <= rank < MAX_WORLD:
+            out[int(pid)] = (rank, local if local is not None and local >= 0 else None)
+    return out
+
+
+def scheduler_world_size(scheduler: object) -> int | None:
+    """A Ray job's world size: the workers of its latest worker group, when their ranks are
+    known (every rank from 0 to N-1 has a worker)."""
+    if not isinstance(scheduler, dict) or _kind(scheduler) != "ray":
+        return None
+    workers = scheduler.get("workers")
+    if not isinstance(workers, list):
+        return None
+    ranks = {w.get("rank") for w in workers[:MAX_WORLD] if isinstance(w, dict)}
+    ranks.discard(None)
+    if not ranks or not all(isinstance(r, int) for r in ranks):
+        return None
+    return len(ranks) if ranks == set(range(len(ranks))) else None

@@ -276,8 +276,17 @@ READERS = (
 
 
 # Where a message stops stating and starts guessing: Ray lists "potential root causes (1) The
-# process is killed by SIGKILL by OOM killer ..." after every worker death.
-_GUESSES = ("potential root cause", "possible root cause", "possible cause", "may be caused by")
+# process is killed by SIGKILL by OOM killer ..." after every worker death (Ray 2.60: "Some
+# common causes include: (1) the process was killed by the OOM killer ... (3) the worker
+# crashed unexpectedly due to SIGSEGV").
+_GUESSES = (
+    "potential root cause",
+    "possible root cause",
+    "possible cause",
+    "may be caused by",
+    "common causes include",
+    "causes include:",
+)
 
 
 def classify(message: str) -> list[Found]:

@@ -94,6 +94,7 @@ class SignalReader:
         self._file: tuple[int | None, int | None, str | None] | None = None  # read when needed
         self.learned: dict[int, tuple[int, int]] = {}  # pid -> (rank, communicator size)
         self.started: dict[int, int] = {}  # pid -> rank, from a launcher's start lines
+        self.masters: frozenset[str] = frozenset()  # Kubeflow jobs whose master pod is named
         self.widest = 0
         self.kept = _Kept()
         self.line_no = 0
@@ -119,6 +120,7 @@ class SignalReader:
         JSON), else learn what its lines need from each other."""
         if self._structured(text):
             return True
+        self.masters = who.master_pods(text)
         if looks_like_ras(text):
             self.ras = RasTextReader()
         if " nranks " in text:
@@ -370,7 +372,7 @@ class SignalReader:
         if rank is None and local is None and failure:
             rank, local = who.subject(message)
             if rank is None and local is None:
-                rank = who.pod_rank(message)
+                rank = who.pod_rank(message, self.masters)
         if pid is None and failure:
             pid = who.named_pid(message)
         if host is None and failure:

@@ -263,11 +263,30 @@ def file_rank(path: str) -> tuple[int | None, int | None]:
     return None, None
 
 
-def pod_rank(message: str) -> int | None:
-    """Kubeflow's PyTorchJob numbers its master pod RANK 0 (a worker's number depends on
-    whether the job has a master, so `-worker-N` gives none)."""
+_WORKER_POD = re.compile(r"([A-Za-z0-9][\w.-]{0,200})-worker-(\d{1,7})$")
+_MASTER_POD = re.compile(r"([A-Za-z0-9][\w.-]{0,200})-master-0\b")
+
+
+def pod_rank(message: str, masters: frozenset[str] = frozenset()) -> int | None:
+    """Kubeflow's PyTorchJob numbers its master pod RANK 0 and, when the job has a master,
+    `-worker-i` RANK i + 1 (the training operator's numbering); without a master in view a
+    worker's number gives none."""
     first = message[:256].split(None, 1)
-    return 0 if first and first[0].endswith("-master-0") else None
+    if not first:
+        return None
+    if first[0].endswith("-master-0"):
+        return 0
+    worker = _WORKER_POD.match(first[0])
+    if worker and worker.group(1) in masters:
+        return int(worker.group(2)) + 1
+    return None
+
+
+def master_pods(text: str) -> frozenset[str]:
+    """The jobs (pod name prefixes) whose master pod a text names."""
+    if "-master-0" not in text:
+        return frozenset()
+    return frozenset(m.group(1) for m in _MASTER_POD.finditer(text[:1_000_000]))
 
 
 def continued(line: str) -> tuple[str, str] | None:

@@ -100,3 +100,26 @@ def test_peers_named_is_silent_when_no_line_names_another_rank():
 
 def test_checkpoint_save_is_silent_without_a_save():
     assert rules.checkpoint_save(facts_of(_stuck_job())) is None
+
+
+def _stall(listing: list[str]) -> Job:
+    # Horovod's stall inspector as horovodrun prefixes it (horovod/horovod#2576's layout).
+    job = _stuck_job()
+    job.ranks[0].log += (
+        "[0]<stderr>:[2020-12-29 16:50:57.724380: W horovod/common/stall_inspector.cc:105] One "
+        "or more tensors were submitted to be reduced, gathered or broadcasted by subset of "
+        "ranks and are waiting for remainder of ranks for more than 60 seconds.\n"
+        "[0]<stderr>:Missing ranks:\n" + "".join(f"[0]<stderr>:{line}\n" for line in listing)
+    )
+    return job
+
+
+def test_stalled_apart_calls_ranks_missing_different_collectives_b():
+    job = _stall(["0: [broadcast.bool.sz]", "1: [allreduce.c_d1.bias, allreduce.c_d1.weight]"])
+    found = rules.stalled_apart(facts_of(job))
+    assert found is not None and found.classification == "B" and found.suspects == ()
+
+
+def test_stalled_apart_is_silent_when_the_missing_ranks_lack_the_same_collective():
+    job = _stall(["1: [allreduce.c_d1.bias]", "5: [allreduce.c_d1.bias]"])
+    assert rules.stalled_apart(facts_of(job)) is None

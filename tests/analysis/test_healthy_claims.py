@@ -88,3 +88,33 @@ def test_the_flight_recorder_in_flight_is_no_stuck_signal():
     result = _verdict(load_snapshot("healthy", "snap1"))
     assert result["flight_recorder"]["first_mismatch"] is not None
     assert result["classification"] == "healthy"
+
+
+def test_a_kernel_kill_from_before_the_job_is_no_stuck_signal():
+    # A node's dmesg keeps an earlier job's OOM kill (the lab's nodes share this machine's
+    # kernel log): stamped before this job's ranks started, it says nothing of tonight.
+    from tests.analysis.synthetic import Job
+
+    job = Job()
+    job.dmesg[0] = (
+        "[Mon Nov 30 20:10:31 2026] Memory cgroup out of memory: Killed process 4905 (python) "
+        "total-vm:1482596kB, anon-rss:717244kB, file-rss:128520kB, shmem-rss:0kB\n"
+    )
+    assert _verdict(job.evidence())["classification"] == "healthy"
+    job.dmesg[0] = job.dmesg[0].replace("Mon Nov 30 20:10:31", "Tue Dec  1 08:59:00")
+    job.dmesg[0] = job.dmesg[0].replace("process 4905", f"process {job.ranks[0].pid}")
+    job.ranks[0].alive = False
+    assert _verdict(job.evidence())["classification"] != "healthy"  # a rank's, during the job
+
+
+def test_a_kernel_kill_of_a_process_that_is_no_rank_is_no_stuck_signal():
+    # During the job, the OOM killer took a process that is none of the node's ranks (every
+    # rank alive, each pid known from environ): another job's, on a shared machine.
+    from tests.analysis.synthetic import Job
+
+    job = Job()
+    job.dmesg[0] = (
+        "[Tue Dec  1 08:59:00 2026] Memory cgroup out of memory: Killed process 32499 (python) "
+        "total-vm:1482648kB, anon-rss:715796kB, file-rss:92168kB, shmem-rss:0kB\n"
+    )
+    assert _verdict(job.evidence())["classification"] == "healthy"

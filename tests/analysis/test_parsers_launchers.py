@@ -526,3 +526,24 @@ def test_it_numbers_each_pdsh_nodes_deepspeed_teardown_on_its_own():
         (101, 1),
         (201, 1),
     ]
+
+
+def test_a_deepspeed_teardown_shorter_than_its_spawn_count_places_no_pid():
+    # deepspeedai/DeepSpeed#5302: the exit line's command is the last spawned (--local_rank=4,
+    # five processes) but the paste keeps two "Killing subprocess" lines: their order is not
+    # the local ranks'. (A whole list, as in DeepSpeedExamples#626, still is.)
+    killing = "[INFO] [launch.py:315:sigkill_handler] Killing subprocess"
+    text = "\n".join(
+        [
+            f"[2024-03-20 20:31:29,210] {killing} 3353707",
+            f"[2024-03-20 20:31:29,240] {killing} 3353708",
+            "[2024-03-20 20:31:29,269] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+            "'-u', 'src/train_bash.py', '--local_rank=4', '--stage', 'sft'] exits with return "
+            "code = 1",
+        ]
+    )
+    exits = parse_log("ds.log", text).exits
+    assert [(f.pid, f.local_rank) for f in exits if f.pid] == [(3353707, None), (3353708, None)]
+    whole = text.replace("'--local_rank=4'", "'--local_rank=1'")
+    exits = parse_log("ds.log", whole).exits
+    assert [(f.pid, f.local_rank) for f in exits if f.pid] == [(3353707, 0), (3353708, 1)]

@@ -86,22 +86,38 @@ def test_the_form_offers_every_source(alice, as_user, cluster):
         assert f'value="{value}"' in text
 
 
-def test_a_ray_cluster_says_its_snapshots_are_not_built_yet_and_opens_nothing(alice, bob):
+def test_a_ray_cluster_needs_its_ray_job_and_takes_no_slurm_job_and_opens_nothing(bob):
     from collectors.tasks import snapshot_start
 
     cluster = cluster_create(name="ray-b", **{**SLURM, "source": "ray"})
     incident = incident_open(cluster=cluster, title="stuck", opened_by=bob)
-    with pytest.raises(SnapshotRefused, match="snapshots of a Ray job are not built yet"):
+    with pytest.raises(SnapshotRefused, match="snapshots a Ray job: give its id"):
         snapshot_start(incident=incident, by=bob)
     client = APIClient()
     _, secret = api_token_create(user=bob, name="test")
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     before = cluster.incidents.count()
-    answer = client.post(
-        "/api/v1/incidents/", {"title": "t", "cluster": "ray-b", "slurm_job": "1"}, format="json"
-    )
-    assert answer.status_code == 400 and "not built yet" in str(answer.json())
+    answers = [
+        client.post("/api/v1/incidents/", {"title": "t", "cluster": "ray-b", **job}, format="json")
+        for job in ({}, {"slurm_job": "1"}, {"ray_job": "x; ray stop"})
+    ]
+    assert [a.status_code for a in answers] == [400, 400, 400]
+    assert "snapshots a Ray job: give its id" in str(answers[0].json()["ray_job"])
+    assert "is a Ray cluster; it takes no Slurm job" in str(answers[1].json()["slurm_job"])
+    assert "is not a Ray job" in str(answers[2].json()["ray_job"])
     assert cluster.incidents.count() == before
+
+
+def test_a_listed_cluster_takes_no_ray_job(cluster, bob):
+    client = APIClient()
+    _, secret = api_token_create(user=bob, name="test")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    answer = client.post(
+        "/api/v1/incidents/", {"title": "t", "cluster": cluster.name, "ray_job": "r"}, format="json"
+    )
+    assert answer.status_code == 400
+    assert "lists its own nodes; it takes no Ray job" in str(answer.json()["ray_job"])
+    assert not cluster.incidents.exists()
 
 
 def test_a_slurm_cluster_needs_a_job_id_to_open_and_a_listed_one_takes_none(cluster, bob):

@@ -3,11 +3,11 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clusters.models import Cluster
+from clusters.models import Cluster, ClusterSource
 from collectors import selectors
-from collectors.scheduler import JobRefused, slurm_job_plan
+from collectors.scheduler import JobRefused
 from collectors.services import SnapshotRefused
-from collectors.tasks import snapshot_start
+from collectors.tasks import job_kind, job_plan_here, snapshot_start
 from incidents.models import Incident
 from incidents.services import incident_open
 
@@ -24,6 +24,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--slurm-job", help="a Slurm cluster's job id: its nodes are asked of the controller"
         )
+        parser.add_argument(
+            "--ray-job",
+            help="a Ray cluster's job (submission id, Ray job id or Ray Train run name): its "
+            "workers are asked of the Ray head",
+        )
         parser.add_argument("--wait", action="store_true", help="wait for the diagnosis")
         parser.add_argument("--timeout", type=float, default=300, help="seconds to wait")
         parser.add_argument("--json", action="store_true", help="print the diagnosis JSON")
@@ -32,13 +37,15 @@ class Command(BaseCommand):
         target = Cluster.objects.filter(name=cluster).first()
         if target is None:
             raise CommandError(f"No cluster named {cluster}")
-        job = options.get("slurm_job") or ""
+        job = self._job(target, options)
         plan = None
         if job or target.uses_scheduler:
+            kind = job_kind(target)
             if not job and incident is None:
-                raise CommandError(f"{cluster} snapshots a Slurm job: give --slurm-job ID")
+                option = "--ray-job" if target.source == ClusterSource.RAY else "--slurm-job"
+                raise CommandError(f"{cluster} snapshots a {kind} job: give {option} ID")
             try:  # read before anything is written: a refused job changes nothing
-                plan = slurm_job_plan(target, job).to_json() if job else None
+                plan = job_plan_here(target, job) if job else None
             except JobRefused as exc:
                 raise CommandError(str(exc)) from exc
         if incident is not None:
@@ -46,7 +53,9 @@ class Command(BaseCommand):
             if found is None:
                 raise CommandError(f"No incident {incident} on cluster {cluster}")
         else:
-            title = f"Slurm job {job} on {cluster}" if job else f"Snapshot of {cluster}"
+            title = (
+                f"{job_kind(target)} job {job} on {cluster}" if job else f"Snapshot of {cluster}"
+            )
             found = incident_open(
                 opened_by=None,
                 title=f"{title} from the command line",
@@ -80,3 +89,17 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(diagnosis.to_json(), indent=2, sort_keys=True))
         else:
             self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")
+
+    @staticmethod
+    def _job(target: Cluster, options: dict) -> str:
+        """The job the options name, checked against the cluster's source."""
+        slurm, ray = options.get("slurm_job") or "", options.get("ray_job") or ""
+        if slurm and ray:
+            raise CommandError("give --slurm-job or --ray-job, not both")
+        is_ray = target.source == ClusterSource.RAY
+        if (ray and not is_ray) or (slurm and is_ray):
+            given = "--ray-job" if ray else "--slurm-job"
+            raise CommandError(
+                f"{target.name} is a {target.source} cluster: {given} does not apply"
+            )
+        return slurm or ray
