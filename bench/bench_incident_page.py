@@ -44,10 +44,9 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="render the last run's snapshot")
     args = parser.parse_args()
 
-    import django
+    from bench.consolekit import console_database
 
-    django.setup()
-    from django.core.management import call_command
+    console_database(flush=not args.reuse)
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -58,8 +57,6 @@ def main() -> None:
     from collectors.tasks import snapshot_import_bundle
     from incidents.services import incident_open
 
-    _ensure_database()
-    call_command("migrate", verbosity=0)
     from django.contrib.auth.models import User
 
     from collectors.models import Snapshot
@@ -80,7 +77,6 @@ def main() -> None:
         user = User.objects.get(username="bench")
         print(f"database: {connection.vendor}; ranks {args.ranks}: snapshot {snapshot.pk} reused")
     else:
-        call_command("flush", interactive=False, verbosity=0)
         user = User.objects.create_superuser("bench", "", "bench-password-1")
         cluster = cluster_create(name="bench", expected_world_size=args.ranks)
         incident = incident_open(opened_by=user, title="bench", cluster=cluster, severity="SEV1")
@@ -137,22 +133,6 @@ def _more_pages(snapshot) -> list[tuple[str, str]]:
         ("per-rank table, page 2", f"{ranks}?page=2"),
         ("per-rank table, last page", f"{ranks}?page=last"),
     ]
-
-
-def _ensure_database() -> None:
-    from django.conf import settings
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        return
-    import psycopg
-
-    name = settings.DATABASES["default"]["NAME"]
-    params = {k: v for k, v in connection.get_connection_params().items() if k != "dbname"}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            admin.execute(f'CREATE DATABASE "{name}"')
 
 
 if __name__ == "__main__":
