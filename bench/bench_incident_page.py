@@ -47,19 +47,17 @@ def main() -> None:
     from bench.consolekit import console_database
 
     console_database(flush=not args.reuse)
+    from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     from bench.bench_analysis import build_snapshot
     from clusters.services import cluster_create
+    from collectors.models import Snapshot
     from collectors.services import snapshot_analyse
     from collectors.tasks import snapshot_import_bundle
     from incidents.services import incident_open
-
-    from django.contrib.auth.models import User
-
-    from collectors.models import Snapshot
 
     reused = None
     if args.reuse:
