@@ -50,16 +50,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="append each run's figures here")
     args = parser.parse_args()
 
-    import django
+    from bench.consolekit import console_database
 
-    django.setup()
-    from django.core.management import call_command
-
-    from bench.bench_incident_page import _ensure_database
-
-    _ensure_database()
-    call_command("migrate", verbosity=0)
-    call_command("flush", interactive=False, verbosity=0)
+    console_database()
     rows = []
     for nodes in args.nodes:
         for fault in args.faults:
