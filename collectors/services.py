@@ -20,7 +20,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import analysis
-from analysis import guide
+from analysis import guide, rankview
+from analysis.diagnosis import Diagnosis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
@@ -97,12 +98,10 @@ def snapshot_create(
         raise SnapshotRefused(f"Cluster {cluster.name} has no nodes: add them on its page first.")
     try:
         with transaction.atomic():
-            snapshot = Snapshot.objects.create(
-                incident=incident,
-                cluster=cluster,
-                requested_by=by,
-                source="" if by else (source or "system"),
-                expected_world_size=cluster.expected_world_size,
+            snapshot = _snapshot_row(
+                incident,
+                by=by,
+                source=source,
                 # Slurm's output may carry a job's Comment= or Command= arguments: masked.
                 scheduler=mask_json(scheduler) if scheduler else None,
             )
@@ -127,6 +126,19 @@ def snapshot_create(
     return SnapshotCreated(snapshot, created=True, collection_ids=tuple(c.pk for c in collections))
 
 
+def _snapshot_row(incident: Incident, *, by: AbstractBaseUser | None, source: str, **more):
+    """A new snapshot of the incident's cluster: who asked (a person, else the source)."""
+    cluster = incident.cluster
+    return Snapshot.objects.create(
+        incident=incident,
+        cluster=cluster,
+        requested_by=by,
+        source="" if by else (source or "system"),
+        expected_world_size=cluster.expected_world_size,
+        **more,
+    )
+
+
 def _waiting_snapshot_create(
     incident: Incident, *, by: AbstractBaseUser | None, source: str
 ) -> SnapshotCreated:
@@ -137,12 +149,10 @@ def _waiting_snapshot_create(
     expected = f"{cluster.expected_nodes} nodes" if cluster.expected_nodes else "its nodes"
     try:
         with transaction.atomic():
-            snapshot = Snapshot.objects.create(
-                incident=incident,
-                cluster=cluster,
-                requested_by=by,
-                source="" if by else (source or "system"),
-                expected_world_size=cluster.expected_world_size,
+            snapshot = _snapshot_row(
+                incident,
+                by=by,
+                source=source,
                 expected_nodes=cluster.expected_nodes,
                 upload_until=until,
             )
@@ -382,6 +392,13 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     return _snapshot_finish(snapshot, status=SnapshotStatus.DONE, diagnosis=diagnosis)
 
 
+def rank_overview(diagnosis: dict | None) -> dict | None:
+    """The overview the pages read instead of the whole per-rank table (analysis/rankview)."""
+    if not diagnosis:
+        return None
+    return rankview.overview(Diagnosis.from_json(diagnosis)).to_json()
+
+
 @transaction.atomic
 def _snapshot_finish(
     snapshot: Snapshot,
@@ -395,6 +412,7 @@ def _snapshot_finish(
         Snapshot.objects.filter(pk=snapshot.pk),
         status,
         diagnosis=diagnosis,
+        rank_overview=rank_overview(diagnosis),
         error=error,
         finished_at=now,
     )
