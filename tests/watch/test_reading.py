@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from collectors.remote import FrameReader
+from hangdesk.frames import FrameReader
 from watch.reading import ReadPlan, reading_from_frames, render_script
 
 
