@@ -1,4 +1,4 @@
-"""Pure analysis of hung-job evidence: parsers, rank timeline, stack groups, verdicts.
+"""Pure analysis of hung-job evidence: parsers, ranks, stack groups, verdicts.
 
 Nothing in this package imports Django or paramiko; it works on plain data.
 """
@@ -6,7 +6,6 @@ Nothing in this package imports Django or paramiko; it works on plain data.
 from analysis.diagnosis import Diagnosis, diagnose
 from analysis.ranks import RankState, extract_ranks
 from analysis.stacks import compact_ranks
-from analysis.timeline import timeline_figure
 
 __all__ = [
     "Diagnosis",
@@ -14,5 +13,4 @@ __all__ = [
     "compact_ranks",
     "diagnose",
     "extract_ranks",
-    "timeline_figure",
 ]

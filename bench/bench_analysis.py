@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
-from analysis import timeline_figure  # noqa: E402
 from analysis.evidence import NodeEvidence, SnapshotEvidence  # noqa: E402
+from readings.timeline import timeline_figure  # noqa: E402
 
 SAMPLE = REPO / "tests" / "analysis" / "samples" / "outside"
 PUBLIC = REPO / "tests" / "analysis" / "samples" / "public"

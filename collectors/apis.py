@@ -14,7 +14,6 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analysis import guide
 from clusters.models import ClusterSource
 from core.api_auth import TokenAuthentication
 from core.bodycap import BodyCap
@@ -24,6 +23,7 @@ from core.models import ApiToken
 from core.roles import Role, has_role
 from incidents.models import Incident
 from incidents.services import incident_require_open
+from readings import guide
 
 from . import audit, push, selectors, tasks
 from .bundles import read_bundle_fileobj

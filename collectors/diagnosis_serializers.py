@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from analysis import guide
 from analysis.fr_records import FR_STOP_KINDS
 from analysis.records import GroupKind, RankStatus
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION
 from analysis.verdict import CLASSES
+from readings import guide
 
 
 def _ranks(help_text: str) -> serializers.ListField:

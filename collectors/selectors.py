@@ -9,13 +9,14 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 import analysis
-from analysis import gpushape, guide
+from analysis import gpushape
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
 from analysis.records import RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
 from incidents.models import Incident
+from readings import guide, timeline
 
 from .models import (
     ACTIVE_SNAPSHOT_STATUSES,
@@ -172,7 +173,7 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
         "choices": list(guide.CLASS_NAMES.items()),
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
-        "figure": analysis.timeline_figure(diagnosis),
+        "figure": timeline.timeline_figure(diagnosis),
         "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
         "rank_rows": ordered,
         "rank_table_open": len(ordered) <= RANK_TABLE_OPEN_UP_TO,

@@ -20,7 +20,6 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import analysis
-from analysis import guide
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
@@ -29,6 +28,7 @@ from hangdesk.budget import TIME_BUDGET
 from hangdesk.masking import mask_json, mask_text, masked_diagnosis
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
+from readings import guide
 
 from . import remote, selectors
 from .models import (

@@ -4,8 +4,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.core.validators import MaxLengthValidator
 
-from analysis import guide
 from clusters.models import Cluster
+from readings import guide
 
 from .models import (
     STATUS_TRANSITIONS,

@@ -12,10 +12,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from analysis import guide
-from analysis import postmortem as story
 from analysis.diagnosis import Diagnosis
 from core.errors import Invalid
+from readings import guide
+from readings import postmortem as story
 
 from .models import (
     EventKind,
@@ -98,7 +98,7 @@ def postmortem_draft(
 
 def confirmed_cause(decisions: list[TimelineEvent], classification: str) -> str | None:
     """Why the rank left, as the responders last answered it in class A's branch (a key of
-    analysis.postmortem.CAUSES), or None when they did not say."""
+    readings.postmortem.CAUSES), or None when they did not say."""
     if classification != "A":
         return None
     answers = [

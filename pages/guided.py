@@ -13,7 +13,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from analysis import branches, guide
 from analysis.diagnosis import Diagnosis
 from analysis.records import RankRow
 from collectors.models import Artifact, Snapshot
@@ -29,6 +28,7 @@ from incidents.guided import (
 )
 from incidents.models import Incident, Status, TimelineEvent
 from incidents.services import InvalidTransition, incident_change_status
+from readings import branches, guide
 
 # Variables that differ per rank by design: shown, never counted as a difference.
 PER_RANK_VARIABLES = frozenset(

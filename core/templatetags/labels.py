@@ -2,8 +2,8 @@
 
 from django import template
 
-from analysis import guide
 from analysis.facts import Progress
+from readings import guide
 
 register = template.Library()
 

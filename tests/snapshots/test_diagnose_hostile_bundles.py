@@ -17,8 +17,8 @@ import subprocess
 import pytest
 from django.conf import settings
 
-from analysis.guide import CLASS_NAMES
 from hangdesk import report
+from readings.guide import CLASS_NAMES
 from tests import hostile
 from tests.snapshots.test_diagnose_offline import NO_SERVICES
 

@@ -1,8 +1,8 @@
 """The words a tired responder reads: plain class names, times that say what they are."""
 
-from analysis import guide
 from analysis.diagnosis import Diagnosis
 from analysis.facts import Progress
+from readings import guide
 
 
 def test_every_class_has_a_plain_name_and_metaphors_are_only_subtitles():
@@ -85,11 +85,13 @@ def test_reading_order_puts_the_verdict_and_suspects_first_and_keeps_every_key()
         "evidence": [],
         "suspect_ranks_compact": "3",
     }
-    ordered = guide.reading_order(stored)
+    diagnosis = Diagnosis.from_json(stored)
+    ordered = guide.reading_order(diagnosis)
     assert list(ordered)[:4] == [
         "classification",
         "summary",
         "suspect_ranks_compact",
         "suspect_ranks",
     ]
-    assert ordered == stored
+    assert ordered == diagnosis.to_json()
+    assert set(stored) <= set(ordered)

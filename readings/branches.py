@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from analysis import postmortem as story
 from analysis.diagnosis import Diagnosis
-from analysis.postmortem import DepartureCause
 from analysis.records import GroupKind, RankRow, StackGroup
 from analysis.verdict import Evidence
+from readings import postmortem as story
+from readings.postmortem import DepartureCause
 
 # What the branch's buttons do (the incident page turns each into a form or a link).
 SECOND_SNAPSHOT = "second_snapshot"

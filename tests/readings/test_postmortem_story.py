@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 import analysis
-from analysis import branches
-from analysis import postmortem as story
 from analysis.diagnosis import Diagnosis
 from analysis.verdict import Evidence
+from readings import branches
+from readings import postmortem as story
 from tests.analysis.sample_evidence import load_snapshot
 
 

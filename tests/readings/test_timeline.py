@@ -2,11 +2,10 @@
 
 import plotly.graph_objects as go
 
-from analysis import timeline_figure
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import not_gathered
 from analysis.records import RankStatus
-from analysis.timeline import STATUS_STYLE
+from readings.timeline import STATUS_STYLE, timeline_figure
 from tests.analysis.sample_evidence import diagnosis_json, drop_rank_process, load_snapshot
 
 
@@ -89,7 +88,7 @@ def test_many_distinct_groups_are_folded_into_one_bar():
 
 
 def rank_groups_cap() -> int:
-    from analysis.timeline import MAX_GROUPS
+    from readings.timeline import MAX_GROUPS
 
     return MAX_GROUPS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.diagnosis import Diagnosis
-from analysis.facts import Progress
+from analysis.progress import Progress
 from analysis.records import GroupKind, StackGroup
 
 # Plain names first: what the evidence shows. The sources' images ("someone did not come")
@@ -247,8 +247,9 @@ READING_ORDER = (
 )
 
 
-def reading_order(diagnosis: dict[str, Any]) -> dict[str, Any]:
-    """The diagnosis with classification, summary and suspects first (PostgreSQL's jsonb
-    hands keys back by length, so the stored order is no order at all)."""
-    first = {k: diagnosis[k] for k in READING_ORDER if k in diagnosis}
-    return first | {k: v for k, v in diagnosis.items() if k not in first}
+def reading_order(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The diagnosis's stored form with classification, summary and suspects first
+    (PostgreSQL's jsonb hands keys back by length, so the stored order is no order at all)."""
+    stored = diagnosis.to_json()
+    first = {k: stored[k] for k in READING_ORDER if k in stored}
+    return first | {k: v for k, v in stored.items() if k not in first}
