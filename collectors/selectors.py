@@ -16,7 +16,7 @@ from analysis.records import RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
 from incidents.models import Incident
-from readings import guide, timeline
+from readings import classes, guide, timeline
 
 from .models import (
     ACTIVE_SNAPSHOT_STATUSES,
@@ -170,7 +170,7 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
     return {
         "diagnosis": diagnosis,
         "class_name": guide.class_name(diagnosis.classification),
-        "choices": list(guide.CLASS_NAMES.items()),
+        "choices": classes.choices(),
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
         "figure": timeline.timeline_figure(diagnosis),

@@ -28,7 +28,7 @@ from hangdesk.budget import TIME_BUDGET
 from hangdesk.masking import mask_json, mask_text, masked_diagnosis
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
-from readings import guide
+from readings import classes, guide
 
 from . import remote, selectors
 from .models import (
@@ -434,8 +434,8 @@ def snapshot_record_decision(
 ):
     """A responder's call on a snapshot: agree with the verdict or override it, pinned."""
     incident_require_open(snapshot.incident_id)
-    if classification not in guide.CLASS_NAMES:
-        raise Invalid(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
+    if classification not in classes.CLASSES:
+        raise Invalid(f"classification must be one of {', '.join(classes.CLASSES)}")
     diagnosis = snapshot.read_diagnosis()
     suggested = diagnosis.classification if diagnosis else None
     agreed = classification == suggested

@@ -28,7 +28,7 @@ from incidents.guided import (
 )
 from incidents.models import Incident, Status, TimelineEvent
 from incidents.services import InvalidTransition, incident_change_status
-from readings import branches, guide
+from readings import guide, questions
 
 # Variables that differ per rank by design: shown, never counted as a difference.
 PER_RANK_VARIABLES = frozenset(
@@ -188,8 +188,8 @@ def guided_env(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
     """The suspect rank's environment beside a healthy rank's, on another node if possible."""
     snapshot = _snapshot(pk, snapshot_pk)
     diagnosis = snapshot.read_diagnosis() or Diagnosis.empty()
-    who = branches.suspect(diagnosis)
-    healthy = branches.healthy_rank(diagnosis)
+    who = questions.suspect(diagnosis)
+    healthy = questions.healthy_rank(diagnosis)
     suspect_env = _environ(snapshot, who.row)
     healthy_env = _environ(snapshot, healthy) if healthy else None
     rows = env_rows(suspect_env or {}, healthy_env or {})

@@ -8,84 +8,16 @@ from typing import Any
 from analysis.diagnosis import Diagnosis
 from analysis.progress import Progress
 from analysis.records import GroupKind, StackGroup
-
-# Plain names first: what the evidence shows. The sources' images ("someone did not come")
-# are at most a subtitle (CLASS_SUBTITLES), never the name.
-CLASS_NAMES = {
-    "A": "A · a rank left or stalled outside the collective",
-    "B": "B · ranks in different collectives",
-    "C": "C · configuration differs between ranks",
-    "straggler": "Straggler · one rank is slow, the others wait",
-    "init": "Init / rendezvous · ranks never all arrived",
-    "healthy": "Healthy · steps are still completing",
-    "unknown": "Unknown · not enough evidence",
-}
-
-CLASS_SUBTITLES = {
-    "A": "someone did not come",
-    "B": "meetings in a different order",
-    "C": "the dance steps differ",
-}
-
-# One sentence for a tooltip in the incident list and the API's label help.
-CLASS_HINTS = {
-    "A": "One or more ranks exited, were killed or are stuck outside any collective; "
-    "the others wait for them in the same collective.",
-    "B": "Every rank is alive, but they wait in different collectives (or a different op at "
-    "the same sequence number): a code path differs between ranks.",
-    "C": "Every rank is alive and in the same collective, nobody is missing: look at what "
-    "differs between ranks (environment, NCCL's choices, the network).",
-    "straggler": "The job still moves, at the pace of its slowest rank.",
-    "init": "No step was completed by every rank: rendezvous or communicator set-up hangs.",
-    "healthy": "Steps are still completing.",
-    "unknown": "The evidence does not decide: collect more or take a second snapshot.",
-}
-
-
-NEXT_STEPS = {
-    "A": [
-        "Read the first rank that left: its log tail and exit code (137 = SIGKILL/OOM, 139 = segfault).",
-        "Read dmesg on its node: the OOM killer, NVRM Xid (79 fell off the bus, 48 ECC, 74 NVLink).",
-        "If the rank is alive but outside the collective: data loading, I/O, /dev/shm, a Python lock.",
-    ],
-    "B": [
-        "Find the code path that differs: a collective under `if rank == 0:`, a data-dependent branch, "
-        "variable-length batches, an exception path.",
-        "The flight recorder's first unmatched sequence id names the collective and the ranks.",
-    ],
-    "C": [
-        "Compare the environment: NCCL_* left in /etc/profile, /etc/bashrc, ~/.bashrc by an earlier "
-        "debugging session; NCCL_SOCKET_IFNAME / NCCL_IB_HCA that differ between nodes.",
-        "Then the network: links, IB ports (ibstat), the interfaces NCCL chose (NET/IB : Using ...).",
-    ],
-    "straggler": [
-        "Look at the slow rank's node: data sharding, CPU contention, NUMA, throttling, ECC, storage.",
-        "The others are waiting for it in collectives; fixing the slow node fixes the job.",
-    ],
-    "init": [
-        "Check MASTER_ADDR / MASTER_PORT, DNS and the firewall; look for a duplicate node_rank.",
-        "The ranks that never arrived are the ones to look at; the others wait for them.",
-    ],
-    "healthy": ["Steps are still completing. Take another snapshot if the job slows again."],
-    "unknown": [
-        "Collect more: make sure py-spy can attach (root / SYS_PTRACE) and the log globs match.",
-        "Take a second snapshot some seconds later to tell slow from dead.",
-    ],
-}
+from readings.classes import reading
 
 
 def class_name(classification: str) -> str:
-    return CLASS_NAMES.get(classification, classification)
+    return reading(classification).name
 
 
 def class_label(classification: str) -> dict[str, str]:
     """Name, subtitle and one-sentence hint of a class, for pages and the API."""
-    return {
-        "code": classification,
-        "name": class_name(classification),
-        "subtitle": CLASS_SUBTITLES.get(classification, ""),
-        "hint": CLASS_HINTS.get(classification, ""),
-    }
+    return reading(classification).label()
 
 
 def duration(seconds: float | None) -> str:
@@ -155,7 +87,8 @@ def next_steps(diagnosis: Diagnosis) -> list[str]:
     """What the verdict itself asks for first (a second snapshot when nothing proves the job
     stuck), then the class's own advice."""
     first = list(diagnosis.next_steps)
-    return first + [s for s in NEXT_STEPS.get(diagnosis.classification, []) if s not in first]
+    own = reading(diagnosis.classification).next_steps
+    return first + [s for s in own if s not in first]
 
 
 def _who_is_there(d: Diagnosis) -> dict[str, str]:

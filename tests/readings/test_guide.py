@@ -1,16 +1,24 @@
 """The words a tired responder reads: plain class names, times that say what they are."""
 
 from analysis.diagnosis import Diagnosis
-from analysis.facts import Progress
-from readings import guide
+from analysis.progress import Progress
+from analysis.verdict import CLASSES
+from readings import classes, guide
+
+
+def test_every_class_the_verdict_names_has_one_row_of_the_table():
+    assert tuple(classes.CLASSES) == CLASSES
+    assert classes.choices() == [(c.code, c.name) for c in classes.CLASSES.values()]
 
 
 def test_every_class_has_a_plain_name_and_metaphors_are_only_subtitles():
-    for code, name in guide.CLASS_NAMES.items():
-        assert name.startswith(code.capitalize() if code not in "ABC" else code)
-        for metaphor in guide.CLASS_SUBTITLES.values():
-            assert metaphor not in name
-        assert guide.CLASS_HINTS[code].endswith(".")
+    subtitles = [c.subtitle for c in classes.CLASSES.values() if c.subtitle]
+    for code, of_class in classes.CLASSES.items():
+        assert of_class.name.startswith(code.capitalize() if code not in "ABC" else code)
+        for metaphor in subtitles:
+            assert metaphor not in of_class.name
+        assert of_class.hint.endswith(".")
+        assert of_class.next_steps
     assert guide.class_name("A") == "A · a rank left or stalled outside the collective"
     assert guide.class_label("B")["subtitle"] == "meetings in a different order"
     assert guide.class_label("mystery") == {

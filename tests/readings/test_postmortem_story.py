@@ -10,7 +10,7 @@ import pytest
 import analysis
 from analysis.diagnosis import Diagnosis
 from analysis.verdict import Evidence
-from readings import branches
+from readings import branches, stories
 from readings import postmortem as story
 from tests.analysis.sample_evidence import load_snapshot
 
@@ -50,7 +50,7 @@ def _stored(d: dict) -> Diagnosis:
 
 def test_an_oom_kill_gets_memory_advice_and_no_crash_handler():
     d = _a(137, ["dmesg_oom", "exit_code"])
-    assert story.departure_cause(d).key == "oom"
+    assert stories.departure_cause(d).key == "oom"
     advice = " ".join(story.prevention(d, "A"))
     assert "Memory headroom on node-1: the OOM killer took rank 3" in advice
     assert "Crash handler" not in advice
@@ -66,7 +66,7 @@ def test_an_oom_kill_gets_memory_advice_and_no_crash_handler():
                                                      (1, ["log_error"], "exception")])  # fmt: skip
 def test_a_crash_gets_the_print_then_clean_up_handler(code, kinds, key):
     d = _a(code, kinds)
-    assert story.departure_cause(d).key == key
+    assert stories.departure_cause(d).key == key
     assert any(a.startswith("Crash handler (rank 3") for a in story.prevention(d, "A"))
 
 
@@ -84,8 +84,8 @@ def test_a_sigkill_without_the_oom_killer_asks_who_sent_it():
 
 def test_the_cause_the_responders_confirmed_wins_and_parse_problems_are_no_factor():
     d = _a(None, [], status="missing")
-    assert story.departure_cause(d).key == "unknown"
-    confirmed = story.departure_cause(d, "killed")
+    assert stories.departure_cause(d).key == "unknown"
+    confirmed = stories.departure_cause(d, "killed")
     assert (confirmed.key, confirmed.evidence_key, confirmed.confirmed) == (
         "killed",
         "unknown",
