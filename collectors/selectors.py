@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, fields
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
@@ -15,6 +17,7 @@ from analysis.evidence import SnapshotEvidence
 from analysis.records import RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
+from incidents.guided import Reasked, Standing, guided_state
 from incidents.models import Incident
 from readings import classes, guide, timeline
 
@@ -195,3 +198,47 @@ def with_latest_verdict(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
         "-started_at", "-pk"
     )
     return incidents.annotate(verdict=Subquery(latest.values("diagnosis__classification")[:1]))
+
+
+@dataclass(frozen=True)
+class SnapshotPage:
+    """Everything the snapshot page shows: its progress panel, its nodes and one node's
+    artifacts, the verdict, and the responders' decision and answers standing on it (recorded
+    on it, or carried from an earlier snapshot of the incident)."""
+
+    snapshot: Snapshot
+    counts: dict[str, int]
+    percent: int
+    collections: list
+    ok_hidden: bool
+    nodes: list[dict]
+    node: str  # the node whose artifacts are listed ("" for none)
+    artifacts: list[Artifact] | None
+    view: dict | None
+    decision: Standing | Reasked | None
+    answers: list[dict]
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def snapshot_page(snapshot: Snapshot, *, node: str = "") -> SnapshotPage:
+    diagnosis = snapshot.read_diagnosis()
+    decision, answers = None, []
+    if diagnosis:
+        events = list(snapshot.incident.events.select_related("author").order_by("at", "pk"))
+        state = guided_state(events, snapshot.pk, diagnosis)
+        decision = state["call"]
+        answers = [
+            {"question": q["question"], "answer": state["answers"].get(q["id"])}
+            for q in state["branch"]["questions"]
+        ]
+    return SnapshotPage(
+        **progress(snapshot),
+        nodes=artifact_summary(snapshot),
+        node=node,
+        artifacts=artifact_index(snapshot, node) if node else None,
+        view=diagnosis_view(snapshot),
+        decision=decision,
+        answers=answers,
+    )
