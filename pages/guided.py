@@ -146,7 +146,7 @@ def guided_resolve(request: HttpRequest, pk: int) -> HttpResponse:
         except InvalidTransition as exc:
             messages.error(request, str(exc))
             return redirect(incident)
-    return redirect("incidents:postmortem", pk=incident.pk)
+    return redirect("pages:postmortem", pk=incident.pk)
 
 
 def _artifacts(snapshot: Snapshot, node: str, *, prefix: str = "", name: str = "") -> list:
