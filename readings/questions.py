@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from analysis.diagnosis import Diagnosis
 from analysis.records import GroupKind, RankRow, StackGroup
-from analysis.verdict import Evidence
+from analysis.verdict import Evidence, EvidenceKind
 from readings import stories
 from readings.stories import DepartureCause
 
@@ -30,7 +30,7 @@ def _lines(d: Diagnosis, *, rank: int | None = None, kinds: tuple[str, ...] = ()
 
 def _group_lines(d: Diagnosis) -> list[Evidence]:
     return [
-        Evidence("stack group", None, None, f"ranks {g.ranks}: {g.frame}")
+        Evidence(EvidenceKind.STACK_GROUP, None, None, f"ranks {g.ranks}: {g.frame}")
         for g in d.stack_groups[:EVIDENCE_PER_QUESTION]
     ]
 
@@ -100,7 +100,12 @@ def _slow_or_dead(d: Diagnosis) -> dict:
         ("unknown", "Not known yet"),
     ]
     return _q(
-        "slow_or_dead", "Slow or dead?", choices, suggested, basis, _lines(d, kinds=("progress",))
+        "slow_or_dead",
+        "Slow or dead?",
+        choices,
+        suggested,
+        basis,
+        _lines(d, kinds=(EvidenceKind.PROGRESS,)),
     )
 
 
@@ -157,7 +162,7 @@ def _call_site(group: StackGroup | None) -> str:
 
 def _stack_lines(group: StackGroup | None) -> list[Evidence]:
     frames = group.stack[:EVIDENCE_PER_QUESTION] if group else ()
-    return [Evidence("stack", None, None, frame) for frame in frames]
+    return [Evidence(EvidenceKind.STACK, None, None, frame) for frame in frames]
 
 
 def b_questions(d: Diagnosis) -> list[dict]:
@@ -168,7 +173,9 @@ def b_questions(d: Diagnosis) -> list[dict]:
         basis = f"flight recorder: group {mismatch.pg} collective #{mismatch.seq}"
     else:
         basis = f"{len(groups)} stack groups"
-    shown = _lines(d, kinds=("flight_recorder", "collective", "watchdog")) or _group_lines(d)
+    shown = _lines(
+        d, kinds=(EvidenceKind.FLIGHT_RECORDER, EvidenceKind.COLLECTIVE, EvidenceKind.WATCHDOG)
+    ) or _group_lines(d)
     code_paths = [
         ("rank_branch", "A collective under a rank-dependent branch (if rank == 0:)"),
         ("data_branch", "A data-dependent branch or variable-length batches"),
@@ -204,18 +211,19 @@ def _env_lines(d: Diagnosis, *, prefix: str = "") -> list[Evidence]:
         if not diff.name.startswith(prefix):
             continue
         values = "; ".join(f"{v.value} on ranks {v.ranks}" for v in diff.values[:3])
-        lines.append(Evidence("env_diff", None, None, f"{diff.name}: {values}"))
+        lines.append(Evidence(EvidenceKind.ENV_DIFF, None, None, f"{diff.name}: {values}"))
     return lines[:EVIDENCE_PER_QUESTION]
 
 
 def c_questions(d: Diagnosis) -> list[dict]:
     groups = d.stack_groups
     together = not d.missing_ranks and len(groups) == 1
-    env, nccl = _env_lines(d), _lines(d, kinds=("nccl_config", "nccl_warn"))
+    env, nccl = _env_lines(d), _lines(d, kinds=(EvidenceKind.NCCL_CONFIG, EvidenceKind.NCCL_WARN))
     differs = "env" if env else "nccl" if nccl else "network"
     shell = d.shell_init
     shell_lines = [
-        Evidence("shell_init", s.node, None, s.line) for s in shell[:EVIDENCE_PER_QUESTION]
+        Evidence(EvidenceKind.SHELL_INIT, s.node, None, s.line)
+        for s in shell[:EVIDENCE_PER_QUESTION]
     ]
     what = [
         ("env", "Environment variables (NCCL_*, TORCH_*, CUDA_*)"),
@@ -272,7 +280,7 @@ def straggler_questions(d: Diagnosis) -> list[dict]:
             YES_NO,
             "no" if d.progress.progressing is False else "yes",
             d.progress.method or "no progress measure",
-            _lines(d, kinds=("progress", "step_time")),
+            _lines(d, kinds=(EvidenceKind.PROGRESS, EvidenceKind.STEP_TIME)),
         ),
         _who_question(d, "Which rank is slow?"),
         _q(
@@ -281,7 +289,16 @@ def straggler_questions(d: Diagnosis) -> list[dict]:
             places,
             where,
             f"its stack: {frame or 'not collected'}",
-            _lines(d, rank=who.rank, kinds=("slow_rank", "step_time", "stack", "gpu")),
+            _lines(
+                d,
+                rank=who.rank,
+                kinds=(
+                    EvidenceKind.SLOW_RANK,
+                    EvidenceKind.STEP_TIME,
+                    EvidenceKind.STACK,
+                    EvidenceKind.GPU,
+                ),
+            ),
         ),
     ]
 
@@ -304,7 +321,7 @@ def init_questions(d: Diagnosis) -> list[dict]:
             YES_NO,
             "no" if master else "yes",
             f"{len(master)} MASTER_ variables differ",
-            master + _lines(d, kinds=("rendezvous",)),
+            master + _lines(d, kinds=(EvidenceKind.RENDEZVOUS,)),
         ),
     ]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from analysis.diagnosis import Diagnosis
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
-from analysis.verdict import Evidence
+from analysis.verdict import Evidence, EvidenceKind
 
 # Exit codes as the launchers print them: negative = killed by that signal, 128+N = the same
 # through a shell.
@@ -65,7 +65,11 @@ def departure_cause(d: Diagnosis, confirmed: str | None = None) -> DepartureCaus
     ]
     # A line of the rank's own says why it left; of its node's, only a GPU fault or the node
     # lost (an OOM kill in a node's dmesg may be any process's).
-    kinds = {e.kind for e in lines if e.rank == rank or e.kind in ("xid", "node_unreachable")}
+    kinds = {
+        e.kind
+        for e in lines
+        if e.rank == rank or e.kind in (EvidenceKind.XID, EvidenceKind.NODE_UNREACHABLE)
+    }
     evidence_key = _cause_key(kinds, row)
     key = confirmed if confirmed in CAUSES else evidence_key
     return DepartureCause(
@@ -82,19 +86,19 @@ def departure_cause(d: Diagnosis, confirmed: str | None = None) -> DepartureCaus
 
 def _cause_key(kinds: set[str], row: RankRow | None) -> str:
     code = row.exit_code if row else None
-    if "dmesg_oom" in kinds:
+    if EvidenceKind.DMESG_OOM in kinds:
         return "oom"
-    if "xid" in kinds:
+    if EvidenceKind.XID in kinds:
         return "gpu_fault"
-    if "segfault" in kinds or code in _SEGFAULT:
+    if EvidenceKind.SEGFAULT in kinds or code in _SEGFAULT:
         return "segfault"
     if code in _KILLED:
         return "killed"
     if code in _ABORT:
         return "abort"
-    if code is not None or "log_error" in kinds:
+    if code is not None or EvidenceKind.LOG_ERROR in kinds:
         return "exception"
-    if "node_unreachable" in kinds:
+    if EvidenceKind.NODE_UNREACHABLE in kinds:
         return "node_lost"
     if row is not None and row.status is RankStatus.OUTSIDE:
         return "cpu_stall"
@@ -122,7 +126,7 @@ def a_story(d: Diagnosis, confirmed: str | None = None) -> str:
     elif cause.exit_code is not None and f"exit code {cause.exit_code}" not in what:
         what += f" (exit code {cause.exit_code})"
     text = f"Rank {cause.rank}{where} was {what}."
-    gone = next((e for e in cause.evidence if e.kind == "missing"), None)
+    gone = next((e for e in cause.evidence if e.kind == EvidenceKind.MISSING), None)
     if cause.key == "unknown" and gone:
         # "rank 3: its process is gone (no longer in ps)": what the collection did see.
         seen = gone.text.split(": ", 1)[-1]

@@ -11,7 +11,7 @@ from analysis.findings import Finding
 from analysis.groups import disagreements, lagging_in_group
 from analysis.rules.base import step_text
 from analysis.stacks import base_name
-from analysis.verdict import Evidence, capitalised, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
 
 
 def fr_different_collective(facts: Facts) -> Finding | None:
@@ -64,12 +64,12 @@ def _culprits_frame(stop) -> str:
 
 def fr_evidence(facts: Facts, stop) -> list[Evidence]:
     """A flight-recorder stop and the lines behind it, each tied to the rank it is about."""
-    evidence = [Evidence("flight_recorder", None, None, stop.detail)]
+    evidence = [Evidence(EvidenceKind.FLIGHT_RECORDER, None, None, stop.detail)]
     for line in stop.lines:
         head = line.split(":", 1)[0]
         rank = int(head[5:]) if head.startswith("rank ") and head[5:].isdigit() else None
         node = facts.rank_node.get(rank) if rank is not None else None
-        evidence.append(Evidence("flight_recorder", node, rank, line))
+        evidence.append(Evidence(EvidenceKind.FLIGHT_RECORDER, node, rank, line))
     return evidence
 
 
@@ -96,10 +96,11 @@ def _logs_disagree(facts: Facts, sources: frozenset[str], rule: str) -> Finding 
     first = found[0]
     group = f" of group {first.pg}" if first.pg else ""
     odd = first.minority or tuple(r for r in first.majority if first.lines)
-    evidence = [Evidence("collective", None, None, line) for line in first.lines]
+    evidence = [Evidence(EvidenceKind.COLLECTIVE, None, None, line) for line in first.lines]
     for rank in first.majority[:1] if first.minority else ():
         evidence += [
-            Evidence("collective", None, rank, r.line) for r in facts.collectives[rank][:1]
+            Evidence(EvidenceKind.COLLECTIVE, None, rank, r.line)
+            for r in facts.collectives[rank][:1]
         ]
     if first.minority:
         evidence = [Evidence(e.kind, e.node, first.minority[0], e.text) for e in evidence[:1]] + (
@@ -161,7 +162,7 @@ def stacks_different_collective(facts: Facts) -> Finding | None:
         by_op[base_name(facts.ranks[rank].frame_name)].append(rank)
     ordered = sorted(by_op.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     minority = [r for _, ranks in ordered[1:] for r in ranks]
-    evidence = [Evidence("log_error", None, f.rank, f.line) for f in mismatch_lines[:3]]
+    evidence = [Evidence(EvidenceKind.LOG_ERROR, None, f.rank, f.line) for f in mismatch_lines[:3]]
     evidence += quotes.stacks(facts, minority, limit=3)
     if ordered:
         evidence += quotes.stack(facts, ordered[0][1][0])
@@ -294,7 +295,7 @@ def peer_named(facts: Facts) -> Finding | None:
     culprits = sorted({r for b in blames for r in b.peer_ranks})
     nodes = sorted({b.peer_node for b in blames if b.peer_node})
     reporters = sorted({b.reporter for b in blames if b.reporter is not None} - set(culprits))
-    evidence = [Evidence("nccl_peer", b.node, b.reporter, b.line) for b in blames[:4]]
+    evidence = [Evidence(EvidenceKind.NCCL_PEER, b.node, b.reporter, b.line) for b in blames[:4]]
     for rank in culprits[:3]:
         evidence += quotes.log_errors(facts, rank)
     who = ranks_text(culprits) if culprits else ", ".join(nodes)
@@ -322,7 +323,9 @@ def lagging(facts: Facts) -> Finding | None:
     if not behind:
         return None
     ranks = sorted(behind)
-    evidence = [Evidence("watchdog", facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]]
+    evidence = [
+        Evidence(EvidenceKind.WATCHDOG, facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]
+    ]
     return Finding(
         "A",
         0.6,
