@@ -20,6 +20,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import analysis
+from analysis import rankview
+from analysis.diagnosis import Diagnosis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
@@ -391,6 +393,13 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     return _snapshot_finish(snapshot, status=SnapshotStatus.DONE, diagnosis=diagnosis)
 
 
+def rank_overview(diagnosis: dict | None) -> dict | None:
+    """The overview the pages read instead of the whole per-rank table (analysis/rankview)."""
+    if not diagnosis:
+        return None
+    return rankview.overview(Diagnosis.from_json(diagnosis)).to_json()
+
+
 @transaction.atomic
 def _snapshot_finish(
     snapshot: Snapshot,
@@ -404,6 +413,7 @@ def _snapshot_finish(
         Snapshot.objects.filter(pk=snapshot.pk),
         status,
         diagnosis=diagnosis,
+        rank_overview=rank_overview(diagnosis),
         error=error,
         finished_at=now,
     )

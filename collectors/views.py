@@ -126,10 +126,25 @@ def snapshot_progress(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
 
 def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     snapshot = get_object_or_404(
-        Snapshot.objects.select_related("incident", "cluster", "requested_by"), pk=snapshot_pk
+        Snapshot.objects.for_pages().select_related("incident", "cluster", "requested_by"),
+        pk=snapshot_pk,
     )
     page = selectors.snapshot_page(snapshot, node=request.GET.get("node", ""))
     return render(request, "collectors/snapshot.html", page.context())
+
+
+def snapshot_ranks(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    """One page of a snapshot's per-rank table, in rank order: the rows for htmx (the
+    diagnosis panel pages through them), or a page of its own."""
+    snapshot = get_object_or_404(
+        Snapshot.objects.only("pk", "incident_id", "rank_overview"), pk=snapshot_pk
+    )
+    wanted = request.GET.get("page", "1")[:9]
+    page = 10**9 if wanted == "last" else (int(wanted) if wanted.isdigit() else 1)
+    context = selectors.rank_page(snapshot, page)
+    if is_htmx(request):
+        return render(request, "collectors/_rank_page.html", context)
+    return render(request, "collectors/rank_page.html", context)
 
 
 @body_cap(MAX_BUNDLE_UPLOAD_BYTES, field="bundle", what="bundle", slack=MULTIPART_SLACK)

@@ -45,6 +45,7 @@ DIAGNOSIS_CONTRACT = {
     "analysis.progress",
     "analysis.fr_records",
     "analysis.stacks",
+    "analysis.rankview",  # the per-rank table's overview, stored with the diagnosis
 }
 
 
