@@ -32,7 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from collectors import remote  # noqa: E402
+from clusters.sshspec import NodeTarget  # noqa: E402
+from collectors.visits import run_script  # noqa: E402
+from hangdesk.plan import CollectionPlan  # noqa: E402
 from lab import cluster, farm  # noqa: E402
 from watch import progress, reading  # noqa: E402
 
@@ -41,7 +43,7 @@ TAIL_BYTES = 8192  # settings.WATCH_TAIL_BYTES
 
 def one_period(info: dict, step_nodes: set[str], before: progress.Before, threads: int = 16):
     spec = info["cluster"]
-    limits = remote.CollectionPlan(
+    limits = CollectionPlan(
         process_pattern=spec["process_pattern"], connect_timeout_s=5, total_timeout_s=15,
         command_timeout_s=5, tail_bytes=TAIL_BYTES, artifact_cap_bytes=TAIL_BYTES,
         max_total_bytes=4 << 20,
@@ -54,11 +56,11 @@ def one_period(info: dict, step_nodes: set[str], before: progress.Before, thread
             log_globs=tuple(spec["log_globs"]) if with_logs else (),
             tail_bytes=TAIL_BYTES,
         )
-        target = remote.NodeTarget(
+        target = NodeTarget(
             name=node["name"], address=node["address"], port=node["port"],
             username=node["username"], key_path=node["key_path"], host_key=node["host_key"],
         )  # fmt: skip
-        run = remote.run_script(target, limits, lambda nonce: reading.render_script(plan, nonce))
+        run = run_script(target, limits, lambda nonce: reading.render_script(plan, nonce))
         return reading.reading_from_frames(
             node["name"], run.frames, error=run.failure.text if run.failure else "",
             bytes_read=run.bytes_read, seconds=run.seconds,
