@@ -20,7 +20,7 @@ import pytest
 import analysis
 from analysis.evidence import SnapshotEvidence
 from clusters.sshspec import NodeTarget
-from collectors.visits import collect_node
+from collectors.visits import ssh_visit
 from hangdesk.plan import CollectionPlan
 from lab import cluster
 from tests.helpers import free_port, wait_for
@@ -140,7 +140,7 @@ class Lab:
         return wait_for(all_there, timeout=timeout, what=f"flight-recorder dumps of {ranks}")
 
     def collect(self, **plan_options) -> SnapshotEvidence:
-        """One snapshot of every node, taken the way the console takes it (collect_node);
+        """One snapshot of every node, taken the way the console takes it (ssh_visit);
         `plan_options` change the plan (sample_seconds=0: no sampling window)."""
         cluster_info = self.info["cluster"]
         plan = CollectionPlan(
@@ -158,7 +158,7 @@ class Lab:
             for n in self.nodes
         ]  # fmt: skip
         with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-            nodes = list(pool.map(lambda target: collect_node(target, plan).evidence, targets))
+            nodes = list(pool.map(lambda target: ssh_visit(target, plan).evidence, targets))
         return SnapshotEvidence(
             nodes=nodes,
             expected_world_size=cluster_info["world_size"],
