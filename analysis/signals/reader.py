@@ -223,6 +223,8 @@ class SignalReader:
             self._quiet(window, low, indented)  # most lines of a log: nothing to say
             return
         found = self._writer(window, indented)
+        if self.blocks.listed(window.strip()):
+            found = who.Writer()  # the list's own `1: [`, not srun's label
         message = window[found.start :].strip()
         if not message:
             return

@@ -123,3 +123,49 @@ def test_stalled_apart_calls_ranks_missing_different_collectives_b():
 def test_stalled_apart_is_silent_when_the_missing_ranks_lack_the_same_collective():
     job = _stall(["1: [allreduce.c_d1.bias]", "5: [allreduce.c_d1.bias]"])
     assert rules.stalled_apart(facts_of(job)) is None
+
+
+# Horovod's coordinator printing to the launcher's stdout with no rank prefix
+# (horovod/horovod#457, 128 nodes on TACC): the report still names the rank it lacks.
+UNPREFIXED_MISSING = (
+    "training/SGD/DistributedSGD_Allreduce/HorovodAllreduce_training_SGD_gradients_AddN_100_0 "
+    "[missing ranks: 2]"
+)
+
+
+def test_peers_named_reads_a_stall_report_no_prefix_ties_to_a_rank():
+    job = _stuck_job()
+    job.extra_logs[0] = [UNPREFIXED_MISSING]
+    found = rules.peers_named(facts_of(job))
+    assert found is not None and found.suspects == (2,)
+
+
+def test_a_rank_left_out_of_the_ready_ranks_is_the_rank_its_evidence_line_is_about():
+    # horovod/horovod#334's report (a tqdm bar, then the warning run on): eight ranks, 0 and 6
+    # never submitted the allreduces.
+    job = _stuck_job()
+    job.extra_logs[0] = [
+        "Train Epoch     #73:  82% 1027/1252 [36:43<1:25:55, 22.91s/it, loss=0.946, accuracy=77]"
+        "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by "
+        "subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This "
+        "may indicate that different ranks are trying to submit different tensors or that only "
+        "subset of ranks is submitting tensors, which will cause deadlock. Stalled ops: "
+        "allreduce.conv1.weight [ready ranks: 5, 1, 4, 7, 2, 3], allreduce.bn1.weight [ready "
+        "ranks: 5, 1, 4, 7, 2, 3]"
+    ]
+    found = rules.peers_named(facts_of(job))
+    assert found is not None and found.suspects == (0, 6)
+    assert {e.rank for e in found.evidence if e.kind == "desync"} == {0, 6}
+
+
+def test_stalled_apart_reads_tensorflow_names_in_an_unprefixed_list():
+    # The list as horovod/common/operations.cc writes it, TensorFlow tensor names (no op
+    # prefix): each rank lacks a tensor the other submitted.
+    job = _stuck_job()
+    job.extra_logs[0] = [
+        "Stalled ranks:",
+        "0: [HorovodAllreduce_Const_9_0]",
+        "3: [HorovodAllreduce_Const_8_0]",
+    ]
+    found = rules.stalled_apart(facts_of(job))
+    assert found is not None and found.classification == "B" and found.suspects == ()

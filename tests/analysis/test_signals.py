@@ -435,6 +435,12 @@ def test_horovod_s_missing_ranks_and_hydra_s_exit_code():
     # Horovod's stall inspector under mpirun --tag-output (horovod/horovod stall reports)
     stall = read_text("[1,0]<stderr>:Missing ranks:\n[1,0]<stderr>:3: [allreduce.fc1.weight]\n")
     assert [(s.kind, s.rank, s.peer) for s in stall] == [("desync", 0, 3)]
+    # Horovod 0.19's heading for the same list, unprefixed, as horovod/common/operations.cc
+    # writes it (`<rank>!` for a rank already shut down): `2: [` is the list, not srun's label.
+    old = read_text(
+        "Stalled ranks:\n2: [HorovodAllreduce_Const_9_0]\n5!: [HorovodAllreduce_Const_9_0]\n"
+    )
+    assert [(s.kind, s.rank, s.peer) for s in old] == [("desync", None, 2), ("desync", None, 5)]
     hydra = read_text(
         "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
         "=   PID 4242 RUNNING AT node-3\n"
