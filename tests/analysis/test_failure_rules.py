@@ -169,3 +169,35 @@ def test_stalled_apart_reads_tensorflow_names_in_an_unprefixed_list():
     ]
     found = rules.stalled_apart(facts_of(job))
     assert found is not None and found.classification == "B" and found.suspects == ()
+
+
+# Watchdog lines in PyTorch 2.x's format (XPixelGroup/BasicSR#737): a rank's own report of its
+# last completed collective, set against another rank's stuck one.
+def _watchdog(rank: int, seq: int, op: str, completed: int) -> str:
+    return (
+        f"[rank{rank}]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog "
+        f"caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, "
+        f"NumelIn=9801523, "
+        f"NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.\n"
+        f"[rank{rank}]:[E626 06:24:44.906457629 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID "
+        f"0(default_pg) Rank {rank}] Exception (either an error or timeout) detected by watchdog "
+        f"at work: {seq}, last enqueued NCCL work: {seq + 3}, last completed NCCL work: "
+        f"{completed}.\n"
+    )
+
+
+def test_completed_past_calls_b_when_a_rank_completed_what_another_waits_in():
+    job = Job(nodes=1, per_node=2, age_s=900)
+    # constructed from that format: rank 1 stuck at #808, rank 0 past it (completed #809)
+    job.ranks[0].log += _watchdog(0, 810, "ALLREDUCE", 809)
+    job.ranks[1].log += _watchdog(1, 808, "BROADCAST", 807)
+    found = rules.completed_past(facts_of(job))
+    assert found is not None and found.classification == "B" and found.suspects == ()
+
+
+def test_completed_past_is_silent_when_every_rank_waits_where_the_others_stopped():
+    # BasicSR#737 as published: every rank at #808, each last completed #807.
+    job = Job(nodes=1, per_node=2, age_s=900)
+    job.ranks[0].log += _watchdog(0, 808, "ALLREDUCE", 807)
+    job.ranks[1].log += _watchdog(1, 808, "ALLREDUCE", 807)
+    assert rules.completed_past(facts_of(job)) is None
