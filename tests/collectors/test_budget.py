@@ -66,8 +66,8 @@ def test_every_task_of_every_app_takes_its_limits_from_the_budget():
 
 
 def test_a_watch_claim_outlives_the_task_that_holds_it():
-    from watch import limits, services
+    from watch import claims, limits
 
     tick = TIME_BUDGET.watch_tick_task
-    assert tick.soft_s < tick.hard_s < services.CLAIM_LEASE.total_seconds()
-    assert limits.LEASE == services.CLAIM_LEASE
+    assert tick.soft_s < tick.hard_s < claims.CLAIM_LEASE.total_seconds()
+    assert limits.LEASE == claims.CLAIM_LEASE
