@@ -4,9 +4,10 @@ and where it must stay silent, on lines quoted from public reports (the atlas's 
 from __future__ import annotations
 
 from analysis import rules
+from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.facts import build_facts
 from analysis.ranks import parse_snapshot
-from tests.analysis.synthetic import Job
+from tests.analysis.synthetic import T0, Job
 
 
 def facts_of(job: Job):
@@ -201,3 +202,28 @@ def test_completed_past_is_silent_when_every_rank_waits_where_the_others_stopped
     job.ranks[0].log += _watchdog(0, 808, "ALLREDUCE", 807)
     job.ranks[1].log += _watchdog(1, 808, "ALLREDUCE", 807)
     assert rules.completed_past(facts_of(job)) is None
+
+
+# huggingface/accelerate#2246 (two Slurm nodes): NCCL's communicator set-up lines, as published.
+INIT_START = (
+    "qgpu2017:4305:4329 [1] NCCL INFO comm 0x52589c20 rank 7 nranks 8 cudaDev 1 nvmlDev 1 busId "
+    "4b000 commId 0x26b3ece72ee71028 - Init START"
+)
+
+
+def _logs_only(lines: list[str]):
+    # Only the job's console, as a bundle of logs alone would carry it.
+    node = NodeEvidence(node="qgpu2017", hostname="qgpu2017")
+    node.logs["/var/log/train/slurm.out"] = "\n".join(lines) + "\n"
+    return build_facts(parse_snapshot(SnapshotEvidence(nodes=[node], collected_at=T0)))
+
+
+def test_init_names_a_rank_whose_communicator_set_up_never_completed():
+    found = rules.init(_logs_only([INIT_START]))
+    assert found is not None and found.classification == "init" and found.suspects == ()
+    assert any(e.kind == "comm_init" and e.rank == 7 for e in found.evidence)
+
+
+def test_a_completed_communicator_set_up_is_no_start_up_hang():
+    found = rules.init(_logs_only([INIT_START, INIT_START.replace("Init START", "Init COMPLETE")]))
+    assert found is None or not any(e.kind == "comm_init" for e in found.evidence)

@@ -477,3 +477,19 @@ def test_a_bar_run_into_a_stamped_line_takes_that_line_s_time_and_gives_its_pace
     end = bar_end(LIGHTNING_BAR_INTO_WATCHDOG)
     assert LIGHTNING_BAR_INTO_WATCHDOG[end:].startswith("[E ProcessGroupNCCL.cpp:458]")
     assert bar_end("  1%|▏         | 24/1752 [01:08<1:22:56,  2.88s/it]") is None  # bar alone
+
+
+def test_a_warn_from_nccl_s_set_up_code_is_an_init_failure_whatever_it_says():
+    # horovod/horovod#3929 (mpirun --tag-output): the WARN alone, without the `-> 5` unwinding.
+    line = (
+        "[1,2]<stdout>:smc-gpu-03:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected "
+        ": rank 2 and rank 0 both on CUDA device 1000\n"
+    )
+    assert "init" in {s.kind for s in read_text(line)}
+    # A WARN from the transport code mid-run is a link problem, not set-up (constructed in
+    # NCCL's format for an IB completion error).
+    ib = (
+        "gpu-a04:1243335:1244249 [6] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion "
+        "from peer 10.148.54.241<56130> with error 12, opcode 0, len 0, vendor err 129\n"
+    )
+    assert "init" not in {s.kind for s in read_text(ib)}
