@@ -1,8 +1,9 @@
 """hangdesk's snapshot against plain OpenSSH doing the same collection, on an N-node lab.
 
 For each N: a light-mode lab of N nodes (2 stand-in ranks each, real sshd, real py-spy), then
-  - hangdesk: snapshot_start() -> a real Celery worker (prefork, --concurrency C) runs one
-    collect_node task per node over the Redis broker, storing evidence in PostgreSQL; timed
+  - hangdesk: snapshot_start() -> a real Celery worker (prefork, --concurrency C) runs the
+    collect_nodes tasks (batches of nodes) over the Redis broker, storing evidence in
+    PostgreSQL; timed
     from the call until every node is finished (collection), and until the verdict is stored;
   - baseline: bench/bench_collect_baseline.sh, the same probe over `ssh ... sh -s` with
     `xargs -P C` (same commands, same concurrency), raw output to files.
@@ -39,16 +40,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    import django
+    from bench.consolekit import console_database
 
-    from bench.bench_incident_page import _ensure_database
+    console_database()
 
-    django.setup()
-    from django.core.management import call_command
-
-    _ensure_database()
-    call_command("migrate", verbosity=0)
-    call_command("flush", interactive=False, verbosity=0)
     from console.celery import app
 
     with app.connection_for_write() as conn:
