@@ -49,6 +49,7 @@ class EvidenceKind(StrEnum):
     RAS_OK = "ras_ok"
     DESYNC = "desync"
     CHECKPOINT = "checkpoint"
+    COMM_INIT = "comm_init"  # a rank still setting up its NCCL communicator
     EXCEPTION = "exception"
     FATAL = "fatal"
     KILLED = "killed"
