@@ -39,6 +39,11 @@ def apply_started(facts, reader: SignalReader) -> bool:
     for pid, rank in list(reader.started.items())[:_MAX_STARTED]:
         if pid not in facts.pid_ranks:
             facts.pid_ranks[pid] = rank
+    # NCCL's communicator set-up lines (`host:pid:tid ... rank R nranks N`) tie a pid to its
+    # rank too: in the job-wide (widest) communicator the rank is the global one.
+    for pid, (rank, nranks) in list(reader.learned.items())[:_MAX_STARTED]:
+        if nranks == reader.widest and pid not in facts.pid_ranks:
+            facts.pid_ranks[pid] = rank
     return bool(reader.started)
 
 
