@@ -36,10 +36,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    import django
+    from bench.consolekit import console_database
 
-    django.setup()
-    from django.core.management import call_command
+    console_database()
+    from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -49,11 +49,6 @@ def main() -> None:
     from collectors.services import snapshot_analyse
     from collectors.tasks import snapshot_import_bundle
     from incidents.services import incident_open
-
-    _ensure_database()
-    call_command("migrate", verbosity=0)
-    call_command("flush", interactive=False, verbosity=0)
-    from django.contrib.auth.models import User
 
     user = User.objects.create_superuser("bench", "", "bench-password-1")
     cluster = cluster_create(name="bench", expected_world_size=args.ranks)
@@ -100,22 +95,6 @@ def main() -> None:
             times.append(time.perf_counter() - start)
             assert response.status_code == 200
         print(f"{label}: median {statistics.median(times):.3f} s, best {min(times):.3f} s")
-
-
-def _ensure_database() -> None:
-    from django.conf import settings
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        return
-    import psycopg
-
-    name = settings.DATABASES["default"]["NAME"]
-    params = {k: v for k, v in connection.get_connection_params().items() if k != "dbname"}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            admin.execute(f'CREATE DATABASE "{name}"')
 
 
 if __name__ == "__main__":

@@ -97,12 +97,10 @@ def snapshot_create(
         raise SnapshotRefused(f"Cluster {cluster.name} has no nodes: add them on its page first.")
     try:
         with transaction.atomic():
-            snapshot = Snapshot.objects.create(
-                incident=incident,
-                cluster=cluster,
-                requested_by=by,
-                source="" if by else (source or "system"),
-                expected_world_size=cluster.expected_world_size,
+            snapshot = _snapshot_row(
+                incident,
+                by=by,
+                source=source,
                 # Slurm's output may carry a job's Comment= or Command= arguments: masked.
                 scheduler=mask_json(scheduler) if scheduler else None,
             )
@@ -127,6 +125,19 @@ def snapshot_create(
     return SnapshotCreated(snapshot, created=True, collection_ids=tuple(c.pk for c in collections))
 
 
+def _snapshot_row(incident: Incident, *, by: AbstractBaseUser | None, source: str, **more):
+    """A new snapshot of the incident's cluster: who asked (a person, else the source)."""
+    cluster = incident.cluster
+    return Snapshot.objects.create(
+        incident=incident,
+        cluster=cluster,
+        requested_by=by,
+        source="" if by else (source or "system"),
+        expected_world_size=cluster.expected_world_size,
+        **more,
+    )
+
+
 def _waiting_snapshot_create(
     incident: Incident, *, by: AbstractBaseUser | None, source: str
 ) -> SnapshotCreated:
@@ -137,12 +148,10 @@ def _waiting_snapshot_create(
     expected = f"{cluster.expected_nodes} nodes" if cluster.expected_nodes else "its nodes"
     try:
         with transaction.atomic():
-            snapshot = Snapshot.objects.create(
-                incident=incident,
-                cluster=cluster,
-                requested_by=by,
-                source="" if by else (source or "system"),
-                expected_world_size=cluster.expected_world_size,
+            snapshot = _snapshot_row(
+                incident,
+                by=by,
+                source=source,
                 expected_nodes=cluster.expected_nodes,
                 upload_until=until,
             )
