@@ -4,8 +4,8 @@ missing (PostgreSQL), migrated and flushed, on the settings the benchmark chose.
 from __future__ import annotations
 
 
-def console_database() -> None:
-    """django.setup(), then the database made, migrated and emptied."""
+def console_database(*, flush: bool = True) -> None:
+    """django.setup(), then the database made, migrated and emptied (unless not `flush`)."""
     import django
 
     django.setup()
@@ -13,7 +13,8 @@ def console_database() -> None:
 
     _ensure_database()
     call_command("migrate", verbosity=0)
-    call_command("flush", interactive=False, verbosity=0)
+    if flush:
+        call_command("flush", interactive=False, verbosity=0)
 
 
 def _ensure_database() -> None:
