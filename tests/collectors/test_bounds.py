@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 from analysis.evidence import GATHERED, stopped_short
-from collectors.remote import collect_node
+from collectors.visits import ssh_visit
 
 from .conftest import wait_for
 
@@ -38,7 +39,7 @@ def _processes_running(path: Path) -> list[int]:
 def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
     hanging = _hanging_pyspy(tmp_path)
     started = time.monotonic()
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(), ranks.plan(pyspy_command=str(hanging), command_timeout_s=2)
     ).evidence
     elapsed = time.monotonic() - started
@@ -53,15 +54,20 @@ def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
 def test_it_keeps_partial_evidence_when_the_node_time_budget_runs_out(sshd, ranks, tmp_path):
     hanging = _hanging_pyspy(tmp_path)
     started = time.monotonic()
-    visit = collect_node(
+    # 15 s in all: the probe's share on the node (what is left after connecting, a margin and
+    # shipping; 10 s when connecting is quick) is for every step beside the hung py-spy to
+    # finish on a loaded machine; the py-spy (60 s of its own) runs it out whatever the load.
+    visit = ssh_visit(
         sshd.target(),
-        ranks.plan(pyspy_command=str(hanging), command_timeout_s=60, total_timeout_s=5),
+        ranks.plan(pyspy_command=str(hanging), command_timeout_s=60, total_timeout_s=15),
     )
     evidence = visit.evidence
     elapsed = time.monotonic() - started
-    assert elapsed < 6, elapsed
-    # 5 s in all: a second for the probe on the node, the rest for margins and shipping.
-    assert evidence.status == stopped_short("the probe used up its 1s on the node"), evidence.status
+    assert elapsed < 16, elapsed
+    assert re.fullmatch(r"the probe used up its \d+s on the node", evidence.status.note), (
+        evidence.status
+    )
+    assert evidence.status.gathered
     assert visit.failure is None  # partial evidence is evidence: not a failure
     # What was finished before the stop is kept, including steps that ran beside py-spy...
     assert set(evidence.environ) >= set(ranks.pids)
@@ -79,7 +85,7 @@ def test_it_keeps_the_end_of_a_huge_log_and_marks_it_truncated(sshd, ranks, tmp_
     with open(log, "wb") as out:
         for step in range(40_000):
             out.write(b"2026-11-29 09:30:01,123 INFO [rank0] host=h step=%d loss=1.0\n" % step)
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")], tail_bytes=64 * 1024)
     ).evidence
     assert evidence.status == GATHERED
@@ -92,7 +98,7 @@ def test_it_keeps_the_end_of_a_huge_log_and_marks_it_truncated(sshd, ranks, tmp_
 def test_it_caps_flight_recorder_dumps_and_environments(sshd, ranks, tmp_path):
     dump = tmp_path / "trace_rank_9"
     dump.write_bytes(os.urandom(300_000))
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(),
         ranks.plan(flight_recorder_globs=[str(tmp_path / "trace_rank_*")], artifact_cap_bytes=100),
     ).evidence
@@ -106,7 +112,7 @@ def test_it_caps_flight_recorder_dumps_and_environments(sshd, ranks, tmp_path):
 def test_it_stops_reading_a_node_that_sends_too_much(sshd, ranks, tmp_path):
     for index in range(4):
         (tmp_path / f"big{index}.log").write_bytes(os.urandom(200_000))
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(),
         ranks.plan(log_globs=[str(tmp_path / "*.log")], max_total_bytes=300_000),
     ).evidence
@@ -120,7 +126,9 @@ def test_it_skips_fifos_and_other_non_files_matched_by_a_glob(sshd, ranks, tmp_p
     os.mkfifo(fifo)  # reading it would block forever
     (tmp_path / "real.log").write_text("fine\n")
     started = time.monotonic()
-    evidence = collect_node(sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")])).evidence
-    assert time.monotonic() - started < 5
+    plan = ranks.plan(log_globs=[str(tmp_path / "*.log")], command_timeout_s=20)
+    evidence = ssh_visit(sshd.target(), plan).evidence
+    # Reading the fifo would have blocked its tail until the command's timeout.
+    assert time.monotonic() - started < plan.command_timeout_s
     assert evidence.status == GATHERED
     assert evidence.logs == {str(tmp_path / "real.log"): "fine\n"}
