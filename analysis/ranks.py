@@ -121,6 +121,7 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         for name in node_ev.truncated:
             problem(node_ev.node, name, "cut at the size cap: its head is missing")
         kernel = LineSource("dmesg.txt", node_ev.node, facts.rank_pids, hosts, when)
+        facts.log_pids = launched
         pids = {**launched, **facts.rank_pids}
         parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, pids, kernel)
         if node_ev.ncclras:
