@@ -3,7 +3,7 @@
 Nothing in this package imports Django or paramiko; it works on plain data.
 """
 
-from analysis.diagnosis import Diagnosis, diagnose
+from analysis.diagnosis import Diagnosis, diagnose, diagnose_parses
 from analysis.ranks import RankState, extract_ranks
 from analysis.stacks import compact_ranks
 from analysis.timeline import timeline_figure
@@ -13,6 +13,7 @@ __all__ = [
     "RankState",
     "compact_ranks",
     "diagnose",
+    "diagnose_parses",
     "extract_ranks",
     "timeline_figure",
 ]

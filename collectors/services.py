@@ -30,13 +30,14 @@ from hangdesk.masking import mask_json, mask_text, masked_diagnosis
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
 
-from . import remote, selectors
+from . import nodeparse, remote, selectors
 from .models import (
     FINISHED_NODE_STATUSES,
     NODE_FLOW,
     SNAPSHOT_FLOW,
     Artifact,
     NodeCollection,
+    NodeParseRecord,
     NodeStatus,
     Snapshot,
     SnapshotStatus,
@@ -320,6 +321,12 @@ def node_evidence_store(*, collection: NodeCollection, evidence: NodeEvidence) -
     appends: a redelivered task or a node that sends again stores its evidence once."""
     Artifact.objects.filter(collection=collection).delete()
     Artifact.objects.bulk_create(_artifacts(collection, evidence))
+    try:
+        # The map half of the analysis, here on the worker that has the node in hand.
+        nodeparse.node_parse_store(collection=collection, evidence=evidence)
+    except Exception:  # the merge parses a node without a record itself: never fatal here
+        log.exception("parsing %s's evidence failed", collection.node_name)
+        NodeParseRecord.objects.filter(collection=collection).delete()
 
 
 def _artifacts(collection: NodeCollection, evidence: NodeEvidence) -> Iterator[Artifact]:
@@ -369,12 +376,16 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     snapshot = Snapshot.objects.select_related("incident", "cluster").get(pk=snapshot_id)
     if snapshot.status != SnapshotStatus.ANALYSING:
         return None
-    evidence = selectors.snapshot_evidence(snapshot)
     previous = selectors.previous_snapshot(snapshot)
     previous_evidence = selectors.snapshot_evidence(previous) if previous else None
     try:
+        # The reduce: the nodes' stored parses merged (a node without one is parsed here).
+        merge = nodeparse.snapshot_parses(snapshot)
+        diagnosis = analysis.diagnose_parses(
+            merge.head, merge.parses, merge.reparse, previous=previous_evidence
+        )
         # Stored masked: every reader (pages, API, exports, post-mortems) sees no secret.
-        diagnosis = masked_diagnosis(analysis.diagnose(evidence, previous=previous_evidence))
+        diagnosis = masked_diagnosis(diagnosis)
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
         error = mask_text(f"analysis: {exc}")[:2000]
@@ -397,6 +408,7 @@ def _snapshot_finish(
         diagnosis=diagnosis,
         error=error,
         finished_at=now,
+        provisional=None,  # the final verdict replaces the first one
     )
     if not moved:
         return None

@@ -22,7 +22,7 @@ from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 from incidents.models import Incident
 
-from . import gpumetrics, jobs, push, rayjob, scheduler, services
+from . import gpumetrics, jobs, provisional, push, rayjob, scheduler, services
 from .models import Snapshot
 from .outcomes import Collected, Failed, NodeFailure, Retryable
 
@@ -68,8 +68,14 @@ def snapshot_start(
     else:
         created = services.snapshot_create(incident=incident, by=by, source=source)
     if created.created:
-        ids = created.collection_ids
+        ids, snapshot_id = created.collection_ids, created.snapshot.pk
         transaction.on_commit(lambda: _visit_nodes(ids))
+        # The slowest nodes past a visit's deadline: a first verdict without them.
+        transaction.on_commit(
+            lambda: analyse_provisional_at_deadline.apply_async(
+                (snapshot_id,), countdown=TIME_BUDGET.provisional_after_s
+            )
+        )
     return created.snapshot, created.created
 
 
@@ -133,6 +139,9 @@ def collect_node(self, collection_id: int) -> str:
             | Failed(analysis_due=True, snapshot_id=snapshot_id)
         ):
             _analyse_once_committed(snapshot_id)
+        case Collected(snapshot_id=snapshot_id) | Failed(snapshot_id=snapshot_id):
+            if provisional.provisional_due(snapshot_id=snapshot_id):
+                transaction.on_commit(lambda: analyse_provisional.delay(snapshot_id))
     return type(outcome).__name__  # for the worker's log: Collected, Failed, NotClaimed
 
 
@@ -141,6 +150,17 @@ def analyse_snapshot(snapshot_id: int) -> None:
     # The GPU's hour from the cluster's Prometheus first (bounded, never fatal), then the verdict.
     gpumetrics.snapshot_gpu_metrics_store(snapshot_id=snapshot_id)
     services.snapshot_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
+def analyse_provisional(snapshot_id: int) -> None:
+    provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
+def analyse_provisional_at_deadline(snapshot_id: int) -> None:
+    if provisional.provisional_past_deadline(snapshot_id=snapshot_id):
+        provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
 
 
 @shared_task
