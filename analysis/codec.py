@@ -12,6 +12,7 @@ keys are strings only); a datetime its ISO text.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import types
 import typing
@@ -71,7 +72,9 @@ def _make_encoder(hint: Any) -> Encode:
     if hint is datetime:
         return lambda value: value.isoformat()
     if hint in (tuple, list, dict, object):
-        return _plain_encode
+        # An untyped field holds plain JSON, kept as its text: read back through a cache, as
+        # the same few values (a collective's shapes, its call site) repeat on every rank.
+        return lambda value: json.dumps(_plain_encode(value), separators=(",", ":"))
     if isinstance(hint, type) and issubclass(hint, Enum):
         return lambda value: value.value
     if dataclasses.is_dataclass(hint):
@@ -79,6 +82,8 @@ def _make_encoder(hint: Any) -> Encode:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return _union_encoder(args)
+    if origin is tuple and args == (int, Ellipsis):
+        return _runs_encode
     if origin in (list, tuple, set, frozenset):
         item = _encoder(args[0]) if args else _plain_encode
         if origin is tuple and args and args[-1] is not Ellipsis:
@@ -175,8 +180,11 @@ def _make_decoder(hint: Any) -> Decode:
     if hint is datetime:
         return _when
     if hint is tuple:
-        return lambda value: _plain_decode(value, tuples=True)
-    if hint in (list, dict, object, Any):
+        return _cached_tuple
+    if hint in (list, dict, object):
+        # Shared by every record that stored the same text: such fields are read, never changed.
+        return _cached_plain
+    if hint is Any:
         return _plain_decode
     if isinstance(hint, type) and issubclass(hint, Enum):
         return hint
@@ -189,6 +197,8 @@ def _generic_decoder(hint: Any) -> Decode:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return _union_decoder(args)
+    if origin is tuple and args == (int, Ellipsis):
+        return _runs_decode
     if origin in (list, tuple, set, frozenset):
         if origin is tuple and args and args[-1] is not Ellipsis:
             return _fixed_tuple_decoder(args)
@@ -248,23 +258,140 @@ def _fixed_tuple_decoder(args: tuple) -> Decode:
     return decode_tuple
 
 
+_SCALARS = {int: ("int",), str: ("str",), bool: ("bool",), float: ("int", "float")}
+
+
+def _scalar_kinds(hint: Any) -> tuple[tuple[str, ...], bool] | None:
+    """(type names, nullable) when the hint is a scalar or an optional scalar, else None."""
+    if hint in _SCALARS:
+        return _SCALARS[hint], False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        options = [a for a in args if a is not type(None)]
+        if all(a in _SCALARS for a in options):
+            names = tuple(dict.fromkeys(n for a in options for n in _SCALARS[a]))
+            return names, len(options) < len(args)
+    return None
+
+
 def _dataclass_decoder(cls: type) -> Decode:
+    """A decoder written for the class (its checks inline, one call to build it): a stored
+    snapshot holds hundreds of thousands of these records."""
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     fields = dataclasses.fields(cls)
-    parts = [(f.name, _decoder(hints[f.name])) for f in fields]
-    count = len(parts)
-    new, set_attr = object.__new__, object.__setattr__
+    count = len(fields)
+    env: dict[str, Any] = {"CodecError": CodecError, "cls": cls, "new": object.__new__}
+    env["set_attr"] = object.__setattr__
+    lines = [
+        "def decode_record(v):",
+        f"    if type(v) is not list or len(v) != {count}:",
+        f"        raise CodecError('{cls.__name__}: a list of its {count} fields expected')",
+    ]
+    names = []
+    for index, f in enumerate(fields):
+        name = f"x{index}"
+        names.append(name)
+        lines.append(f"    {name} = v[{index}]")
+        scalar = _scalar_kinds(hints[f.name])
+        if scalar is not None:
+            kinds, nullable = scalar
+            test = " and ".join(f"type({name}) is not {k}" for k in kinds)
+            if nullable:
+                test = f"{name} is not None and {test}"
+            lines += [f"    if {test}:", f"        raise CodecError('{cls.__name__}.{f.name}')"]
+        else:
+            env[f"d{index}"] = _decoder(hints[f.name])
+            lines.append(f"    {name} = d{index}({name})")
+    plain = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
+    if plain:
+        lines.append(f"    return cls({', '.join(names)})")
+    else:  # built field by field: no __post_init__ runs on stored data
+        lines.append("    r = new(cls)")
+        lines += [f"    set_attr(r, {f.name!r}, x{i})" for i, f in enumerate(fields)]
+        lines.append("    return r")
+    exec("\n".join(lines), env)  # noqa: S102 - the source is made here from field names only
+    return env["decode_record"]
 
-    def decode_record(value: Any) -> Any:
-        if type(value) is not list or len(value) != count:
-            raise CodecError(f"{cls.__name__}: a list of its {count} fields expected")
-        # Built field by field (frozen records too): no __post_init__ runs on stored data.
-        record = new(cls)
-        for (name, part), item in zip(parts, value, strict=True):
-            set_attr(record, name, part(item))
-        return record
 
-    return decode_record
+_TUPLES: dict[str, Any] = {}
+_TUPLES_CACHED = 65_536
+MAX_PLAIN_TEXT = 64 * 1024  # characters of one untyped field's JSON
+
+
+def _plain_text(value: Any, tuples: bool = False) -> Any:
+    if type(value) is not str or len(value) > MAX_PLAIN_TEXT:
+        raise CodecError("an untyped field's JSON text expected")
+    return _plain_decode(json.loads(value), tuples)
+
+
+def _cached_tuple(value: Any) -> Any:
+    found = _TUPLES.get(value) if type(value) is str else None
+    if found is None:
+        found = _plain_text(value, tuples=True)
+        if len(_TUPLES) >= _TUPLES_CACHED:
+            _TUPLES.clear()
+        _TUPLES[value] = found
+    return found
+
+
+_PLAIN: dict[str, Any] = {}
+
+
+def _cached_plain(value: Any) -> Any:
+    found = _PLAIN.get(value, _PLAIN) if type(value) is str else _PLAIN
+    if found is _PLAIN:
+        found = _plain_text(value)
+        if len(_PLAIN) >= _TUPLES_CACHED:
+            _PLAIN.clear()
+        _PLAIN[value] = found
+    return found
+
+
+# A tuple of ints (a group's members: the whole world, on every rank's dump) as runs,
+# "0-4095,4097": linear in the runs, not the ranks, and read once per distinct text.
+_RUNS: dict[str, tuple[int, ...]] = {}
+MAX_RUN_INTS = 1 << 20  # ints one text may stand for
+
+
+def _runs_encode(value: tuple[int, ...]) -> str | list[int]:
+    if any(item < 0 for item in value):
+        return list(value)  # runs are of non-negative ints
+    parts: list[str] = []
+    start = previous = None
+    for item in value:
+        if start is not None and item == previous + 1:
+            previous = item
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = item
+    if start is not None:
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+    return ",".join(parts)
+
+
+def _runs_decode(value: Any) -> tuple[int, ...]:
+    found = _RUNS.get(value) if type(value) is str else None
+    if found is not None:
+        return found
+    if type(value) is list and len(value) <= MAX_RUN_INTS and all(type(v) is int for v in value):
+        return tuple(value)
+    if type(value) is not str or len(value) > MAX_PLAIN_TEXT * 16:
+        raise CodecError("a tuple of ints as runs expected")
+    out: list[int] = []
+    for part in value.split(",") if value else ():
+        first, dash, last = part.partition("-")
+        if not (first.isdecimal() and (not dash or last.isdecimal())):
+            raise CodecError("a run of ints expected")
+        low, high = int(first), int(last or first)
+        if high < low or len(out) + high - low >= MAX_RUN_INTS:
+            raise CodecError("a run of ints out of bounds")
+        out.extend(range(low, high + 1))
+    found = tuple(out)
+    if len(_RUNS) >= _TUPLES_CACHED:
+        _RUNS.clear()
+    _RUNS[value] = found
+    return found
 
 
 def _plain_decode(value: Any, tuples: bool = False, depth: int = 0) -> Any:

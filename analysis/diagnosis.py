@@ -232,6 +232,13 @@ def diagnose_parses(
 
 
 @contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """For callers that build the engine's records in bulk (stored parses read back)."""
+    with _no_cyclic_gc():
+        yield
+
+
+@contextmanager
 def _no_cyclic_gc() -> Iterator[None]:
     """Parsing builds millions of small acyclic objects; the cycle collector kept walking them
     (a fifth of the CPU at 4,096 ranks) and finds nothing. Reference counting still frees them."""

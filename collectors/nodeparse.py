@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from analysis import codec, nodemap
+from analysis.diagnosis import no_cyclic_gc
 from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence, not_gathered
 from analysis.nodemap import NodeParse
 from analysis.ranks import Reparse
@@ -118,15 +119,8 @@ def snapshot_parses(snapshot: Snapshot, *, still_out: Iterable[str] = ()) -> Mer
     )  # fmt: skip
     parses: list[NodeParse | None] = []
     nodes: list[tuple[int, str, EvidenceStatus]] = []
-    for pk, name, status, reason, version, compressed in rows:
-        evidence_status = _status(status, reason)
-        nodes.append((pk, name, evidence_status))
-        parse = None
-        if name not in out and version == nodemap.NODE_PARSE_VERSION and compressed is not None:
-            parse = _read(pk, compressed)
-        if parse is not None:
-            parse.status = evidence_status  # as the node's row says now
-        parses.append(parse)
+    with no_cyclic_gc():  # hundreds of thousands of small records, none of them cyclic
+        _read_all(rows, out, parses, nodes)
     stored = sum(p is not None for p in parses)
     missing = [i for i, p in enumerate(parses) if p is None and nodes[i][1] not in out]
     evidence = _evidence(snapshot, [nodes[i][0] for i in missing])
@@ -153,6 +147,18 @@ def snapshot_parses(snapshot: Snapshot, *, still_out: Iterable[str] = ()) -> Mer
         return _map(snapshot, node_evidence(index), hosts, rank_pids)
 
     return MergeInput(_head(snapshot), parses, reparse, stored, len(parses) - stored)
+
+
+def _read_all(rows, out: set[str], parses: list, nodes: list) -> None:
+    for pk, name, status, reason, version, compressed in rows:
+        evidence_status = _status(status, reason)
+        nodes.append((pk, name, evidence_status))
+        parse = None
+        if name not in out and version == nodemap.NODE_PARSE_VERSION and compressed is not None:
+            parse = _read(pk, compressed)
+        if parse is not None:
+            parse.status = evidence_status  # as the node's row says now
+        parses.append(parse)
 
 
 def still_out_note() -> str:

@@ -148,7 +148,7 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"].pop(),
         lambda d: d["parse"].__setitem__(0, 12),  # node: a number, not a name
         lambda d: d["parse"][11][0].__setitem__(1, "3"),  # a process's rank as text
-        lambda d: d["parse"][4].__setitem__(0, "yesterday"),  # `when`, not a time
+        lambda d: d["parse"].__setitem__(4, "yesterday"),  # `when`, not a time
         lambda d: d["parse"][19].append([]),  # a log parse with no fields
     ],
 )
@@ -166,6 +166,20 @@ def test_untyped_fields_hold_plain_json_only():
     for _ in range(codec.MAX_DEPTH + 5):
         deep = [deep]
     with pytest.raises(codec.CodecError):
-        codec.decode(deep, tuple)
+        codec.decode(json.dumps(deep), tuple)
     with pytest.raises(codec.CodecError):
-        codec.decode({"a": object()}, dict)
+        codec.decode({"a": 1}, dict)  # the JSON text of a value, not the value
+    with pytest.raises(codec.CodecError):
+        codec.decode("[" * 10 + "]" * 10 + " " * codec.MAX_PLAIN_TEXT, list)
+    assert codec.decode("[[8,16],[8]]", tuple) == ((8, 16), (8,))
+
+
+def test_a_tuple_of_ints_is_stored_as_runs():
+    hint = tuple[int, ...]
+    world = tuple(range(32_000))
+    assert codec.encode(world, hint) == "0-31999"
+    for value in [(), (5,), (0, 2, 3, 4, 9), (3, 1, 2), (4, 4), (-1, 2)]:
+        assert codec.decode(json.loads(json.dumps(codec.encode(value, hint))), hint) == value
+    for bad in ["1-", "3-1", "a", f"0-{codec.MAX_RUN_INTS}", ["1"], 7]:
+        with pytest.raises(codec.CodecError):
+            codec.decode(bad, hint)
