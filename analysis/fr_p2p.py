@@ -54,45 +54,20 @@ def _p2p_stop(group, rank, entry, peer, per_rank, waiting) -> GroupStop | None:
     ):
         return _p2p_pair(group, rank, entry, peer, other.entry)
     side = "sender" if entry.kind == "recv" else "receiver"
+    waits = f"rank {rank} waits in {entry.op}; its {side}, rank {peer},"
+
+    def unmatched(culprits: tuple[int, ...], text: str, **how) -> GroupStop:
+        return make_stop(group, entry.seq, "unmatched_p2p", present, culprits, text, **how)
+
     if peer not in per_rank:
-        text = f"rank {rank} waits in {entry.op}; its {side}, rank {peer}, left no dump"
         lines = [no_dump_line((peer,), group)]
-        return make_stop(
-            group,
-            entry.seq,
-            "unmatched_p2p",
-            present,
-            (peer,),
-            text,
-            without=(peer,),
-            more_lines=lines,
-        )
+        return unmatched((peer,), f"{waits} left no dump", without=(peer,), more_lines=lines)
     if other is not None:
-        text = (
-            f"rank {rank} waits in {entry.op}; its {side}, rank {peer}, waits in group "
-            f"{other.group} #{other.entry.seq} ({other.entry.op}) instead"
-        )
-        return make_stop(
-            group,
-            entry.seq,
-            "unmatched_p2p",
-            present,
-            (),
-            text,
-            absent=(peer,),
-            elsewhere=(peer,),
-        )
-    text = f"rank {rank} waits in {entry.op}; its {side}, rank {peer}, never posted the {wanted}"
+        text = f"{waits} waits in group {other.group} #{other.entry.seq} ({other.entry.op}) instead"
+        return unmatched((), text, absent=(peer,), elsewhere=(peer,))
     line = f"rank {peer}: no {wanted} to rank {rank} pending in its dump"
-    return make_stop(
-        group,
-        entry.seq,
-        "unmatched_p2p",
-        present,
-        (peer,),
-        text,
-        absent=(peer,),
-        more_lines=[line],
+    return unmatched(
+        (peer,), f"{waits} never posted the {wanted}", absent=(peer,), more_lines=[line]
     )
 
 

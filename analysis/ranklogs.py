@@ -25,16 +25,7 @@ from analysis.signals.place import placed
 def apply_log(
     node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, problem, single_node: bool
 ) -> None:
-    # The launcher's own maps place [defaultN] lines even when no process is left to read
-    # LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world info.
-    for local, rank in log.local_to_global.items():
-        local_to_global.setdefault(local, rank)
-    for host in (node, facts.hostname):
-        for local, rank in enumerate(log.host_ranks.get(host, ())):
-            local_to_global.setdefault(local, rank)
-    for exit_fact in log.exits:
-        if exit_fact.rank is not None and exit_fact.local_rank is not None:
-            local_to_global.setdefault(exit_fact.local_rank, exit_fact.rank)
+    _learn_local_ranks(node, log, local_to_global, facts)
 
     def resolve(rank: int | None, local: int | None) -> int | None:
         if rank is not None:
@@ -56,6 +47,20 @@ def apply_log(
     _apply_sources(node, log, resolve, parsed)
 
 
+def _learn_local_ranks(node, log: LogFacts, local_to_global, facts: NodeFacts) -> None:
+    """The launcher's own maps place [defaultN] lines even when no process is left to read
+    LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world
+    info, an exit line naming both ranks."""
+    for local, rank in log.local_to_global.items():
+        local_to_global.setdefault(local, rank)
+    for host in (node, facts.hostname):
+        for local, rank in enumerate(log.host_ranks.get(host, ())):
+            local_to_global.setdefault(local, rank)
+    for exit_fact in log.exits:
+        if exit_fact.rank is not None and exit_fact.local_rank is not None:
+            local_to_global.setdefault(exit_fact.local_rank, exit_fact.rank)
+
+
 def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], problem) -> None:
     unresolved = 0
     step_times: dict[int, list[float]] = defaultdict(list)
@@ -68,30 +73,39 @@ def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], prob
         state = ranks.get(rank)
         if state is None:
             state = ranks[rank] = RankState(rank=rank, node=node)
-        took = record.step_time
-        if record.at and state.last_step_at and state.last_step is not None:
-            advanced = record.step - state.last_step
-            since = (record.at - state.last_step_at).total_seconds()
-            if advanced > 0 and since >= 0:
-                if took is None:  # no step_time= on the line: the timestamps say it
-                    took = since / advanced
-                if state.last_step > WARMUP_STEPS:
-                    periods[rank].append(since)
-        if state.last_step is None or record.step >= state.last_step:
-            if record.at is not None or state.last_step != record.step:
-                state.last_step_at = record.at or (
-                    state.last_step_at if state.last_step == record.step else None
-                )
-            state.last_step = record.step
+        took = _apply_step(state, record, periods[rank])
         if took is not None and took >= 0:
             step_times[rank].append(took)
     for rank, times in step_times.items():
         ranks[rank].step_time = _median_step_time(times)
     for rank, gaps in periods.items():
+        if not gaps:
+            continue
         recent = sorted(gaps[-10:])
         ranks[rank].log_period = recent[len(recent) // 2]
     if unresolved:
         problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
+
+
+def _apply_step(state: RankState, record, periods: list[float]) -> float | None:
+    """One step line on its rank: the last step and when; the gap since the step before past
+    the warm-up (in `periods`); what the step took, from the line or else the timestamps."""
+    took = record.step_time
+    if record.at and state.last_step_at and state.last_step is not None:
+        advanced = record.step - state.last_step
+        since = (record.at - state.last_step_at).total_seconds()
+        if advanced > 0 and since >= 0:
+            if took is None:  # no step_time= on the line: the timestamps say it
+                took = since / advanced
+            if state.last_step > WARMUP_STEPS:
+                periods.append(since)
+    if state.last_step is None or record.step >= state.last_step:
+        if record.at is not None or state.last_step != record.step:
+            state.last_step_at = record.at or (
+                state.last_step_at if state.last_step == record.step else None
+            )
+        state.last_step = record.step
+    return took
 
 
 def _median_step_time(times: list[float]) -> float:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from analysis.stacks import compact_ranks
@@ -215,9 +216,9 @@ class StackGroup:
     node_count: int = 0
     stack: tuple[str, ...] = ()  # a sample of its frames, innermost first
 
-    @property
+    @cached_property
     def ranks(self) -> str:
-        """Compact: "0-6, 8-39"."""
+        """Compact: "0-6, 8-39" (once: a page asks several times, 32,000 ranks cost ms)."""
         return compact_ranks(self.rank_list)
 
     @property

@@ -10,11 +10,11 @@ one rank among 4,095 still shows), its ranks written on it and suspects named.""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
+from analysis import rankview
 from analysis.diagnosis import Diagnosis
+from analysis.rankview import MAX_GROUPS, GroupView, RankOverview, rank_groups  # noqa: F401 (MAX_GROUPS, rank_groups: re-exported)
 from analysis.records import RankRow, RankStatus
-from analysis.stacks import compact_ranks
 
 # (legend label, colour, marker symbol) of every status, in legend order: a status without a
 # style would draw its ranks nowhere (tests/analysis/test_timeline.py holds this complete).
@@ -32,17 +32,20 @@ STATUS_STYLE: dict[RankStatus, tuple[str, str, str]] = {
 OTHER_STYLE = ("other", "#9D9D9D", "circle")
 SUSPECT_COLOUR = "#D62728"
 DOTS_UP_TO = 64
-# Bars in the grouped view; the rest are folded into one "other" bar.
-MAX_GROUPS = 24
 # Longest rank list written on a bar (the hover has it whole, up to the same cap x 8).
 RANKS_TEXT_CHARS = 28
 
 
-def timeline_figure(diagnosis: Diagnosis) -> dict:
-    rows = diagnosis.per_rank
-    if len(rows) > DOTS_UP_TO:
-        return _grouped(diagnosis, rows)
-    return _dots(diagnosis, rows)
+def timeline_figure(diagnosis: Diagnosis, overview: RankOverview | None = None) -> dict:
+    """The chart of a diagnosis; with its stored overview (analysis/rankview.py) the per-rank
+    table is not read at all (a page of a 32,000-rank diagnosis reads only the overview)."""
+    if overview is None:
+        if len(diagnosis.per_rank) <= DOTS_UP_TO:
+            return _dots(diagnosis, diagnosis.per_rank)
+        overview = rankview.overview(diagnosis)
+    if overview.total > DOTS_UP_TO:
+        return _grouped(diagnosis, overview.groups, overview.total)
+    return _dots(diagnosis, overview.first_rows)
 
 
 def _title(diagnosis: Diagnosis, count: int) -> dict:
@@ -155,73 +158,32 @@ def _dots(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
     }
 
 
-@dataclass
-class RankGroup:
-    """Ranks at one (last step, status), for the grouped view."""
-
-    step: int | None
-    status: RankStatus | None  # None: the folded tail of groups
-    ranks: list[int] = field(default_factory=list)
-    suspects: list[RankRow] = field(default_factory=list)
-    folded: int = 0  # how many groups the tail folds
+def _style(status: RankStatus | str | None) -> tuple[str, str, str]:
+    if status is None:
+        return OTHER_STYLE
+    if not isinstance(status, RankStatus):
+        status = RankStatus.read(status)
+    return STATUS_STYLE.get(status, OTHER_STYLE)
 
 
-def rank_groups(rows: tuple[RankRow, ...]) -> list[RankGroup]:
-    """Ranks grouped by (last step, state), the most telling first: groups with suspects,
-    then the rarer states, then the rest by size; at most MAX_GROUPS (the tail folded)."""
-    groups: dict[tuple, RankGroup] = {}
-    for row in rows:
-        key = (row.last_step, row.status)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = RankGroup(row.last_step, row.status)
-        group.ranks.append(row.rank)
-        if row.suspect:
-            group.suspects.append(row)
-    order = list(STATUS_STYLE)
-
-    def interest(g: RankGroup) -> tuple:
-        return (
-            not g.suspects,
-            g.status is RankStatus.IN_COLLECTIVE,
-            -len(g.ranks),
-            order.index(g.status) if g.status in order else len(order),
-        )
-
-    ordered = sorted(groups.values(), key=interest)
-    if len(ordered) > MAX_GROUPS:
-        kept, rest = ordered[: MAX_GROUPS - 1], ordered[MAX_GROUPS - 1 :]
-        folded = RankGroup(None, None, folded=len(rest))
-        for g in rest:
-            folded.ranks += g.ranks
-            folded.suspects += g.suspects
-        ordered = [*kept, folded]
-    return ordered
-
-
-def _style(status: RankStatus | None) -> tuple[str, str, str]:
-    return STATUS_STYLE.get(status, OTHER_STYLE) if status is not None else OTHER_STYLE
-
-
-def _group_label(g: RankGroup) -> str:
+def _group_label(g: GroupView) -> str:
     if g.status is None:
         return f"{g.folded} more groups"
     step = "no step" if g.step is None else f"step {g.step}"
     return f"{step} · {_style(g.status)[0]}"
 
 
-def _grouped(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
-    groups = rank_groups(rows)
+def _grouped(diagnosis: Diagnosis, groups: tuple[GroupView, ...], total: int) -> dict:
     labels = [_group_label(g) for g in groups]
-    counts = [len(g.ranks) for g in groups]
+    counts = [g.count for g in groups]
     colours = [_style(g.status)[1] for g in groups]
     outlines = [SUSPECT_COLOUR if g.suspects else "rgba(0,0,0,0)" for g in groups]
     texts, hovers = [], []
     for g, n in zip(groups, counts, strict=True):
-        ranks = compact_ranks(g.ranks)
+        ranks = g.ranks
         short = ranks if len(ranks) <= RANKS_TEXT_CHARS else ranks[: RANKS_TEXT_CHARS - 1] + "…"
         suspects = ", ".join(
-            f"{r.rank}" + (f" ({plain(r.node)})" if r.node else "") for r in g.suspects[:5]
+            f"{rank}" + (f" ({plain(node)})" if node else "") for rank, node in g.suspects[:5]
         )
         texts.append(f"{n} · ranks {short}" + (f" · suspect {suspects}" if suspects else ""))
         hovers.append(f"{n} ranks: {ranks[: RANKS_TEXT_CHARS * 8]}")
@@ -242,7 +204,7 @@ def _grouped(diagnosis: Diagnosis, rows: tuple[RankRow, ...]) -> dict:
     return {
         "data": [trace],
         "layout": {
-            "title": _title(diagnosis, len(rows)),
+            "title": _title(diagnosis, total),
             "xaxis": {
                 "title": {"text": "ranks (log scale)"},
                 "type": "log",

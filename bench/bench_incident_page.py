@@ -1,4 +1,5 @@
-"""Server time of the incident page for a 4,096-rank snapshot, and of storing its analysis.
+"""Server time and HTML size of the incident page for a 4,096-rank (or 32,000-rank) snapshot,
+and of storing its analysis.
 
 Builds the same replicated evidence as bench_analysis.py (real captured stacks, environments,
 logs and flight-recorder dumps), imports it into an incident as a snapshot, analyses it the
@@ -7,6 +8,12 @@ page with Django's test client — the server's whole time, templates included, 
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \
         .venv/bin/python bench/bench_incident_page.py [--ranks 4096] [--nodes 512] [--repeat 5]
+        [--reuse]
+
+At 32,000 ranks (`--ranks 32000 --nodes 4000`) storing and analysing the snapshot takes
+minutes on this machine; `--reuse` keeps the database of an earlier run with the same ranks
+and only renders the pages (each page's server time, bytes and queries; the per-rank table's
+pages too).
 
 Without DATABASE_URL it uses a throw-away SQLite file. The database is created if missing and
 its hangdesk tables are emptied first.
@@ -34,88 +41,96 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--nodes", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--reuse", action="store_true", help="render the last run's snapshot")
     args = parser.parse_args()
 
-    import django
+    from bench.consolekit import console_database
 
-    django.setup()
-    from django.core.management import call_command
+    console_database(flush=not args.reuse)
+    from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     from bench.bench_analysis import build_snapshot
     from clusters.services import cluster_create
+    from collectors.models import Snapshot
     from collectors.services import snapshot_analyse
     from collectors.tasks import snapshot_import_bundle
     from incidents.services import incident_open
 
-    _ensure_database()
-    call_command("migrate", verbosity=0)
-    call_command("flush", interactive=False, verbosity=0)
-    from django.contrib.auth.models import User
+    reused = None
+    if args.reuse:
+        reused = (
+            Snapshot.objects.filter(
+                cluster__name="bench",
+                cluster__expected_world_size=args.ranks,
+                diagnosis__isnull=False,
+            )
+            .select_related("incident")
+            .last()
+        )
+    if reused is not None:
+        snapshot, incident = reused, reused.incident
+        user = User.objects.get(username="bench")
+        print(f"database: {connection.vendor}; ranks {args.ranks}: snapshot {snapshot.pk} reused")
+    else:
+        user = User.objects.create_superuser("bench", "", "bench-password-1")
+        cluster = cluster_create(name="bench", expected_world_size=args.ranks)
+        incident = incident_open(opened_by=user, title="bench", cluster=cluster, severity="SEV1")
+        evidence = build_snapshot(args.ranks, args.nodes, stuck_rank=args.ranks // 2 + 7)
 
-    user = User.objects.create_superuser("bench", "", "bench-password-1")
-    cluster = cluster_create(name="bench", expected_world_size=args.ranks)
-    incident = incident_open(opened_by=user, title="bench", cluster=cluster, severity="SEV1")
-    evidence = build_snapshot(args.ranks, args.nodes, stuck_rank=args.ranks // 2 + 7)
-
-    started = time.perf_counter()
-    snapshot = snapshot_import_bundle(incident=incident, evidence=evidence, by=user)
-    stored = time.perf_counter()
-    snapshot_analyse(snapshot_id=snapshot.pk)
-    analysed = time.perf_counter()
-    snapshot.refresh_from_db()
-    print(f"database: {connection.vendor}; ranks {args.ranks}, nodes {args.nodes}")
-    print(f"store evidence (import): {stored - started:.2f} s")
-    print(
-        f"analyse + store the diagnosis ({len(snapshot.diagnosis['per_rank'])} per-rank rows "
-        f"inside): {analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
-    )
+        started = time.perf_counter()
+        snapshot = snapshot_import_bundle(incident=incident, evidence=evidence, by=user)
+        stored = time.perf_counter()
+        snapshot_analyse(snapshot_id=snapshot.pk)
+        analysed = time.perf_counter()
+        snapshot.refresh_from_db()
+        print(f"database: {connection.vendor}; ranks {args.ranks}, nodes {args.nodes}")
+        print(f"store evidence (import): {stored - started:.2f} s")
+        print(
+            f"analyse + store the diagnosis ({len(snapshot.diagnosis['per_rank'])} per-rank "
+            f"rows inside): {analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
+        )
 
     client = Client()
     client.force_login(user)
     url = incident.get_absolute_url()
     client.get(url)  # warm template and connection caches
-    times, size = [], 0
-    for _ in range(args.repeat):
-        with CaptureQueriesContext(connection) as queries:
-            start = time.perf_counter()
-            response = client.get(url)
-            times.append(time.perf_counter() - start)
-        assert response.status_code == 200
-        size = len(response.content)
-    print(
-        f"incident page: median {statistics.median(times):.3f} s, best {min(times):.3f} s "
-        f"over {args.repeat}; {len(queries)} queries; {size / 1024:.0f} KiB of HTML"
-    )
-    for label, page_url in (
-        ("snapshot page", f"/snapshots/{snapshot.pk}/"),
-        ("snapshot page, one node's artifacts", f"/snapshots/{snapshot.pk}/?node=node-007"),
-    ):
-        times = []
+
+    def timed(label: str, page_url: str) -> None:
+        times, queries, size = [], 0, 0
         for _ in range(args.repeat):
-            start = time.perf_counter()
-            response = client.get(page_url)
-            times.append(time.perf_counter() - start)
-            assert response.status_code == 200
-        print(f"{label}: median {statistics.median(times):.3f} s, best {min(times):.3f} s")
+            with CaptureQueriesContext(connection) as captured:
+                start = time.perf_counter()
+                response = client.get(page_url)
+                times.append(time.perf_counter() - start)
+            assert response.status_code == 200, (response.status_code, page_url)
+            queries, size = len(captured), len(response.content)
+        print(
+            f"{label}: median {statistics.median(times):.3f} s, best {min(times):.3f} s "
+            f"over {args.repeat}; {queries} queries; {size / 1024:.0f} KiB of HTML"
+        )
+
+    timed("incident page", url)
+    timed("snapshot page", f"/snapshots/{snapshot.pk}/")
+    timed("snapshot page, one node's artifacts", f"/snapshots/{snapshot.pk}/?node=node-007")
+    for label, page_url in _more_pages(snapshot):
+        timed(label, page_url)
 
 
-def _ensure_database() -> None:
-    from django.conf import settings
-    from django.db import connection
+def _more_pages(snapshot) -> list[tuple[str, str]]:
+    """Pages that exist only in some trees (kept apart so the bench runs on older ones)."""
+    from django.urls import NoReverseMatch, reverse
 
-    if connection.vendor != "postgresql":
-        return
-    import psycopg
-
-    name = settings.DATABASES["default"]["NAME"]
-    params = {k: v for k, v in connection.get_connection_params().items() if k != "dbname"}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        ranks = reverse("snapshots:ranks", args=[snapshot.pk])
+    except NoReverseMatch:
+        return []
+    return [
+        ("per-rank table, page 2", f"{ranks}?page=2"),
+        ("per-rank table, last page", f"{ranks}?page=last"),
+    ]
 
 
 if __name__ == "__main__":

@@ -34,25 +34,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
 
-    import django
+    from bench.consolekit import console_database
 
-    django.setup()
+    console_database()
     from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from bench.bench_incident_page import _ensure_database
     from clusters.services import cluster_create
     from collectors.services import snapshot_analyse
     from collectors.tasks import snapshot_import_bundle
     from incidents.services import incident_add_note, incident_open
     from tests.analysis.sample_evidence import load_snapshot
 
-    _ensure_database()
-    call_command("migrate", verbosity=0)
-    call_command("flush", interactive=False, verbosity=0)
     user = User.objects.create_superuser("bench", "", "bench-password-1")
     cluster = cluster_create(name="bench")
     incident = incident_open(opened_by=user, title="bench", cluster=cluster, severity="SEV1")

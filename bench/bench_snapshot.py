@@ -39,16 +39,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    import django
+    from bench.consolekit import console_database
 
-    from bench.bench_incident_page import _ensure_database
+    console_database()
 
-    django.setup()
-    from django.core.management import call_command
-
-    _ensure_database()
-    call_command("migrate", verbosity=0)
-    call_command("flush", interactive=False, verbosity=0)
     from console.celery import app
 
     with app.connection_for_write() as conn:

@@ -1,7 +1,7 @@
 """The watch's cost per node per period, on a light lab of N nodes (real sshd, stand-in ranks
 that log a step line every 0.5 s).
 
-Each period does what watch.services.read_nodes does: one SSH connection per node (side by
+Each period does what watch.visits.read_nodes does: one SSH connection per node (side by
 side, up to 16), the node read of watch/probe.sh (presence check everywhere, log tails on the
 step node only once it is known), then the pure judgement (watch.progress.judge). Measured per
 period: SSH sessions, bytes read per node (step node and presence-only nodes apart), the

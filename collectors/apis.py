@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import authentication, exceptions, permissions, serializers, status
 from rest_framework.parsers import BaseParser, MultiPartParser
@@ -289,6 +290,22 @@ class UploadTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="hangdesk"'
+
+
+class UploadTokenScheme(OpenApiAuthenticationExtension):
+    """Describes UploadTokenAuthentication in the OpenAPI schema."""
+
+    target_class = "collectors.apis.UploadTokenAuthentication"
+    name = "uploadToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A push snapshot's upload token (hds_...), shown once on the "
+            "incident to the responder who asked for the snapshot; it admits bundles to that "
+            "snapshot only, until its wait ends.",
+        }
 
 
 class UploadPermission(permissions.BasePermission):

@@ -3,7 +3,11 @@
 The per-rank table lives in the diagnosis (its `per_rank`), the one form the pages, the API and
 exported post-mortems read; it is not stored a second time as rows. The diagnosis is stored
 as JSON (`Diagnosis.to_json()`) and read back typed (`Snapshot.read_diagnosis()`), whatever
-version stored it.
+version stored it. Beside it, `rank_overview` (analysis/rankview.py): what a page shows of
+the table without reading it whole (counts and ranges per status, the chart's groups, the
+suspect, missing and first rows); pages read the diagnosis without its table
+(`Snapshot.objects.for_pages()`: cut in the database) and the rest of the table a page at a
+time (`RankSlice`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from django.db.models import Q, QuerySet
 
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import EvidenceStatus
+from analysis.rankview import RankOverview, overview
 from clusters.models import Cluster, Node
 from incidents.models import Incident
 
@@ -61,6 +66,57 @@ SNAPSHOT_FLOW = Transitions(
 ACTIVE_SNAPSHOT_STATUSES = SNAPSHOT_FLOW.active
 
 
+class DiagnosisHead(models.Func):
+    """The stored diagnosis without its per-rank table, cut in the database (at 32,000 ranks
+    the table is 12 MB of the JSON, the rest about 200 KB)."""
+
+    output_field = models.JSONField()
+
+    def __init__(self) -> None:
+        super().__init__(models.F("diagnosis"))
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="(%(expressions)s - 'per_rank')")
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return self.as_sql(
+            compiler, connection, template="json_remove(%(expressions)s, '$.per_rank')"
+        )
+
+
+class RankSlice(models.Func):
+    """Rows [start, stop) of the stored per-rank table, sliced in the database."""
+
+    output_field = models.JSONField()
+
+    def __init__(self, start: int, stop: int) -> None:
+        super().__init__(models.F("diagnosis"))
+        self.start, self.stop = int(start), int(stop)
+
+    def as_postgresql(self, compiler, connection, **extra):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return (
+            f"jsonb_path_query_array({sql} -> 'per_rank', '$[$a to $b]', "
+            "jsonb_build_object('a', %s::int, 'b', %s::int))",
+            [*params, self.start, self.stop - 1],
+        )
+
+    def as_sqlite(self, compiler, connection, **extra):
+        sql, params = compiler.compile(self.source_expressions[0])
+        # `sql` is the compiled column reference; the bounds are parameters.
+        template = "(SELECT json_group_array(json(value)) FROM (SELECT value FROM json_each({}, '$.per_rank') LIMIT %s OFFSET %s))"  # noqa: E501
+        return template.format(sql), [*params, self.stop - self.start, self.start]
+
+
+class SnapshotQuerySet(QuerySet):
+    def for_pages(self) -> SnapshotQuerySet:
+        """Snapshots as a page reads them: the diagnosis without its per-rank table (its
+        stored overview stands in for it: `read_diagnosis` carries the overview's rows)."""
+        return self.defer("diagnosis").annotate(
+            diagnosis_head=DiagnosisHead(), has_diagnosis=Q(diagnosis__isnull=False)
+        )
+
+
 class Snapshot(models.Model):
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="snapshots")
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="snapshots")
@@ -77,6 +133,8 @@ class Snapshot(models.Model):
     collected_at = models.DateTimeField(null=True, blank=True)
     expected_world_size = models.PositiveIntegerField(null=True, blank=True)
     diagnosis = models.JSONField(null=True, blank=True)
+    # analysis.rankview.RankOverview.to_json() of the diagnosis, stored with it.
+    rank_overview = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     # What the scheduler said about the job when the snapshot started (collectors/scheduler.py:
     # the job, its steps, node states, the commands' output), or None for a listed-node cluster.
@@ -88,6 +146,8 @@ class Snapshot(models.Model):
     # A verdict before the last node (collectors/provisional.py): {"diagnosis", "nodes_in",
     # "nodes_total", "missing": [names still out], "at"}; cleared when the verdict is stored.
     provisional = models.JSONField(null=True, blank=True)
+
+    objects = SnapshotQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at", "-pk"]
@@ -114,14 +174,48 @@ class Snapshot(models.Model):
 
     def read_diagnosis(self) -> Diagnosis | None:
         """The stored diagnosis, typed and upgraded to the current schema (read once per
-        instance: a page asks for it from several places)."""
-        if not self.diagnosis:
+        instance: a page asks for it from several places). Loaded `for_pages()`, its
+        per-rank table holds only the overview's rows: the suspects, the missing and the
+        first ranks (read_rank_overview() has the counts and groups of all of them)."""
+        data = self._diagnosis_data()
+        if not data:
             return None
         cached = self.__dict__.get("_read_diagnosis")
-        if cached is None or cached[0] is not self.diagnosis:
-            cached = (self.diagnosis, Diagnosis.from_json(self.diagnosis))
+        if cached is None or cached[0] is not data:
+            cached = (data, Diagnosis.from_json(data))
             self.__dict__["_read_diagnosis"] = cached
         return cached[1]
+
+    def _diagnosis_data(self) -> dict | None:
+        head = self.__dict__.get("diagnosis_head")
+        if "diagnosis" in self.get_deferred_fields() and head is not None and self.rank_overview:
+            light = self.__dict__.get("_light_diagnosis")
+            if light is None or light[0] is not head:
+                stored = self.rank_overview
+                rows = stored.get("rows") if isinstance(stored, dict) else []
+                light = (head, {**head, "per_rank": rows or []})
+                self.__dict__["_light_diagnosis"] = light
+            return light[1]
+        return self.diagnosis
+
+    def read_rank_overview(self) -> RankOverview | None:
+        """The per-rank table's overview: stored with the diagnosis, or (a diagnosis stored
+        before overviews were) made from the whole table."""
+        stored = RankOverview.from_json(self.rank_overview)
+        if stored is not None:
+            return stored
+        if "diagnosis" in self.get_deferred_fields() and self.__dict__.get("diagnosis_head"):
+            self.__dict__.pop("_read_diagnosis", None)  # the whole table, this once
+        diagnosis = Diagnosis.from_json(self.diagnosis) if self.diagnosis else None
+        return overview(diagnosis) if diagnosis is not None else None
+
+    def rank_rows(self, start: int, stop: int) -> list[dict]:
+        """Rows [start, stop) of the stored per-rank table as JSON, sliced in the database."""
+        sliced = (
+            Snapshot.objects.filter(pk=self.pk).annotate(rows=RankSlice(start, stop))
+            .values_list("rows", flat=True).first()
+        )  # fmt: skip
+        return sliced if isinstance(sliced, list) else []
 
     @property
     def duration_s(self) -> float | None:

@@ -17,6 +17,8 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.db import transaction
+
 from analysis import codec, nodemap
 from analysis.diagnosis import no_cyclic_gc
 from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence, not_gathered
@@ -34,38 +36,54 @@ log = logging.getLogger(__name__)
 MAX_COMPRESSED_BYTES = 16 * 1024 * 1024
 
 
-def node_parse_store(*, collection: NodeCollection, evidence: NodeEvidence) -> int | None:
-    """Parse one node's evidence as the analysis would read it back from its artifacts and
-    store it; the bytes stored, or None when it was too big (then nothing is stored)."""
-    snapshot = collection.snapshot
-    collection.refresh_from_db(fields=["status", "reason"])
-    node_ev = evidence_from_artifacts(
-        collection.node_name,
-        ((name[:1024], content, cut) for name, content, cut in artifacts_from_evidence(evidence)),
-        status=collection.evidence_status,
-    )
-    known = dict(
-        NodeCollection.objects.filter(snapshot_id=snapshot.pk)
-        .order_by("node_name")
-        .values_list("node_name", "parse_record__hostname")
-    )
-    known[collection.node_name] = node_ev.hostname
-    parse = _map(snapshot, node_ev, host_map((n, h or "") for n, h in known.items()))
-    raw = json.dumps(nodemap.to_json(parse), separators=(",", ":")).encode()
-    compressed = zlib.compress(raw, 1)
-    if len(compressed) > MAX_COMPRESSED_BYTES or len(raw) > nodemap.MAX_STORED_BYTES:
-        NodeParseRecord.objects.filter(collection=collection).delete()
-        return None
-    NodeParseRecord.objects.update_or_create(
-        collection=collection,
-        defaults={
-            "version": nodemap.NODE_PARSE_VERSION,
-            "hostname": node_ev.hostname[:255],
-            "compressed": compressed,
-            "size": len(raw),
-        },
-    )
-    return len(compressed)
+def node_parses_store(*, snapshot_id: int, nodes: list[tuple[int, str, NodeEvidence]]) -> int:
+    """Parse nodes' evidence, (collection id, node name, evidence) each, as the analysis would
+    read it back from their artifacts, and store the parses (replacing any); a parse that
+    fails or is too big is not stored (the merge parses that node itself). Never raises for
+    the evidence: the nodes' own results are stored already. Returns the bytes stored."""
+    if not nodes:
+        return 0
+    snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
+    rows = NodeCollection.objects.filter(snapshot_id=snapshot_id).order_by("node_name")
+    known = dict(rows.values_list("node_name", "parse_record__hostname"))
+    mine = rows.filter(pk__in=[pk for pk, _, _ in nodes])
+    status = {pk: _status(st, why) for pk, st, why in mine.values_list("pk", "status", "reason")}
+    read_back = []
+    for pk, name, evidence in nodes:
+        node_ev = evidence_from_artifacts(
+            name,
+            ((n[:1024], content, cut) for n, content, cut in artifacts_from_evidence(evidence)),
+            status=status.get(pk, EvidenceStatus()),
+        )
+        known[name] = node_ev.hostname
+        read_back.append((pk, node_ev))
+    hosts = host_map((name, host or "") for name, host in known.items())
+    records, stored = [], 0
+    for pk, node_ev in read_back:
+        try:
+            parse = _map(snapshot, node_ev, hosts)
+            raw = json.dumps(nodemap.to_json(parse), separators=(",", ":")).encode()
+        except Exception:  # a parser's bug must not lose the node: the merge parses it again
+            log.exception("parsing %s's evidence failed", node_ev.node)
+            continue
+        compressed = zlib.compress(raw, 1)
+        if len(compressed) > MAX_COMPRESSED_BYTES or len(raw) > nodemap.MAX_STORED_BYTES:
+            continue
+        stored += len(compressed)
+        version, hostname = nodemap.NODE_PARSE_VERSION, node_ev.hostname[:255]
+        records.append(
+            NodeParseRecord(
+                collection_id=pk,
+                version=version,
+                hostname=hostname,
+                compressed=compressed,
+                size=len(raw),
+            )
+        )
+    with transaction.atomic():
+        NodeParseRecord.objects.filter(collection_id__in=[pk for pk, _ in read_back]).delete()
+        NodeParseRecord.objects.bulk_create(records)
+    return stored
 
 
 def _head(snapshot: Snapshot) -> SnapshotEvidence:

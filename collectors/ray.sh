@@ -2,10 +2,9 @@
 # (ray list, ray status) and Ray Train's own log lines; never `ray stop`, `ray job stop`,
 # `ray kill` or anything else that changes the cluster.
 #
-# POSIX sh. Settings come from HD_* variables the caller puts in front of this file as
-# shell-quoted assignments; every value is used as data ("$VAR"), never eval'd.
-# Output: "HDPROBE1 <nonce>", then frames "HD1 <key> <size>\n" + <size> bytes (the snapshot
-# probe's format, read by collectors/remote.py), ending with "HD1 end 0".
+# POSIX sh, after hangdesk/probelib.sh (the frames, hd_run). Settings come from HD_* variables
+# the caller puts in front of both as shell-quoted assignments; every value is used as data
+# ("$VAR"), never eval'd.
 #
 # Two phases, so a job that cannot be snapshot costs one `ray` call: HD_PHASE=find reads
 # the jobs and Ray Train's runs (which job is asked for, and is it running?); HD_PHASE=read
@@ -34,24 +33,6 @@
 [ -n "${HD_MAX_BYTES+x}" ] || HD_MAX_BYTES=4194304
 [ -n "${HD_LOGDIR+x}" ] || HD_LOGDIR=''
 
-hdr_emit() { # key file
-	_s=$(wc -c <"$2")
-	printf 'HD1 %s %s\n' "$1" "${_s##* }"
-	cat "$2"
-}
-
-hdr_run() { # key command...: its bounded stdout as <key>, stderr as <key>.err, status <key>.rc
-	_key=$1
-	shift
-	{
-		timeout -k 2 "$HD_CMD_TIMEOUT" "$@" 2>"$HDR_DIR/err"
-		printf '%s' "$?" >"$HDR_DIR/rc"
-	} | head -c "$HD_MAX_BYTES" >"$HDR_DIR/out"
-	hdr_emit "$_key" "$HDR_DIR/out"
-	[ -s "$HDR_DIR/err" ] && hdr_emit "$_key.err" "$HDR_DIR/err"
-	hdr_emit "$_key.rc" "$HDR_DIR/rc"
-}
-
 # The session's logs: where this head's raylet writes (its --log_dir), else Ray's default.
 hdr_logdir() {
 	[ -n "$HD_LOGDIR" ] && {
@@ -79,44 +60,35 @@ hdr_train() {
 }
 
 hdr_main() {
-	set -f
-	umask 077
-	export LC_ALL=C RAY_USAGE_STATS_ENABLED=0
-	HDR_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hdray.XXXXXX" 2>/dev/null ||
-		mktemp -d /dev/shm/hdray.XXXXXX 2>/dev/null)
-	printf 'HDPROBE1 %s\n' "$HD_NONCE"
-	if [ -z "$HDR_DIR" ]; then
-		printf 'no writable temp dir\n' >&2
-		return 1
-	fi
-	trap 'rm -rf "$HDR_DIR"' EXIT
-	trap 'rm -rf "$HDR_DIR"; exit 143' TERM INT HUP
+	export RAY_USAGE_STATS_ENABLED=0
+	hd_begin hdray || return 1
+	hd_remove_on_exit
 	if ! command -v "$HD_RAY" >/dev/null 2>&1; then
-		printf '%s not found on PATH (%s)\n' "$HD_RAY" "$PATH" >"$HDR_DIR/errors"
-		hdr_emit errors "$HDR_DIR/errors"
-		printf 'HD1 end 0\n'
+		printf '%s not found on PATH (%s)\n' "$HD_RAY" "$PATH" >"$HD_DIR/errors"
+		hd_frame errors "$HD_DIR/errors"
+		hd_end
 		return 0
 	fi
 	_json="--detail --format json --limit $HD_LIMIT"
 	if [ "$HD_PHASE" = find ]; then
 		_logs=$(hdr_logdir)
-		printf '%s' "$_logs" >"$HDR_DIR/logdir"
-		hdr_emit logdir "$HDR_DIR/logdir"
-		hdr_train "$_logs" | head -c "$HD_MAX_BYTES" >"$HDR_DIR/train"
-		hdr_emit train "$HDR_DIR/train"
+		printf '%s' "$_logs" >"$HD_DIR/logdir"
+		hd_frame logdir "$HD_DIR/logdir"
+		hdr_train "$_logs" | head -c "$HD_MAX_BYTES" >"$HD_DIR/train"
+		hd_frame train "$HD_DIR/train"
 		# shellcheck disable=SC2086  # $_json: constant options, split on purpose
-		hdr_run jobs "$HD_RAY" list jobs $_json
+		hd_run jobs "$HD_RAY" list jobs $_json
 	else
 		# shellcheck disable=SC2086
-		hdr_run workers "$HD_RAY" list actors $_json --filter class_name=RayTrainWorker \
+		hd_run workers "$HD_RAY" list actors $_json --filter class_name=RayTrainWorker \
 			--filter "job_id=$HD_JOB_ID"
 		# shellcheck disable=SC2086
-		hdr_run nodes "$HD_RAY" list nodes $_json
+		hd_run nodes "$HD_RAY" list nodes $_json
 		# shellcheck disable=SC2086
-		hdr_run pgs "$HD_RAY" list placement-groups $_json
-		hdr_run status "$HD_RAY" status
+		hd_run pgs "$HD_RAY" list placement-groups $_json
+		hd_run status "$HD_RAY" status
 	fi
-	printf 'HD1 end 0\n'
+	hd_end
 }
 
 hdr_main </dev/null

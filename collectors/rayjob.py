@@ -13,10 +13,10 @@ dead nodes) travels with the plan as lines of the nodes it is about. Every refus
 from __future__ import annotations
 
 import math
-import shlex
 from pathlib import Path
 
 from analysis.schedulers import ray
+from hangdesk import frames
 from hangdesk.budget import TIME_BUDGET
 
 from . import remote
@@ -49,8 +49,7 @@ def _render(phase: dict[str, str], command: str, command_timeout_s: float):
             "HD_MAX_BYTES": str(MAX_READ_BYTES // 4),
             "HD_NONCE": nonce,
         }
-        preamble = "".join(f"{k}={shlex.quote(v)}\n" for k, v in settings.items())
-        return preamble.encode() + SCRIPT_PATH.read_bytes()
+        return frames.render_script(SCRIPT_PATH, settings)
 
     return render
 

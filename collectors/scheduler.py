@@ -11,7 +11,6 @@ is a `JobRefused` saying why; nothing is written here.
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from clusters.sshspec import MAX_KNOWN_HOSTS_FILE, KnownHostsError, known_host_k
 from clusters.validators import validate_remote_host
 from core import egress
 from core.errors import Invalid
+from hangdesk import frames
 from hangdesk.budget import TIME_BUDGET
 
 from . import remote
@@ -98,8 +98,7 @@ def _render(job_id: str, command_timeout_s: float):
             "HD_MAX_BYTES": str(MAX_READ_BYTES // 4),
             "HD_NONCE": nonce,
         }
-        preamble = "".join(f"{k}={shlex.quote(v)}\n" for k, v in settings.items())
-        return preamble.encode() + SCRIPT_PATH.read_bytes()
+        return frames.render_script(SCRIPT_PATH, settings)
 
     return render
 

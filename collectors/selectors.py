@@ -12,7 +12,7 @@ import analysis
 from analysis import gpushape, guide
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
-from analysis.records import RankStatus
+from analysis.records import RankRow, RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
 from incidents.models import Incident
@@ -152,16 +152,23 @@ def progress(snapshot: Snapshot) -> dict:
     }
 
 
-def artifact_summary(snapshot: Snapshot) -> list[dict]:
-    """Per node: its state, how many artifacts, their size and how many were cut (one query)."""
-    return list(
-        snapshot.collections.order_by("node_name").values("node_name", "status", "reason")
+def artifact_summary(snapshot: Snapshot, *, node: str = "") -> dict:
+    """Per node: its state, how many artifacts, their size and how many were cut (one query).
+    Above LIST_ALL_NODES_UP_TO nodes only the nodes not OK and the one asked for are listed
+    (4,000 rows were most of the page), with how many OK nodes are not."""
+    collections = snapshot.collections.order_by("node_name")
+    total = collections.count()
+    if total > LIST_ALL_NODES_UP_TO:
+        collections = collections.filter(~Q(status=NodeStatus.OK) | Q(node_name=node))
+    rows = list(
+        collections.values("node_name", "status", "reason")
         .annotate(
             artifact_count=Count("artifacts"),
             total_bytes=Sum("artifacts__size"),
             truncated_count=Count("artifacts", filter=Q(artifacts__truncated=True)),
         )
     )  # fmt: skip
+    return {"rows": rows, "total": total, "hidden": total - len(rows)}
 
 
 def artifact_index(snapshot: Snapshot, node: str) -> list[Artifact]:
@@ -189,17 +196,22 @@ def snapshot_bundle(snapshot: Snapshot, *, raw: bool = False) -> bytes:
 
 # Above this many ranks the per-rank table starts folded: the chart and the groups say more.
 RANK_TABLE_OPEN_UP_TO = 64
+# The per-rank table of a large job, a page at a time (snapshot_ranks).
+RANK_PAGE_ROWS = 200
 
 
 def diagnosis_view(snapshot: Snapshot) -> dict | None:
-    """Everything the diagnosis panel shows, from the stored diagnosis alone (no re-analysis)."""
+    """Everything the diagnosis panel shows, from the stored diagnosis alone (no re-analysis).
+    A large job's table is not read whole: the stored overview has its counts, ranges, the
+    chart's groups and the suspect and missing rows; every rank is a page at a time."""
     diagnosis = snapshot.read_diagnosis()
     if diagnosis is None:
         return None
+    ranks = snapshot.read_rank_overview()
     # Suspects and absentees first: at 3 a.m. nobody scrolls to rank 3,071.
+    rows = ranks.first_rows if ranks.complete else ranks.flagged_rows
     ordered = sorted(
-        diagnosis.per_rank,
-        key=lambda r: (not r.suspect, r.status is not RankStatus.MISSING, r.rank),
+        rows, key=lambda r: (not r.suspect, r.status is not RankStatus.MISSING, r.rank)
     )
     return {
         "diagnosis": diagnosis,
@@ -207,19 +219,45 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
         "choices": list(guide.CLASS_NAMES.items()),
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
-        "figure": analysis.timeline_figure(diagnosis),
+        "figure": analysis.timeline_figure(diagnosis, ranks),
         "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
+        "ranks": ranks,
         "rank_rows": ordered,
-        "rank_table_open": len(ordered) <= RANK_TABLE_OPEN_UP_TO,
+        "rank_pages": rank_page_count(ranks.total),
+        "rank_table_open": ranks.total <= RANK_TABLE_OPEN_UP_TO,
     }
 
 
-def latest_diagnosed_snapshot(incident: Incident) -> Snapshot | None:
-    return (
-        incident.snapshots.filter(status=SnapshotStatus.DONE, diagnosis__isnull=False)
-        .order_by("-started_at", "-pk")
-        .first()
-    )
+def rank_page_count(total: int) -> int:
+    return max(1, -(-total // RANK_PAGE_ROWS))
+
+
+def rank_page(snapshot: Snapshot, page: int) -> dict:
+    """One page of the per-rank table in rank order, sliced in the database."""
+    ranks = snapshot.read_rank_overview()
+    total = ranks.total if ranks else 0
+    pages = rank_page_count(total)
+    page = min(max(page, 1), pages)
+    start = (page - 1) * RANK_PAGE_ROWS
+    stop = min(start + RANK_PAGE_ROWS, total)
+    return {
+        "snapshot": snapshot,
+        "rows": [RankRow.from_json(row) for row in snapshot.rank_rows(start, stop)],
+        "page": page,
+        "pages": pages,
+        "first": start,
+        "last": stop - 1,
+        "total": total,
+    }
+
+
+def latest_diagnosed_snapshot(incident: Incident, *, for_page: bool = False) -> Snapshot | None:
+    """The newest analysed snapshot; `for_page`: read as a page reads it (Snapshot.objects.
+    for_pages(): the diagnosis without its per-rank table)."""
+    snapshots = incident.snapshots.filter(status=SnapshotStatus.DONE, diagnosis__isnull=False)
+    if for_page:
+        snapshots = snapshots.for_pages()
+    return snapshots.order_by("-started_at", "-pk").first()
 
 
 def with_latest_verdict(incidents: QuerySet[Incident]) -> QuerySet[Incident]:

@@ -1,14 +1,15 @@
 """The snapshot pipeline: its Celery tasks, and the two ways in that queue them.
 
 Services do one step each and say what happened (outcomes.py); this module alone decides what
-runs next — a visit per node after a snapshot is created, the analysis after the last node or
-after a bundle is stored — and when a step is retried: a `Retryable` outcome becomes a
-`NodeRetry` raised for Celery's autoretry. Queues (settings.CELERY_TASK_ROUTES): node visits
-on "ssh", the analysis on "analysis", the sweep on "default". Limits: hangdesk/budget.py.
+runs next — the node visits in batches after a snapshot is created (each batch visits its
+nodes at once, collectors/fanout.py), the analysis after the last node or after a bundle is
+stored. Queues (settings.CELERY_TASK_ROUTES): node visits on "ssh", the analysis on
+"analysis", the sweep on "default". Limits: hangdesk/budget.py.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 from celery import shared_task
@@ -22,23 +23,11 @@ from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 from incidents.models import Incident
 
-from . import gpumetrics, jobs, provisional, push, rayjob, scheduler, services
+from . import fanout, gpumetrics, jobs, provisional, push, rayjob, scheduler, services
 from .models import Snapshot
-from .outcomes import Collected, Failed, NodeFailure, Retryable
 
 NODE_LIMITS = TIME_BUDGET.node_task
 ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
-
-
-class NodeRetry(Exception):
-    """A node's visit failed in a way a retry may fix (raised for `autoretry_for`)."""
-
-    def __init__(self, failure: NodeFailure) -> None:
-        super().__init__(failure)
-        self.failure = failure
-
-    def __str__(self) -> str:
-        return self.failure.text
 
 
 # --- the ways in -------------------------------------------------------------------------
@@ -108,8 +97,8 @@ def push_analyse_now(*, snapshot: Snapshot, by: AbstractBaseUser | None) -> bool
 
 
 def _visit_nodes(collection_ids: tuple[int, ...]) -> None:
-    for collection_id in collection_ids:
-        collect_node.delay(collection_id)
+    for batch in fanout.batches(collection_ids, settings.HANGDESK_SSH_FANOUT):
+        collect_nodes.delay(batch)
 
 
 def _analyse_once_committed(snapshot_id: int) -> None:
@@ -119,30 +108,25 @@ def _analyse_once_committed(snapshot_id: int) -> None:
 # --- the tasks ---------------------------------------------------------------------------
 
 
-@shared_task(
-    bind=True,
-    autoretry_for=(NodeRetry,),
-    retry_backoff=TIME_BUDGET.retry_delay_s,
-    retry_jitter=False,
-    # A backstop: the service itself stops asking for retries after the last attempt.
-    max_retries=TIME_BUDGET.attempts - 1,
-    soft_time_limit=NODE_LIMITS.soft_s,
-    time_limit=NODE_LIMITS.hard_s,
-)
-def collect_node(self, collection_id: int) -> str:
-    outcome = services.node_collection_run(collection_id=collection_id, task_id=self.request.id)
-    match outcome:
-        case Retryable(failure=failure):
-            raise NodeRetry(failure)
-        case (
-            Collected(analysis_due=True, snapshot_id=snapshot_id)
-            | Failed(analysis_due=True, snapshot_id=snapshot_id)
-        ):
-            _analyse_once_committed(snapshot_id)
-        case Collected(snapshot_id=snapshot_id) | Failed(snapshot_id=snapshot_id):
-            if provisional.provisional_due(snapshot_id=snapshot_id):
-                transaction.on_commit(lambda: analyse_provisional.delay(snapshot_id))
-    return type(outcome).__name__  # for the worker's log: Collected, Failed, NotClaimed
+@shared_task(bind=True, soft_time_limit=NODE_LIMITS.soft_s, time_limit=NODE_LIMITS.hard_s)
+def collect_nodes(self, collection_ids: list[int]) -> str:
+    """A batch of a snapshot's node visits, HANGDESK_SSH_FANOUT at a time (retries inside)."""
+    outcome = fanout.batch_visit(
+        collection_ids=tuple(collection_ids),
+        task_id=self.request.id,
+        fanout=settings.HANGDESK_SSH_FANOUT,
+        steal_until=time.monotonic() + TIME_BUDGET.steal_s,
+        after_store=_provisional_if_due,
+    )
+    for snapshot_id in outcome.analysis_due:
+        _analyse_once_committed(snapshot_id)
+    return f"{outcome.visited} nodes ({outcome.taken} taken from other batches)"
+
+
+def _provisional_if_due(snapshot_id: int) -> None:
+    """After a group of nodes is stored: 95 % in, a first verdict (once per snapshot)."""
+    if provisional.provisional_due(snapshot_id=snapshot_id):
+        analyse_provisional.delay(snapshot_id)
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)

@@ -9,6 +9,7 @@ urlpatterns = [
     path("snapshots/<int:snapshot_pk>/", views.snapshot_detail, name="detail"),
     path("snapshots/<int:snapshot_pk>/bundle/", views.bundle_export, name="bundle_export"),
     path("snapshots/<int:snapshot_pk>/progress/", views.snapshot_progress, name="progress"),
+    path("snapshots/<int:snapshot_pk>/ranks/", views.snapshot_ranks, name="ranks"),
     path("snapshots/<int:snapshot_pk>/decision/", views.snapshot_decide, name="decide"),
     path("snapshots/<int:snapshot_pk>/upload-token/", views.upload_token_new, name="upload_token"),
     path("snapshots/<int:snapshot_pk>/analyse/", views.snapshot_analyse_now, name="analyse_now"),

@@ -127,17 +127,32 @@ def snapshot_progress(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
 
 def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     snapshot = get_object_or_404(
-        Snapshot.objects.select_related("incident", "cluster", "requested_by"), pk=snapshot_pk
+        Snapshot.objects.for_pages().select_related("incident", "cluster", "requested_by"),
+        pk=snapshot_pk,
     )
     context = selectors.progress(snapshot)
-    context["nodes"] = selectors.artifact_summary(snapshot)
-    context["node"] = request.GET.get("node", "")
+    context["node"] = request.GET.get("node", "")[:200]
+    context["nodes"] = selectors.artifact_summary(snapshot, node=context["node"])
     if context["node"]:
         context["artifacts"] = selectors.artifact_index(snapshot, context["node"])
     context["view"] = selectors.diagnosis_view(snapshot)
     if snapshot.read_diagnosis():
         context.update(_standing(snapshot))
     return render(request, "collectors/snapshot.html", context)
+
+
+def snapshot_ranks(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
+    """One page of a snapshot's per-rank table, in rank order: the rows for htmx (the
+    diagnosis panel pages through them), or a page of its own."""
+    snapshot = get_object_or_404(
+        Snapshot.objects.only("pk", "incident_id", "rank_overview"), pk=snapshot_pk
+    )
+    wanted = request.GET.get("page", "1")[:9]
+    page = 10**9 if wanted == "last" else (int(wanted) if wanted.isdigit() else 1)
+    context = selectors.rank_page(snapshot, page)
+    if is_htmx(request):
+        return render(request, "collectors/_rank_page.html", context)
+    return render(request, "collectors/rank_page.html", context)
 
 
 def _standing(snapshot: Snapshot) -> dict:

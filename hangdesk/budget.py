@@ -1,7 +1,8 @@
 """The console's time budget: every time limit of every task is derived from this one place.
 
     connect + commands on the node  ->  one node's visit (visit_s, the SSH deadline)
-    visit + storing its evidence     ->  the node task's soft limit; + grace: its hard limit
+    taking more nodes (steal_s), then
+    a visit, its retry, storing      ->  the node task's soft limit; + grace: its hard limit
     analysis_s                       ->  the analysis task's soft limit; + grace: its hard limit
     a node's check, a job's read     ->  what a page waits for; that is their tasks' soft limit
     one cluster's watch period       ->  the watch's tick (and a preflight); + grace: its lease
@@ -39,6 +40,10 @@ class TimeBudget:
     visit_s: float = VISIT_S
     # After the visit: storing up to 64 MiB of evidence and finishing the snapshot.
     store_s: float = 90.0
+    # A node task visits a batch of nodes at once (collectors/fanout.py) and, while its
+    # threads have room, takes more of its snapshot's pending nodes: for this long (short
+    # enough that its hard limit stays within the analysis task's, the broker's redelivery too).
+    steal_s: float = 55.0
     # Analysing one snapshot and storing its verdict (4,096 ranks take a few seconds).
     analysis_s: float = 270.0
     # A Ray head's second visit: up to four `ray` calls for one job (collectors/rayjob.py).
@@ -63,7 +68,10 @@ class TimeBudget:
 
     @property
     def node_task(self) -> TaskLimits:
-        return self._limits(self.visit_s + self.store_s)
+        """A batch of visits at once: the last one it takes starts before steal_s, may be
+        visited twice (after retry_delay_s), then stored."""
+        visits = self.attempts * self.visit_s + (self.attempts - 1) * self.retry_delay_s
+        return self._limits(self.steal_s + visits + self.store_s)
 
     @property
     def provisional_after_s(self) -> float:

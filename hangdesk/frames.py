@@ -1,6 +1,8 @@
 """The probe's script and its output: one constant shell script (probe.sh, shipped with this
-package) with the plan's values shell-quoted in front of it, and the incremental reader of the
-frames it prints. The console's SSH visit (collectors/remote.py) and `hangdesk collect` run the
+package) with the plan's values shell-quoted in front of it and the probe library
+(probelib.sh) between them, and the incremental reader of the frames it prints. Every framed
+script the console sends (the watch's, the scheduler reads) is rendered the same way
+(`render_script`). The console's SSH visit (collectors/remote.py) and `hangdesk collect` run the
 very same script and read it with the very same reader.
 
 Wire format (written by probe.sh): a line `HDPROBE1 <nonce>` (anything before it, e.g. a
@@ -25,9 +27,18 @@ from .evidence_kinds import as_text
 from .plan import CollectionPlan, KiB
 
 PROBE_PATH = Path(__file__).with_name("probe.sh")
+# What every framed script shares (the frames, the temp dir, the files a glob names).
+LIBRARY_PATH = Path(__file__).with_name("probelib.sh")
 
 
 # --- the probe script --------------------------------------------------------------------
+
+
+def render_script(script: Path, settings: dict[str, str]) -> bytes:
+    """The full text for `sh -s`: each setting as a shell-quoted assignment (the script uses
+    every value as data, never evals it), then the probe library, then the constant script."""
+    preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())
+    return preamble.encode() + LIBRARY_PATH.read_bytes() + script.read_bytes()
 
 
 def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: int = 0) -> bytes:
@@ -61,8 +72,7 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: i
         "HD_GPU_MS": str(int(plan.gpu_sample_ms)),
         "HD_GPU_WINDOW": str(int(plan.gpu_window_s)),
     }
-    preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())
-    return preamble.encode() + PROBE_PATH.read_bytes()
+    return render_script(PROBE_PATH, settings)
 
 
 # --- reading the framed output -----------------------------------------------------------

@@ -68,6 +68,22 @@ def validate_glob(pattern: str) -> str:
 MAX_PIDS = 1024
 
 
+# The plan's whole numbers that must be positive, and those with a range of their own.
+_SIZES = (
+    "tail_bytes",
+    "artifact_cap_bytes",
+    "max_total_bytes",
+    "max_processes",
+    "max_files",
+    "gpu_sample_ms",
+)
+_RANGES = (
+    ("gpu_window_s", 0, 30, "gpu_window_s must be between 0 and 30 seconds"),
+    ("sample_seconds", 0, 30, "sample_seconds must be between 0 (no sampling) and 30 seconds"),
+    ("sample_rate", 1, 1000, "sample_rate must be 1 to 1000 samples a second"),
+)
+
+
 @dataclass
 class CollectionPlan:
     process_pattern: str = DEFAULT_PROCESS_PATTERN
@@ -98,34 +114,30 @@ class CollectionPlan:
         """Raise ValueError naming the first unusable setting (the collectors report it as an
         "invalid plan" status rather than raising)."""
         validate_process_pattern(self.process_pattern)
-        if self.pids is not None:
-            if len(self.pids) > MAX_PIDS:
-                raise ValueError(f"more than {MAX_PIDS} pids for one node")
-            if any(not isinstance(pid, int) or not 0 < pid < 2**31 for pid in self.pids):
-                raise ValueError("pids must be positive process ids")
+        self._validate_pids()
         for pattern in [*self.log_globs, *self.flight_recorder_globs]:
             validate_glob(pattern)
         for name in ("pyspy_command", "ncclras_command"):
             command = getattr(self, name)
             if not command or "\n" in command or "\0" in command:
                 raise ValueError(f"{name} must be one command path on one line")
-        sizes = (
-            "tail_bytes",
-            "artifact_cap_bytes",
-            "max_total_bytes",
-            "max_processes",
-            "max_files",
-            "gpu_sample_ms",
-        )
-        for name in sizes:
+        self._validate_bounds()
+
+    def _validate_pids(self) -> None:
+        if self.pids is None:
+            return
+        if len(self.pids) > MAX_PIDS:
+            raise ValueError(f"more than {MAX_PIDS} pids for one node")
+        if any(not isinstance(pid, int) or not 0 < pid < 2**31 for pid in self.pids):
+            raise ValueError("pids must be positive process ids")
+
+    def _validate_bounds(self) -> None:
+        for name in _SIZES:
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be positive")
-        if not 0 <= int(self.gpu_window_s) <= 30:
-            raise ValueError("gpu_window_s must be between 0 and 30 seconds")
-        if not 0 <= int(self.sample_seconds) <= 30:
-            raise ValueError("sample_seconds must be between 0 (no sampling) and 30 seconds")
-        if not 1 <= int(self.sample_rate) <= 1000:
-            raise ValueError("sample_rate must be 1 to 1000 samples a second")
+        for name, low, high, problem in _RANGES:
+            if not low <= int(getattr(self, name)) <= high:
+                raise ValueError(problem)
         # A command timeout above the total is allowed: the total bounds everything anyway.
         for name in ("command_timeout_s", "total_timeout_s", "connect_timeout_s"):
             if not getattr(self, name) > 0:

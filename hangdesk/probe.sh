@@ -1,9 +1,10 @@
 # hangdesk remote probe: gathers the evidence of one node in a single run.
 #
-# POSIX sh (dash, bash, busybox ash). Settings come from HD_* variables that the caller puts
-# in front of this file as shell-quoted assignments; every value is used as data ("$VAR"),
-# never eval'd, so a pattern or glob cannot run code. Unset settings fall back to defaults,
-# which makes the file runnable on its own:   ssh node 'sh -s' < probe.sh
+# POSIX sh (dash, bash, busybox ash), after hangdesk/probelib.sh (the frames, the temp dir,
+# the files a glob names). Settings come from HD_* variables that the caller puts in front of
+# both as shell-quoted assignments; every value is used as data ("$VAR"), never eval'd, so a
+# pattern or glob cannot run code. Unset settings fall back to defaults, which makes the pair
+# runnable on their own:   cat probelib.sh probe.sh | ssh node 'sh -s'
 #
 # Output on stdout: the line "HDPROBE1 <nonce>", then frames "HD1 <key> <size>\n" followed by
 # exactly <size> raw bytes, ending with the frame "HD1 end 0".
@@ -76,18 +77,6 @@ hd_bounded() {
 	_brc=$?
 	rm -f "$HD_DIR/.running.$_bp"
 	return "$_brc"
-}
-
-hd_size() { # file -> byte count on stdout
-	_sz=$(wc -c <"$1")
-	printf '%s' "${_sz##* }"
-}
-
-hd_emit() { # key size file
-	HD_EMITTING=1
-	printf 'HD1 %s %s\n' "$1" "$2"
-	cat "$3"
-	HD_EMITTING=0
 }
 
 # hd_publish key [cap end|start]: $HD_DIR/w.<key> is complete, hand it to the emitter.
@@ -340,56 +329,31 @@ hd_files() {
 	_kind=$1
 	_cap=$2
 	_keep=$3
-	_n=0
-	printf '%s\n' "$4" >"$HD_DIR/globs.$_kind"
-	while IFS= read -r _g; do
-		[ -n "$_g" ] || continue
-		# Glob expansion only: IFS empty means no word splitting, and expanded values are
-		# never re-parsed, so quotes, ';' or '$(...)' in a glob are plain characters.
-		set +f
-		_saved_ifs=$IFS
-		IFS=''
-		# shellcheck disable=SC2086  # expanding the glob is the point
-		set -- $_g
-		IFS=$_saved_ifs
-		set -f
-		for _f in "$@"; do
-			[ -f "$_f" ] || continue # FIFOs, devices and directories would hang or mislead
-			_n=$((_n + 1))
-			if [ "$_n" -gt "$HD_MAX_FILES" ]; then
-				hd_error "$_kind" "more than $HD_MAX_FILES files match; the rest were skipped"
-				return 0
-			fi
-			_w="$HD_DIR/w.$_kind.$_n"
-			if [ "$_keep" = end ]; then
-				hd_bounded tail -c "$((_cap + 1))" "$_f" >"$_w" 2>"$_w.err"
-			else
-				hd_bounded head -c "$((_cap + 1))" "$_f" >"$_w" 2>"$_w.err"
-			fi
-			_rc=$?
-			if [ "$_rc" -ne 0 ]; then
-				hd_error "$_kind" "$_f: exited $_rc: $(head -c 500 "$_w.err")"
-				continue
-			fi
-			hd_publish_text "$_kind.$_n.path" "$_f"
-			hd_publish "$_kind.$_n" "$_cap" "$_keep"
-		done
-	done <"$HD_DIR/globs.$_kind"
+	hd_each_file "$_kind" "$4" hd_file ||
+		hd_error "$_kind" "more than $HD_MAX_FILES files match; the rest were skipped"
+}
+
+hd_file() { # n path: one file of hd_files
+	_w="$HD_DIR/w.$_kind.$1"
+	if [ "$_keep" = end ]; then
+		hd_bounded tail -c "$((_cap + 1))" "$2" >"$_w" 2>"$_w.err"
+	else
+		hd_bounded head -c "$((_cap + 1))" "$2" >"$_w" 2>"$_w.err"
+	fi
+	_rc=$?
+	if [ "$_rc" -ne 0 ]; then
+		hd_error "$_kind" "$2: exited $_rc: $(head -c 500 "$_w.err")"
+		return 0
+	fi
+	hd_publish_text "$_kind.$1.path" "$2"
+	hd_publish "$_kind.$1" "$_cap" "$_keep"
 }
 
 # --- main ----------------------------------------------------------------------------------
 
 hd_main() {
-	set -f
-	umask 077
-	export RUST_BACKTRACE=0 LC_ALL=C
-	HD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hangdesk.XXXXXX" 2>/dev/null ||
-		mktemp -d /dev/shm/hangdesk.XXXXXX 2>/dev/null)
-	printf 'HDPROBE1 %s\n' "$HD_NONCE"
-	if [ -z "$HD_DIR" ]; then
-		printf 'no writable temp dir in %s or /dev/shm\n' "${TMPDIR:-/tmp}" >&2
-		return 1
-	fi
+	export RUST_BACKTRACE=0
+	hd_begin hangdesk || return 1
 	HD_SHIPPED=0
 	trap hd_cleanup EXIT
 	trap hd_stopped TERM INT HUP
@@ -422,7 +386,7 @@ hd_main() {
 	wait
 	hd_flush
 	hd_ship_errors
-	printf 'HD1 end 0\n'
+	hd_end
 }
 
 hd_main </dev/null

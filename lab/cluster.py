@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lab import cgroups, raylab, scenarios, sshsetup
 from lab import slurm as slurmlab
+from lab.addresses import loopback_run
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_SCRIPT = REPO / "lab" / "train.py"
@@ -71,12 +72,8 @@ def node_addresses(opts: LabOptions) -> list[str]:
         a, b, c, d = (int(x) for x in opts.base_address.split("."))
     else:
         a, b, c, d = 127, 100 + zlib.crc32(str(opts.state_dir.resolve()).encode()) % 100, 1, 1
-    out, n = [], c * 256 + d
-    while len(out) < opts.nodes:
-        if n % 256 not in (0, 255):
-            out.append(f"{a}.{b}.{n // 256}.{n % 256}")
-        n += 1
-    if a != 127 or n > 256 * 256:
+    out = loopback_run((a, b, c, d), opts.nodes)
+    if out is None:
         raise LabError(f"bad address range from {opts.base_address}: need 127.x.y.z, room left")
     return out
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import farm_nodes
+from lab.addresses import loopback_run
 
 # The first comment line of hangdesk/probe.sh and watch/probe.sh, after the settings.
 SCRIPT_KIND = re.compile(rb"^# hangdesk (remote|watch) probe", re.M)
@@ -72,12 +73,8 @@ def addresses(opts: FarmOptions) -> list[str]:
         a, b, c, d = (int(x) for x in opts.base_address.split("."))
     else:
         a, b, c, d = 127, 200 + zlib.crc32(str(opts.state_dir.resolve()).encode()) % 50, 0, 1
-    out, n = [], c * 256 + d
-    while len(out) < opts.nodes:
-        if n % 256 not in (0, 255):
-            out.append(f"{a}.{b}.{n // 256}.{n % 256}")
-        n += 1
-    if a != 127 or n > 256 * 256:
+    out = loopback_run((a, b, c, d), opts.nodes)
+    if out is None:
         raise ValueError("the farm needs 127.x.y.z addresses with room for every node")
     return out
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import shlex
 import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hangdesk import frames
 from hangdesk.frames import render_probe
 from hangdesk.plan import CollectionPlan
 from lab import cluster
@@ -51,8 +51,7 @@ def _watch_script(info: dict) -> bytes:
         "HD_TAIL_BYTES": "8192",
         "HD_NONCE": NONCE,
     }
-    preamble = "".join(f"{k}={shlex.quote(v)}\n" for k, v in settings.items())
-    return preamble.encode() + WATCH_SCRIPT.read_bytes()
+    return frames.render_script(WATCH_SCRIPT, settings)
 
 
 def _wait_for_dumps(state_dir: Path, info: dict, timeout: float = 120) -> None:

@@ -14,7 +14,8 @@ from django.views.decorators.http import require_POST
 from collectors import selectors as snapshot_selectors
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
-from incidents import postmortems
+from incidents import postmortem_draft, postmortem_saving
+from incidents import selectors as incident_selectors
 from incidents.forms import PostMortemForm
 from incidents.markdown import render_markdown
 from incidents.models import Incident, PostMortem, PostMortemStatus
@@ -30,7 +31,7 @@ def postmortem_page(request: HttpRequest, pk: int) -> HttpResponse:
     """The post-mortem: read by everyone; drafted, written, reviewed and published by
     responders (a first draft is built from the incident)."""
     incident = _incident(pk)
-    context = postmortems.postmortem_view(incident)
+    context = incident_selectors.postmortem_view(incident)
     postmortem = context["postmortem"]
     form = None
     if has_role(request.user, Role.RESPONDER):
@@ -38,13 +39,13 @@ def postmortem_page(request: HttpRequest, pk: int) -> HttpResponse:
         form = PostMortemForm(request.POST or None, instance=instance)
         if request.method == "POST" and form.is_valid():
             try:
-                saved = postmortems.postmortem_save(
+                saved = postmortem_saving.postmortem_save(
                     incident=incident, by=request.user, **form.cleaned_data
                 )
                 if saved.status == PostMortemStatus.PUBLISHED:
                     # What a share link will show: the verdict, chart and notes as of now.
                     freeze_published(incident, saved)
-            except postmortems.PublishRefused as exc:
+            except postmortem_saving.PublishRefused as exc:
                 # The text is kept as a version: the editor opens on it, saying why.
                 messages.error(request, str(exc))
                 url = reverse("incidents:postmortem", args=[incident.pk])
@@ -71,8 +72,8 @@ def postmortem_page(request: HttpRequest, pk: int) -> HttpResponse:
 def _draft(incident: Incident) -> PostMortem:
     snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
     if snapshot is None:
-        return postmortems.postmortem_draft(incident)
-    return postmortems.postmortem_draft(
+        return postmortem_draft.postmortem_draft(incident)
+    return postmortem_draft.postmortem_draft(
         incident, diagnosis=snapshot.read_diagnosis(), diagnosed_at=snapshot.finished_at
     )
 
@@ -101,7 +102,7 @@ def postmortem_versions(request: HttpRequest, pk: int) -> HttpResponse:
     old = _number(request.GET.get("a"), max(new - 1, 1))
     if versions and newest > 1:
         try:
-            diff = postmortems.postmortem_version_diff(postmortem, old, new)
+            diff = incident_selectors.postmortem_version_diff(postmortem, old, new)
         except AppError as exc:
             messages.error(request, str(exc))
     return render(

@@ -73,16 +73,16 @@ def _incident_context(incident: Incident, *, evidence: bool = True) -> dict:
     """What the page shows; without `evidence`, the snapshot and verdict are read only as far
     as the live keys need (no diagnosis JSON, no chart, no progress table)."""
     snapshots = incident.snapshots.order_by("-started_at", "-pk")
-    if not evidence:
+    if evidence:  # the verdict without the per-rank table (its overview stands in)
+        snapshots = snapshots.for_pages()
+    else:
         snapshots = snapshots.defer("diagnosis").annotate(has_diagnosis=Q(diagnosis__isnull=False))
     snapshot = snapshots.first()
     diagnosed = snapshot
-    has_diagnosis = snapshot is not None and (
-        bool(snapshot.diagnosis) if evidence else snapshot.has_diagnosis
-    )
+    has_diagnosis = snapshot is not None and snapshot.has_diagnosis
     if snapshot is not None and not has_diagnosis:
         # While a new snapshot collects, the last verdict stays on the page (and says which).
-        diagnosed = snapshot_selectors.latest_diagnosed_snapshot(incident)
+        diagnosed = snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=evidence)
     events = list(incident_selectors.incident_timeline(incident))
     # Any decision or guided answer (this snapshot's, or one carried to it) moves the verdict's key.
     answered = max((e.pk for e in events if e.kind in _CALLS), default=0)

@@ -25,13 +25,14 @@ from collectors import selectors as snapshot_selectors
 from hangdesk.masking import mask_text
 from incidents.markdown import render_markdown
 from incidents.models import Incident, PostMortem, PostMortemStatus, PostMortemVersion
+from incidents.postmortem_draft import decision_words
 from incidents.postmortem_text import (
     EDITABLE,
     SECTIONS,
     action_items_markdown,
     code_fence,
 )
-from incidents.postmortems import decision_words, latest_published, postmortem_decisions
+from incidents.selectors import latest_published, postmortem_decisions
 
 from . import frozen
 

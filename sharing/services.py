@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from core.errors import Conflict, Invalid
 from incidents.models import EventKind, Incident, PostMortem
-from incidents.postmortems import latest_published
+from incidents.selectors import latest_published
 from incidents.services import timeline_event_record
 
 from .documents import freeze_published

@@ -16,7 +16,7 @@ from core.downloads import disposition
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
 from incidents.models import Incident, PostMortem
-from incidents.postmortems import latest_published
+from incidents.selectors import latest_published
 
 from . import services
 from .documents import document, document_markdown

@@ -19,7 +19,7 @@ from core.api_auth import TokenAuthentication
 from core.errors import Invalid, NotFound
 from core.roles import Role, has_role
 
-from . import limits, services
+from . import configure, heartbeats, limits, selectors
 from .models import Watch
 
 
@@ -30,9 +30,9 @@ class HeartbeatTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if len(header) != 2 or header[0].lower() != "bearer":
             return None
-        if not header[1].startswith(services.TOKEN_PREFIX):
+        if not header[1].startswith(heartbeats.TOKEN_PREFIX):
             return None
-        watch = services.watch_by_token(header[1])
+        watch = selectors.watch_by_token(header[1])
         if watch is None:
             raise exceptions.AuthenticationFailed("Unknown or replaced heartbeat token.")
         return None, watch
@@ -95,7 +95,7 @@ class HeartbeatApi(APIView):
             cluster = Cluster.objects.filter(name=name).first()
             if cluster is None:
                 raise NotFound(f"No cluster named {name}.")
-            watch = services.watch_for(cluster)
+            watch = configure.watch_for(cluster)
         rank = data.validated_data.get("rank")
         world = watch.cluster.expected_world_size or 0
         if rank is not None and world and rank >= world:
@@ -106,7 +106,7 @@ class HeartbeatApi(APIView):
                 detail="Too many heartbeats: at most one per "
                 "rank and step, and this many a second per cluster.",
             )
-        heartbeat = services.heartbeat_record(
+        heartbeat = heartbeats.heartbeat_record(
             watch=watch,
             step=data.validated_data["step"],
             rank=rank,

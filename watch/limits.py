@@ -18,8 +18,9 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 
+from .claims import CLAIM_LEASE
+from .configure import watch_for
 from .models import Watch
-from .services import CLAIM_LEASE, watch_for
 
 LEASE = CLAIM_LEASE  # the preflight task's hard limit, and some
 SECOND = timedelta(seconds=1)

@@ -1,18 +1,73 @@
-"""The watch's pagers, one step each: trigger a pager for a raise (once, each attempt on the
-timeline), and resolve what a raise paged when its incident resolves. The requests themselves
-and their bodies: watch/pagers.py. What runs next: watch/tasks.py."""
+"""The watch's pages, one step each: POST a raise's webhook, trigger a pager for a raise (once,
+each attempt on the timeline), and resolve what a raise paged when its incident resolves. The
+requests themselves and their bodies: watch/webhooks.py, watch/pagers.py. What runs next:
+watch/tasks.py."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
-from incidents.models import EventKind
+from incidents.models import EventKind, Incident
 from incidents.services import timeline_event_record
 
 from . import pagers, webhooks
-from .models import Watch, WatchRaise
-from .services import SOURCE, incident_url
+from .models import NotifyStatus, Watch, WatchRaise
+from .raises import SOURCE
+from .selectors import raise_get
+
+
+def incident_url(incident: Incident) -> str:
+    return settings.HANGDESK_BASE_URL + reverse("incidents:detail", args=[incident.pk])
+
+
+def raise_notify(*, raise_id: int, attempt: int, last_attempt: bool) -> webhooks.Delivery | None:
+    """POST the page once; record the attempt on the raise and the incident's timeline.
+    None when there is nothing (more) to send."""
+    raised = raise_get(raise_id)
+    url = raised.watch.webhook_url
+    if not url or raised.notify_status == NotifyStatus.SENT:
+        return None
+    body = webhooks.page_body(
+        cluster=raised.watch.cluster.name,
+        reason=raised.summary.removeprefix("Watch: "),
+        verdict=raised.verdict,
+        incident_ref=raised.incident.reference,
+        incident_url=incident_url(raised.incident),
+    )
+    WatchRaise.objects.filter(pk=raise_id).exclude(notify_status=NotifyStatus.SENT).update(
+        notify_status=NotifyStatus.SENDING
+    )
+    delivery = webhooks.post_json(url, body, timeout_s=settings.WATCH_WEBHOOK_TIMEOUT_S)
+    now = timezone.now()
+    if delivery.ok:
+        status, summary = NotifyStatus.SENT, f"Watch: webhook delivered ({delivery.detail})"
+    elif last_attempt or not delivery.retryable:
+        status = NotifyStatus.FAILED
+        attempts = f"{attempt} attempt" + ("s" if attempt != 1 else "")
+        summary = f"Watch: webhook failed for good after {attempts}: {delivery.detail}"
+    else:
+        status = NotifyStatus.SENDING
+        summary = f"Watch: webhook attempt {attempt} failed ({delivery.detail}); retrying"
+    WatchRaise.objects.filter(pk=raise_id).exclude(notify_status=NotifyStatus.SENT).update(
+        notify_status=status,
+        notify_attempts=attempt,
+        notify_error="" if delivery.ok else delivery.detail[:500],
+        notified_at=now if delivery.ok else None,
+    )
+    timeline_event_record(
+        incident=raised.incident,
+        kind=EventKind.SYSTEM,
+        summary=summary[:500],
+        source=SOURCE,
+        details={"watch_raise": raise_id, "phase": "webhook", "attempt": attempt,
+                 "ok": delivery.ok, "detail": delivery.detail},
+        at=now,
+    )  # fmt: skip
+    return delivery
+
 
 # --- pagers --------------------------------------------------------------------------------
 

@@ -5,11 +5,11 @@ collectors.remote.run_script's)."""
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusters.sshspec import validate_glob, validate_process_pattern
+from hangdesk import frames
 
 SCRIPT_PATH = Path(__file__).with_name("probe.sh")
 KiB = 1024
@@ -38,7 +38,8 @@ class ReadPlan:
 
 
 def render_script(plan: ReadPlan, nonce: str) -> bytes:
-    """The full script for `sh -s`: every setting shell-quoted, then the constant probe."""
+    """The full script for `sh -s`: every setting shell-quoted, the probe library, then the
+    constant probe (hangdesk.frames.render_script)."""
     plan.validate()
     settings = {
         "HD_PATTERN": plan.process_pattern,
@@ -49,8 +50,7 @@ def render_script(plan: ReadPlan, nonce: str) -> bytes:
         "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),
         "HD_NONCE": nonce,
     }
-    preamble = "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items())
-    return preamble.encode() + SCRIPT_PATH.read_bytes()
+    return frames.render_script(SCRIPT_PATH, settings)
 
 
 @dataclass(frozen=True)

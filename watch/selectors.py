@@ -1,4 +1,4 @@
-"""Reads of the watch: the cluster page's panel."""
+"""Reads of the watch: the cluster page's panel, a raise, a heartbeat token's watch."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from clusters.models import Cluster
+from collectors.models import Snapshot, SnapshotStatus
+from core.errors import NotFound
 
 from .figures import WINDOW, step_progress_figure
+from .heartbeats import TOKEN_PREFIX, token_hash
 from .models import Heartbeat, PreflightRun, StepSample, Watch, WatchRaise
 
 
@@ -59,3 +62,28 @@ def watch_panel(cluster: Cluster, *, now: datetime | None = None) -> dict:
         "figure": figure,
         "has_samples": bool(figure["data"][0]["x"]),
     }
+
+
+def raise_get(raise_id: int) -> WatchRaise:
+    found = WatchRaise.objects.select_related("watch__cluster", "incident").filter(pk=raise_id)
+    raised = found.first()
+    if raised is None:
+        raise NotFound(f"no watch raise {raise_id}")
+    return raised
+
+
+def snapshot_is_active(snapshot_id: int | None) -> bool:
+    if snapshot_id is None:
+        return False
+    status = Snapshot.objects.filter(pk=snapshot_id).values_list("status", flat=True).first()
+    return status in (SnapshotStatus.RUNNING, SnapshotStatus.ANALYSING)
+
+
+def watch_by_token(token: str) -> Watch | None:
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    return (
+        Watch.objects.select_related("cluster")
+        .filter(heartbeat_token_hash=token_hash(token))
+        .first()
+    )

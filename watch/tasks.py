@@ -8,7 +8,8 @@ queue beside the snapshots' visits, the rest on `default`; limits from hangdesk/
                 -> watch_follow(raise)          until the second snapshot is diagnosed
                      -> watch_notify(raise)     the webhook, retried with backoff
 
-Services do one step each (services.py); this module decides what runs next.
+Each step is a function of its own module (claims, period, raises, paging, preflight_runs);
+this module decides what runs next.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from collectors.tasks import snapshot_start
 from hangdesk.budget import TIME_BUDGET
 
-from . import limits, paging, services
+from . import claims, limits, paging, period, preflight_runs, raises, selectors
 from .models import NotifyStatus
 
 FOLLOW_EVERY_S = 2
@@ -51,7 +52,7 @@ DELIVERY = {
 @shared_task(soft_time_limit=STEP.soft_s, time_limit=STEP.hard_s)
 def watch_dispatch() -> int:
     """Beat's tick: claim every watched cluster that is due and not in flight."""
-    claimed = services.watch_claim_due()
+    claimed = claims.watch_claim_due()
     for watch_id, claim in claimed:
         watch_cluster.delay(watch_id, claim)
     return len(claimed)
@@ -60,23 +61,23 @@ def watch_dispatch() -> int:
 @shared_task(bind=True, soft_time_limit=TICK.soft_s, time_limit=TICK.hard_s)
 def watch_cluster(self, watch_id: int, claim: str) -> str:
     try:
-        outcome = services.watch_tick(watch_id=watch_id, claim=claim)
+        outcome = period.watch_tick(watch_id=watch_id, claim=claim)
         if outcome.raise_id is not None and outcome.needs_first_snapshot:
             start_raise_snapshots(outcome.raise_id, task_id=self.request.id or claim)
     finally:
-        # A worker killed before this line leaves the claim to expire (services.CLAIM_LEASE).
-        services.watch_release(watch_id=watch_id, claim=claim)
+        # A worker killed before this line leaves the claim to expire (claims.CLAIM_LEASE).
+        claims.watch_release(watch_id=watch_id, claim=claim)
     return outcome.state or "not claimed"
 
 
 def start_raise_snapshots(raise_id: int, *, task_id: str) -> None:
     """The first snapshot at once; the second one a short interval later."""
-    if not services.raise_claim_first(raise_id=raise_id, task_id=task_id):
+    if not claims.raise_claim_first(raise_id=raise_id, task_id=task_id):
         return
-    raised = services.raise_get(raise_id)
+    raised = selectors.raise_get(raise_id)
     with transaction.atomic():
-        snapshot, _ = snapshot_start(incident=raised.incident, source=services.SOURCE)
-        first = services.raise_record_snapshot(raise_id=raise_id, snapshot=snapshot, which="first")
+        snapshot, _ = snapshot_start(incident=raised.incident, source=raises.SOURCE)
+        first = raises.raise_record_snapshot(raise_id=raise_id, snapshot=snapshot, which="first")
     if first:
         watch_second_snapshot.apply_async(
             (raise_id,), countdown=settings.WATCH_SECOND_SNAPSHOT_AFTER_S
@@ -85,21 +86,21 @@ def start_raise_snapshots(raise_id: int, *, task_id: str) -> None:
 
 @shared_task(bind=True, max_retries=300, soft_time_limit=STEP.soft_s, time_limit=STEP.hard_s)
 def watch_second_snapshot(self, raise_id: int) -> str:
-    raised = services.raise_get(raise_id)
+    raised = selectors.raise_get(raise_id)
     if raised.second_snapshot_id is not None:
         return "taken"
-    if services.snapshot_is_active(raised.first_snapshot_id):
+    if selectors.snapshot_is_active(raised.first_snapshot_id):
         # One snapshot runs per incident at a time: wait for the first to finish ...
         if self.request.retries < self.max_retries:
             raise self.retry(countdown=SECOND_WAIT_EVERY_S)
         # ... but not forever: page with what there is.
         watch_follow.delay(raise_id)
         return "first snapshot still running: no second one"
-    if not services.raise_claim_second(raise_id=raise_id, task_id=self.request.id):
+    if not claims.raise_claim_second(raise_id=raise_id, task_id=self.request.id):
         return "claimed elsewhere"
     with transaction.atomic():
-        snapshot, _ = snapshot_start(incident=raised.incident, source=services.SOURCE)
-        services.raise_record_snapshot(raise_id=raise_id, snapshot=snapshot, which="second")
+        snapshot, _ = snapshot_start(incident=raised.incident, source=raises.SOURCE)
+        raises.raise_record_snapshot(raise_id=raise_id, snapshot=snapshot, which="second")
     watch_follow.apply_async((raise_id,), countdown=FOLLOW_EVERY_S)
     return "started"
 
@@ -112,11 +113,11 @@ def watch_second_snapshot(self, raise_id: int) -> str:
 )
 def watch_follow(self, raise_id: int) -> str:
     """Wait for the second snapshot's diagnosis, then record the verdict and page."""
-    raised = services.raise_get(raise_id)
-    waiting = services.snapshot_is_active(raised.second_snapshot_id)
+    raised = selectors.raise_get(raise_id)
+    waiting = selectors.snapshot_is_active(raised.second_snapshot_id)
     if waiting and self.request.retries < self.max_retries:
         raise self.retry(countdown=FOLLOW_EVERY_S)
-    recorded = services.raise_record_verdict(raise_id=raise_id)
+    recorded = raises.raise_record_verdict(raise_id=raise_id)
     if recorded is not None and recorded.notify_status == NotifyStatus.WAITING:
         watch_notify.delay(raise_id)
     if recorded is not None:
@@ -147,7 +148,7 @@ def pages_resolve_queue(incident_id: int) -> None:
 
 @shared_task(**DELIVERY)
 def watch_notify(self, raise_id: int) -> str:
-    return _deliver(self, lambda **attempt: services.raise_notify(raise_id=raise_id, **attempt))
+    return _deliver(self, lambda **attempt: paging.raise_notify(raise_id=raise_id, **attempt))
 
 
 def _deliver(task, send) -> str:
@@ -166,7 +167,7 @@ def _deliver(task, send) -> str:
 @shared_task(soft_time_limit=TICK.soft_s, time_limit=TICK.hard_s)
 def preflight_cluster(cluster_id: int, claim: str = "") -> bool:
     try:
-        return services.preflight_over_ssh(cluster_id=cluster_id).ok
+        return preflight_runs.preflight_over_ssh(cluster_id=cluster_id).ok
     finally:
         # A worker killed before this line leaves the claim to expire (limits.LEASE).
         if claim:

@@ -13,7 +13,7 @@ from core.clients import client_ip
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
 
-from . import limits, selectors, services
+from . import configure, heartbeats, limits, selectors
 from .forms import PAGER_FIELDS, WatchForm
 
 
@@ -26,7 +26,7 @@ def watch_panel(request: HttpRequest, name: str) -> HttpResponse:
 
 def watch_settings_form(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-    watch = services.watch_for(cluster) if has_role(request.user, Role.RESPONDER) else None
+    watch = configure.watch_for(cluster) if has_role(request.user, Role.RESPONDER) else None
     form = None
     if watch is not None:
         form = WatchForm(initial=_initial(watch), admin=has_role(request.user, Role.ADMIN))
@@ -50,7 +50,7 @@ def _initial(watch) -> dict:
 def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
     admin = has_role(request.user, Role.ADMIN)
-    form = WatchForm(request.POST, initial=_initial(services.watch_for(cluster)), admin=admin)
+    form = WatchForm(request.POST, initial=_initial(configure.watch_for(cluster)), admin=admin)
     if form.is_valid():
         fields = dict(form.cleaned_data)
         if not admin:
@@ -59,7 +59,7 @@ def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
             if not admin or not fields.get(name):
                 fields.pop(name, None)
         try:
-            watch = services.watch_configure(
+            watch = configure.watch_configure(
                 cluster=cluster, by=request.user, ip=client_ip(request), **fields
             )
         except AppError as exc:
@@ -77,8 +77,8 @@ def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
 @role_required(Role.RESPONDER)
 def heartbeat_token(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-    token = services.heartbeat_token_issue(
-        watch=services.watch_for(cluster), by=request.user, ip=client_ip(request)
+    token = heartbeats.heartbeat_token_issue(
+        watch=configure.watch_for(cluster), by=request.user, ip=client_ip(request)
     )
     response = render(request, "watch/token.html", {"cluster": cluster, "token": token})
     response["Cache-Control"] = "no-store"

@@ -113,37 +113,47 @@ def parse_dmesg(text: str | None) -> KernelFacts:
             continue
         if not _STAMP.match(line) and "NVRM" not in line:
             unstamped += 1
-        if "Killed process" in line:
-            match = _OOM.search(line)
-            if match:
-                facts.oom_kills.append(
-                    OomKill(int(match.group(1)), match.group(2), line.strip(), _wall_clock(line))
-                )
-                continue
-        if "NVRM: Xid" in line:
-            match = _XID.search(line)
-            if match:
-                xid = int(match.group(2))
-                pid = _XID_PID.search(match.group(3))
-                facts.xids.append(
-                    XidEvent(
-                        match.group(1),
-                        xid,
-                        int(pid.group(1)) if pid else None,
-                        XID_MEANING.get(xid, "see NVIDIA Xid catalogue"),
-                        line.strip(),
-                    )
-                )
-            else:
-                facts.problems.append(f"Xid line not understood: {line.strip()[:120]!r}")
+        if _read_event(line, facts):
             continue
-        if "segfault at" in line:
-            match = _SEGV.search(line, max(0, line.find("]: segfault at") - 80))
-            if match:
-                facts.segfaults.append(Segfault(int(match.group(2)), match.group(1), line.strip()))
-                continue
         if len(facts.links) < MAX_LINK_LINES and any(hint in line for hint in _LINK_HINTS):
             facts.links.append(line.strip()[:1000])
     if lines and unstamped == len([ln for ln in lines if ln.strip()]):
         facts.problems.append("no kernel log timestamps found: is this dmesg output?")
     return facts
+
+
+def _read_event(line: str, facts: KernelFacts) -> bool:
+    """The line's OOM kill, Xid or segfault into `facts`; True when it was one of them (an
+    Xid line always is, understood or not)."""
+    if "Killed process" in line and (match := _OOM.search(line)):
+        facts.oom_kills.append(
+            OomKill(int(match.group(1)), match.group(2), line.strip(), _wall_clock(line))
+        )
+        return True
+    if "NVRM: Xid" in line:
+        _read_xid(line, facts)
+        return True
+    if "segfault at" in line and (
+        match := _SEGV.search(line, max(0, line.find("]: segfault at") - 80))
+    ):
+        facts.segfaults.append(Segfault(int(match.group(2)), match.group(1), line.strip()))
+        return True
+    return False
+
+
+def _read_xid(line: str, facts: KernelFacts) -> None:
+    match = _XID.search(line)
+    if match is None:
+        facts.problems.append(f"Xid line not understood: {line.strip()[:120]!r}")
+        return
+    xid = int(match.group(2))
+    pid = _XID_PID.search(match.group(3))
+    facts.xids.append(
+        XidEvent(
+            match.group(1),
+            xid,
+            int(pid.group(1)) if pid else None,
+            XID_MEANING.get(xid, "see NVIDIA Xid catalogue"),
+            line.strip(),
+        )
+    )

@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 
 from analysis.parsers import nccl
 from analysis.parsers.launchers import ExitFact, LauncherReader
@@ -31,6 +31,7 @@ from analysis.parsers.nccl import (
     SlowFact,
 )
 from analysis.signals import LineSource, Signal
+from analysis.signals.times import utc_stamp
 
 __all__ = [
     "ExitFact",
@@ -187,14 +188,7 @@ def parse_timestamp(text: str) -> datetime | None:
     match = _TIMESTAMP.search(text, 0, 40)
     if not match:
         return None
-    year, month, day, hour, minute, second, fraction = match.groups()
-    micro = int((fraction or "0").ljust(6, "0")[:6])
-    try:
-        return datetime(
-            int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=UTC
-        )
-    except ValueError:
-        return None
+    return utc_stamp(*match.groups())
 
 
 _LAB_STEP = re.compile(

@@ -265,6 +265,12 @@ def _queue_fact(line: str) -> CollectiveFact | None:
 
 
 _DESYNC_TIMEOUT = re.compile(r"\[(\d{1,9})\] Timeout at collective: (\w{1,64}), #(\d{1,20})")
+# Ranks before a collective's number n: (phrase, then seq, last_enqueued, last_completed as
+# offsets from n). "finished #n": stuck at n + 1; "joined but didn't finish #n": enqueued n.
+_DESYNC_NUMBERED = (
+    ("] finished collective #", 1, 0, 0),
+    ("] joined but didn't finish collective #", 0, 0, -1),
+)
 
 
 def _desync_facts(line: str) -> list[CollectiveFact]:
@@ -281,36 +287,22 @@ def _desync_facts(line: str) -> list[CollectiveFact]:
                     "desync", line, rank=int(m.group(1)), op=m.group(2), seq=seq, last_enqueued=seq
                 )
             )
-    i = line.find("] finished collective #")
-    if i >= 0:
-        done = _int_at(line, i + 23)
-        if done is not None:
-            for rank in _bracketed_ranks_before(line, i):
-                facts.append(
-                    _fact(
-                        "desync",
-                        line,
-                        rank=rank,
-                        seq=done + 1,
-                        last_enqueued=done,
-                        last_completed=done,
-                    )
+    for phrase, seq, enqueued, completed in _DESYNC_NUMBERED:
+        i = line.find(phrase)
+        number = _int_at(line, i + len(phrase)) if i >= 0 else None
+        if number is None:
+            continue
+        for rank in _bracketed_ranks_before(line, i):
+            facts.append(
+                _fact(
+                    "desync",
+                    line,
+                    rank=rank,
+                    seq=number + seq,
+                    last_enqueued=number + enqueued,
+                    last_completed=number + completed,
                 )
-    i = line.find("] joined but didn't finish collective #")
-    if i >= 0:
-        seq = _int_at(line, i + 39)
-        if seq is not None:
-            for rank in _bracketed_ranks_before(line, i):
-                facts.append(
-                    _fact(
-                        "desync",
-                        line,
-                        rank=rank,
-                        seq=seq,
-                        last_enqueued=seq,
-                        last_completed=seq - 1,
-                    )
-                )
+            )
     i = line.find("] are the lagging ranks that caused this timeout")
     if i >= 0:
         for rank in _bracketed_ranks_before(line, i):

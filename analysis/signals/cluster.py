@@ -9,23 +9,12 @@ from __future__ import annotations
 
 from analysis.parsers import nccl
 from analysis.signals import nodes
+from analysis.signals.triggers import LINK_TOPIC
 
 Found = tuple[str, int | None, int | None]  # (kind, code, peer)
 
 # --- links, nodes, evictions, stragglers -------------------------------------------------------
 
-_LINK_TOPIC = (
-    "mlx5",
-    "infiniband",
-    "nvlink",
-    " ib",
-    "ib0",
-    "ibv_",
-    "hca",
-    "rdma",
-    "nic link",
-    "net/ib",
-)
 _LINK_STATE = (
     "link down",
     "link is down",
@@ -52,7 +41,7 @@ _IB_RETRY = ("status=12", "retry_exc_err", "transport retry counter exceeded", "
 def link(message: str, low: str) -> list[Found]:
     if any(stem in low for stem in _IB_RETRY):
         return [("link", None, None)]
-    if not any(topic in low for topic in _LINK_TOPIC):
+    if not any(topic in low for topic in LINK_TOPIC):
         return []
     if "nccl info" in low:
         return []  # "NET/IB : Using [0]mlx5_0:1/IB": configuration, not a fault
@@ -161,7 +150,7 @@ def nccl_config(message: str, low: str) -> list[Found]:
 _TABLE_STEMS = ("notready", "unknown", "down", "drain", "fail", "evicted", "preempted", "error")
 _TABLE_STEMS += ("crashloopbackoff", "oomkilled")
 READERS = (
-    (_LINK_TOPIC + _IB_RETRY, link),
+    (LINK_TOPIC + _IB_RETRY, link),
     (_NODE_STATE, node_state),
     (_TABLE_STEMS, table_row),
     (_EVICTED, evicted),

@@ -27,7 +27,9 @@ _MONTHS = {
 _SYSLOG = re.compile(r"^(\w{3}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) ")
 
 
-def _make(year, month, day, hour, minute, second, fraction=None) -> datetime | None:
+def utc_stamp(year, month, day, hour, minute, second, fraction=None) -> datetime | None:
+    """The UTC time the parts name (strings or ints, the fraction's digits as written); None for
+    a date that does not exist."""
     micro = int((fraction or "0").ljust(6, "0")[:6])
     try:
         return datetime(
@@ -40,9 +42,9 @@ def _make(year, month, day, hour, minute, second, fraction=None) -> datetime | N
 def _with_year(month: int, rest: tuple, now: datetime | None) -> datetime | None:
     if now is None:
         return None
-    stamp = _make(now.year, month, *rest)
+    stamp = utc_stamp(now.year, month, *rest)
     if stamp is not None and stamp > now + timedelta(days=1):
-        stamp = _make(now.year - 1, month, *rest)
+        stamp = utc_stamp(now.year - 1, month, *rest)
     return stamp
 
 
@@ -52,7 +54,7 @@ def line_time(line: str, now: datetime | None = None) -> datetime | None:
     if "-" in head:
         iso = _ISO.search(head)
         if iso:
-            return _make(*iso.groups())
+            return utc_stamp(*iso.groups())
     if ":" not in head:
         return None
     glog = _GLOG.search(head)
@@ -64,7 +66,7 @@ def line_time(line: str, now: datetime | None = None) -> datetime | None:
         month = _MONTHS[ctime.group(1)]
         rest = ctime.group(2, 3, 4, 5)
         if ctime.group(6):
-            return _make(ctime.group(6), month, *rest)
+            return utc_stamp(ctime.group(6), month, *rest)
         return _with_year(month, (*rest, None), now)
     syslog = _SYSLOG.match(head)
     if syslog and syslog.group(1) in _MONTHS:

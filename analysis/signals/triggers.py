@@ -10,6 +10,19 @@ from __future__ import annotations
 
 import re
 
+# What a line about a network link or NVLink names (analysis/signals/cluster.py reads them).
+LINK_TOPIC = (
+    "mlx5",
+    "infiniband",
+    "nvlink",
+    " ib",
+    "ib0",
+    "ibv_",
+    "hca",
+    "rdma",
+    "nic link",
+    "net/ib",
+)
 TRIGGERS = (
     "err",
     "fail",
@@ -61,16 +74,7 @@ TRIGGERS = (
     "inconsistent",
     "rnk",
     "straggl",
-    "mlx5",
-    "infiniband",
-    " ib",
-    "ib0",
-    "ibv_",
-    "hca",
-    "rdma",
-    "nic link",
-    "net/ib",
-    "nvlink",
+    *LINK_TOPIC,
     "status=12",
     "retry",
     "responding",

@@ -5,7 +5,8 @@ from html import escape
 from django import template
 from django.utils.safestring import mark_safe
 
-from analysis.records import RankRow
+from analysis.records import RankRow, RankStatus
+from analysis.timeline import STATUS_STYLE
 from analysis.verdict import Evidence
 
 register = template.Library()
@@ -17,6 +18,13 @@ def quotable(item: Evidence) -> bool:
     from collectors.evidence_viewer import is_linkable
 
     return is_linkable(item)
+
+
+@register.filter
+def rank_status_label(status: str) -> str:
+    """A stored rank status as the chart's legend names it ("waiting in a collective")."""
+    style = STATUS_STYLE.get(RankStatus.read(status))
+    return style[0] if style else str(status)
 
 
 DASH = "—"

@@ -121,6 +121,10 @@ def test_unobserved_ranks_are_drawn_not_dropped():
 
 def test_every_rank_status_has_a_style_of_its_own():
     assert set(STATUS_STYLE) == set(RankStatus)
+    # The grouped view orders its groups as the legend does.
+    from analysis.rankview import STATUS_ORDER
+
+    assert tuple(STATUS_STYLE) == STATUS_ORDER
     assert len({label for label, _, _ in STATUS_STYLE.values()}) == len(RankStatus)
 
 

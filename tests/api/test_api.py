@@ -168,6 +168,10 @@ def test_the_openapi_schema_is_served(api, carol):
     schema = response.json()
     assert "/api/v1/incidents/{id}/status/" in schema["paths"]
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    # A node's upload is admitted by the push snapshot's upload token or a responder's token.
+    upload = schema["paths"]["/api/v1/incidents/{id}/uploads/"]["post"]
+    assert {"uploadToken": []} in upload["security"] and {"bearerAuth": []} in upload["security"]
+    assert "hds_" in schema["components"]["securitySchemes"]["uploadToken"]["description"]
 
 
 def test_the_diagnosis_is_documented_field_by_field_in_the_openapi_schema(api, carol):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from collectors.models import Artifact, NodeCollection, Snapshot, SnapshotStatus
-from incidents.postmortems import postmortem_save
+from incidents.postmortem_saving import postmortem_save
 from incidents.services import incident_open
 from sharing.documents import freeze_published
 from sharing.services import share_link_create

@@ -12,7 +12,7 @@ import pytest
 from collectors.services import snapshot_analyse
 from collectors.tasks import snapshot_import_bundle
 from incidents.models import EventKind, PostMortem
-from incidents.postmortems import postmortem_save
+from incidents.postmortem_saving import postmortem_save
 from incidents.services import incident_open
 from sharing.services import share_link_create
 from tests.analysis.sample_evidence import load_snapshot

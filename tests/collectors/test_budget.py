@@ -35,12 +35,11 @@ def test_the_collector_the_tasks_and_the_settings_take_their_times_from_it():
         TIME_BUDGET.visit_s,
     )
     limits = {
-        tasks.collect_node: TIME_BUDGET.node_task,
+        tasks.collect_nodes: TIME_BUDGET.node_task,
         tasks.analyse_snapshot: TIME_BUDGET.analysis_task,
     }
     for task, expected in limits.items():
         assert (task.soft_time_limit, task.time_limit) == (expected.soft_s, expected.hard_s)
-    assert tasks.collect_node.max_retries == TIME_BUDGET.attempts - 1
     housekeeping = TIME_BUDGET.housekeeping_task
     assert housekeeping.soft_s == settings.CELERY_TASK_SOFT_TIME_LIMIT
     assert housekeeping.hard_s == settings.CELERY_TASK_TIME_LIMIT
@@ -66,8 +65,8 @@ def test_every_task_of_every_app_takes_its_limits_from_the_budget():
 
 
 def test_a_watch_claim_outlives_the_task_that_holds_it():
-    from watch import limits, services
+    from watch import claims, limits
 
     tick = TIME_BUDGET.watch_tick_task
-    assert tick.soft_s < tick.hard_s < services.CLAIM_LEASE.total_seconds()
-    assert limits.LEASE == services.CLAIM_LEASE
+    assert tick.soft_s < tick.hard_s < claims.CLAIM_LEASE.total_seconds()
+    assert limits.LEASE == claims.CLAIM_LEASE

@@ -45,6 +45,17 @@ def collect_all(info: dict) -> tuple[SnapshotEvidence, list]:
     return evidence, visits
 
 
+def assert_planted_fault(diagnosis, expected: dict) -> None:
+    """The verdict names the fault the farm planted (farm_nodes.expected)."""
+    assert diagnosis.classification == expected["classification"]
+    if expected["fault"] == "node-down":
+        assert expected["fault_node"] in diagnosis.summary
+        assert set(expected["unobserved_ranks"]) <= set(diagnosis.unobserved_ranks)
+    else:
+        assert list(diagnosis.suspect_ranks) == expected["suspect_ranks"]
+    assert list(diagnosis.missing_ranks) == expected.get("missing_ranks", [])
+
+
 @pytest.fixture(scope="session")
 def farm_factory(tmp_path_factory):
     """farm_factory(fault, nodes=50, **options) -> lab.farm.RunningFarm; every farm it started

@@ -12,7 +12,7 @@ from collectors.tasks import snapshot_import_bundle
 from core.services import api_token_create
 from incidents.markdown import render_markdown
 from incidents.models import EventKind, PostMortem, PostMortemVersion
-from incidents.postmortems import postmortem_save
+from incidents.postmortem_saving import postmortem_save
 from incidents.services import incident_add_note, incident_change_status, incident_open
 from tests.analysis.sample_evidence import load_snapshot
 from tests.inert import active_parts

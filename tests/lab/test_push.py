@@ -57,6 +57,7 @@ def test_pushed_bundles_give_the_verdict_of_an_ssh_snapshot(
     for node in range(len(lab.nodes)):
         code, out, err = lab.run(node, f"env {assigned} bash -c {shlex.quote(lines)}", timeout=120)
         assert code == 0, err
+        assert "Traceback" not in err, err  # the installed command runs whole
         assert "(confidence " in out.splitlines()[0]  # the third line: this node's own verdict
         assert "hangdesk collect: lab-node-" in err and "hangdesk upload: lab-node-" in err, err
         assert f"{node + 1} of 2 nodes sent" in err

@@ -38,7 +38,8 @@ def ray_lab(lab_factory):
     if missing:
         pytest.fail(f"the Ray lab needs {missing}")  # scripts/system-packages installs them
     lab = lab_factory("rank-exit", ray=True, ranks_per_node=1)
-    rank0 = lab.state_dir / "nodes" / "lab-node-0" / "log" / "rank0.log"
+    # Ray, not the lab, places the ranks: rank 0's log is on whichever node runs its worker.
+    rank0 = lab.state_dir / "nodes" / lab.info["ray"]["workers"]["0"]["node"] / "log" / "rank0.log"
     wait_for(  # rank 1 is gone; rank 0 waited in all_reduce past its watchdog
         lambda: "Watchdog caught collective operation timeout" in rank0.read_text(),
         timeout=90,
@@ -106,10 +107,11 @@ def test_an_incident_opened_with_only_a_ray_job_snapshots_its_workers_and_quotes
     wait_for(lambda: _done(snapshot), timeout=180, what="the snapshot's diagnosis")
     assert snapshot.status == SnapshotStatus.DONE, snapshot.error
     workers = ray_lab.info["ray"]["workers"]
-    # Exactly the workers' processes, by pid: rank 0 on the head's node; none left on node 1.
+    # Exactly the workers' processes, by pid: rank 0 on the node Ray placed it on; none left
+    # on the node of rank 1 (SIGKILLed).
     listed = {c.node_name: _ps_pids(c) for c in snapshot.collections.all()}
-    head, other = (nodes[n["address"]].name for n in ray_lab.nodes)
-    assert listed == {head: [workers["0"]["pid"]], other: []}
+    alive, gone = (nodes[workers[rank]["ip"]].name for rank in ("0", "1"))
+    assert listed == {alive: [workers["0"]["pid"]], gone: []}
 
     diagnosis = snapshot.diagnosis
     assert diagnosis["classification"] == "A", diagnosis["summary"]

@@ -26,7 +26,8 @@ from core.services import api_token_create
 from incidents.models import Incident
 from lab import slurm as slurmlab
 from tests.helpers import wait_for
-from watch import services as watch_services
+from watch import configure as watch_configure
+from watch import period as watch_period
 from watch.models import Watch, WatchRaise
 
 # Only the tests that need a real worker flush the database after them (transaction=True).
@@ -217,7 +218,7 @@ def _tick(watch) -> str:
     Watch.objects.filter(pk=watch.pk).update(
         claim=claim, claimed_until=timezone.now() + timedelta(minutes=5)
     )
-    outcome = watch_services.watch_tick(watch_id=watch.pk, claim=claim)
+    outcome = watch_period.watch_tick(watch_id=watch.pk, claim=claim)
     assert outcome.ran
     return outcome.state
 
@@ -228,7 +229,7 @@ def test_the_watch_raises_on_a_job_running_with_no_step_and_stops_on_one_that_en
     # The nodes also run the lab's own (hung) ranks: a pattern that matches none of them, so
     # the stall seen is the job's own (no step), not the ranks' steps.
     cluster = _slurm_cluster(slurm_lab, name="lab-watch", process_pattern="no-such-trainer")
-    watch = watch_services.watch_configure(
+    watch = watch_configure.watch_configure(
         cluster=cluster, by=bob, enabled=True, step_time_multiplier=5, floor_s=1,
         checkpoint_allowance_s=0, slurm_job=stuck,
     )  # fmt: skip
@@ -243,7 +244,7 @@ def test_the_watch_raises_on_a_job_running_with_no_step_and_stops_on_one_that_en
     finished = _sbatch(slurm_lab, "--wrap", "true")
     wait_for(lambda: _state(slurm_lab, finished) == "COMPLETED", timeout=60, what="a short job")
     done = _slurm_cluster(slurm_lab, name="lab-watch-done")
-    watch = watch_services.watch_configure(
+    watch = watch_configure.watch_configure(
         cluster=done, by=bob, enabled=True, step_time_multiplier=5, floor_s=1,
         checkpoint_allowance_s=0, slurm_job=finished,
     )  # fmt: skip

@@ -27,22 +27,27 @@ def documented_location(upstream: str) -> str:
     return block.group(1).replace("http://127.0.0.1:8000", upstream)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _listening_socket() -> socket.socket:
+    """A port of our own from the start: bound here and handed to nginx, so no other process
+    on the machine (a lab's sshd) can take it between choosing it and nginx listening."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    sock.set_inheritable(True)
+    return sock
 
 
 @contextlib.contextmanager
 def nginx(prefix: Path, upstream: str):
     """nginx in front of `upstream`; yields its base URL."""
-    port = free_port()
+    sock = _listening_socket()
+    port = sock.getsockname()[1]
     for folder in ("logs", "tmp"):
         (prefix / folder).mkdir(parents=True, exist_ok=True)
     conf = prefix / "nginx.conf"
     conf.write_text(f"""
-master_process off;
 daemon off;
+worker_processes 1;
 pid {prefix}/nginx.pid;
 error_log {prefix}/logs/error.log warn;
 events {{ worker_connections 64; }}
@@ -59,12 +64,16 @@ http {{
     }}
 }}
 """)
-    process = subprocess.Popen(
-        [str(NGINX), "-p", str(prefix), "-c", str(conf)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    # nginx takes the socket as an inherited one (its NGINX variable, as in a binary upgrade;
+    # that needs its master process) for the `listen` of the same address.
+    with sock:
+        process = subprocess.Popen(
+            [str(NGINX), "-p", str(prefix), "-c", str(conf)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=[sock.fileno()],
+            env={"NGINX": f"{sock.fileno()};"},
+        )  # fmt: skip
     try:
-        _wait_listening(port, process, prefix)
+        _wait_started(process, prefix)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()  # by its pid: nginx's own process, nobody else's
@@ -75,15 +84,18 @@ http {{
             process.wait()
 
 
-def _wait_listening(port: int, process: subprocess.Popen, prefix: Path) -> None:
+def _wait_started(process: subprocess.Popen, prefix: Path) -> None:
+    """Until nginx's master wrote its pid file: its configuration is read and it holds the
+    socket (connections made before its worker accepts wait in the socket's backlog)."""
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"nginx exited: {process.stderr.read().decode()[-2000:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
+        with contextlib.suppress(OSError, ValueError):
+            if int((prefix / "nginx.pid").read_text()) == process.pid:
+                return
         time.sleep(0.05)
-    raise RuntimeError(f"nginx did not listen: {(prefix / 'logs/error.log').read_text()[-2000:]}")
+    raise RuntimeError(f"nginx did not start: {(prefix / 'logs/error.log').read_text()[-2000:]}")
 
 
 class _FromAddress(urllib.request.HTTPHandler):

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.security.servers import LineServer
 from tests.watch.test_services import FakeNodes, stepping, tick
-from watch import services
+from watch import configure, heartbeats, preflight_runs
 from watch.models import NotifyStatus, Watch, WatchRaise
 from watch.webhooks import page_body
 
@@ -19,7 +19,7 @@ HOSTILE_FRAME = "<!channel> <https://evil.example/login|Click to re-authenticate
 
 @pytest.fixture
 def watched(cluster, bob):
-    return services.watch_configure(
+    return configure.watch_configure(
         cluster=cluster, by=bob, enabled=True, step_time_multiplier=5, floor_s=10,
         checkpoint_allowance_s=60,
     )  # fmt: skip
@@ -117,7 +117,7 @@ def test_a_responder_cannot_aim_the_webhook_an_admin_can_and_it_is_audited(
     answer = _save(as_user(bob), cluster, enabled="on", webhook_url="https://evil.example/x")
     assert answer.status_code == 302 and Watch.objects.get(cluster=cluster).webhook_url == ""
     with pytest.raises(Forbidden):
-        services.watch_configure(
+        configure.watch_configure(
             cluster=cluster, by=bob, enabled=True, step_time_multiplier=5, floor_s=10,
             checkpoint_allowance_s=60, webhook_url="https://evil.example/x",
         )  # fmt: skip
@@ -166,7 +166,7 @@ def test_run_preflight_twice_queues_one_node_visit(as_user, bob, cluster, monkey
     assert len(queued) == 1
     assert b"already running" in second.content and b"Preflight started" in first.content
     # the task ends (here: its service fails): the claim goes, the next click queues again
-    monkeypatch.setattr(services, "preflight_over_ssh", lambda **kw: 1 / 0)
+    monkeypatch.setattr(preflight_runs, "preflight_over_ssh", lambda **kw: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         tasks.preflight_cluster(*queued[0])
     client.post(url)
@@ -185,7 +185,7 @@ def test_heartbeats_past_the_rate_are_refused_and_ranks_outside_the_world(
     clock = SimpleNamespace(at=timezone.now())  # the limiter's second, held still
     monkeypatch.setattr(limits, "timezone", SimpleNamespace(now=lambda: clock.at))
     settings.WATCH_HEARTBEATS_PER_S = 5
-    token = services.heartbeat_token_issue(watch=services.watch_for(cluster))
+    token = heartbeats.heartbeat_token_issue(watch=configure.watch_for(cluster))
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     url = f"/api/v1/clusters/{cluster.name}/heartbeat/"

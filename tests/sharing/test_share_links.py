@@ -18,7 +18,7 @@ from collectors.models import Snapshot, SnapshotStatus
 from collectors.services import snapshot_record_decision
 from hangdesk.masking import mask_json
 from incidents.models import EventKind
-from incidents.postmortems import postmortem_save
+from incidents.postmortem_saving import postmortem_save
 from incidents.services import incident_add_note, incident_change_status, incident_open
 from sharing.models import ShareLink, ShareView
 from sharing.services import share_link_create, share_link_revoke

@@ -25,7 +25,7 @@ def _queue_of(task: str) -> str:
 
 
 def test_each_workload_has_its_queue_and_every_queue_a_worker():
-    assert _queue_of("collectors.tasks.collect_node") == "ssh"
+    assert _queue_of("collectors.tasks.collect_nodes") == "ssh"
     assert _queue_of("collectors.tasks.analyse_snapshot") == "analysis"
     assert _queue_of("collectors.tasks.fail_stale_collections") == "default"
     assert _queue_of("core.tasks.record_worker_heartbeat") == "default"

@@ -1,22 +1,33 @@
 """Starting a snapshot, claiming node work, and surviving redelivery — without the lab."""
 
+import dataclasses
+import time
 from datetime import timedelta
 
 import pytest
 
 from clusters.services import cluster_create
+from collectors import fanout
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.outcomes import Failed, FailureKind, NotClaimed, Retryable
-from collectors.services import (
-    SnapshotRefused,
-    node_collection_fail_stale,
-    node_collection_run,
-)
-from collectors.tasks import collect_node, snapshot_start
+from collectors.services import SnapshotRefused, node_collection_fail_stale, node_work_claim
+from collectors.tasks import collect_nodes, snapshot_start
+from hangdesk.budget import TIME_BUDGET
 from incidents.models import EventKind
 from incidents.services import incident_open
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_retry_wait(monkeypatch):
+    monkeypatch.setattr(fanout, "TIME_BUDGET", dataclasses.replace(TIME_BUDGET, retry_delay_s=0))
+
+
+def visit(ids, task_id, *, steal=False):
+    return fanout.batch_visit(
+        collection_ids=tuple(ids), task_id=task_id, fanout=8,
+        steal_until=time.monotonic() + 60 if steal else 0.0,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -58,19 +69,12 @@ def test_a_cluster_without_nodes_is_refused(bob):
 def test_an_unreachable_node_is_retried_once_then_failed_with_its_reason(incident, bob):
     snapshot, _ = snapshot_start(incident=incident, by=bob)
     collection = snapshot.collections.get(node_name="gpu-0")
-    first = node_collection_run(collection_id=collection.pk, task_id="task-1")
-    assert isinstance(first, Retryable) and first.attempt == 1
-    assert first.failure.kind is FailureKind.UNREACHABLE
-    collection.refresh_from_db()  # nothing stored; the claim kept for the retry
-    assert (collection.status, collection.task_id) == (NodeStatus.RUNNING, "task-1")
-    assert not Artifact.objects.filter(collection=collection).exists()
-    second = node_collection_run(collection_id=collection.pk, task_id="task-1")
-    assert isinstance(second, Failed) and second.failure.kind is FailureKind.UNREACHABLE
-    assert not second.analysis_due  # gpu-1 is still pending
+    outcome = visit([collection.pk], "task-1")
+    assert (outcome.visited, outcome.taken, outcome.analysis_due) == (1, 0, ())  # gpu-1 pending
     collection.refresh_from_db()
     assert collection.status == NodeStatus.FAILED
-    assert collection.attempts == 2
-    assert collection.reason.startswith("unreachable")
+    assert (collection.attempts, collection.task_id) == (2, "task-1")
+    assert collection.reason.startswith("unreachable: connection refused by 127.0.9.1:22")
     assert collection.finished_at is not None
 
 
@@ -80,32 +84,44 @@ def test_another_task_cannot_take_a_node_already_claimed(incident, bob):
     NodeCollection.objects.filter(pk=collection.pk).update(
         status=NodeStatus.RUNNING, task_id="owner"
     )
-    assert node_collection_run(collection_id=collection.pk, task_id="intruder") == NotClaimed()
+    assert node_work_claim(task_id="intruder", collection_ids=(collection.pk,)) == []
+    assert [
+        w.node_name for w in node_work_claim(task_id="t", snapshot_id=snapshot.pk, limit=9)
+    ] == ["gpu-1"]
     collection.refresh_from_db()
-    assert (collection.status, collection.attempts) == (NodeStatus.RUNNING, 0)
+    assert (collection.status, collection.task_id, collection.attempts) == (
+        NodeStatus.RUNNING, "owner", 0,
+    )  # fmt: skip
 
 
 def test_a_redelivered_task_after_completion_stores_nothing_twice(incident, bob):
     snapshot, _ = snapshot_start(incident=incident, by=bob)
     collection = snapshot.collections.get(node_name="gpu-1")
-    NodeCollection.objects.filter(pk=collection.pk).update(attempts=1)  # skip the retry
-    assert isinstance(node_collection_run(collection_id=collection.pk, task_id="t"), Failed)
+    assert visit([collection.pk], "t").visited == 1
     stored = Artifact.objects.filter(collection=collection).count()
-    assert node_collection_run(collection_id=collection.pk, task_id="t") == NotClaimed()
+    assert stored > 0  # a failed node keeps its record of why
+    assert visit([collection.pk], "t").visited == 0
     assert Artifact.objects.filter(collection=collection).count() == stored
 
 
 def test_the_last_node_moves_the_snapshot_to_analysis_once(incident, bob):
     snapshot, _ = snapshot_start(incident=incident, by=bob)
-    NodeCollection.objects.filter(snapshot=snapshot).update(attempts=1)
     outcomes = [
-        node_collection_run(collection_id=collection.pk, task_id=f"t{collection.pk}")
+        visit([collection.pk], f"t{collection.pk}")
         for collection in snapshot.collections.order_by("node_name")
     ]
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.ANALYSING
-    assert [o.analysis_due for o in outcomes] == [False, True]  # the analysis queued once
-    assert {o.snapshot_id for o in outcomes} == {snapshot.pk}
+    assert [o.analysis_due for o in outcomes] == [(), (snapshot.pk,)]  # the analysis queued once
+
+
+def test_a_batch_with_room_takes_the_pending_nodes_of_another_batch(incident, bob):
+    snapshot, _ = snapshot_start(incident=incident, by=bob)
+    first, second = snapshot.collections.order_by("node_name")
+    outcome = visit([first.pk], "a", steal=True)
+    assert (outcome.visited, outcome.taken, outcome.analysis_due) == (2, 1, (snapshot.pk,))
+    assert set(snapshot.collections.values_list("task_id", "status")) == {("a", NodeStatus.FAILED)}
+    assert visit([second.pk], "b", steal=True).visited == 0  # its own task finds it taken
 
 
 def test_work_abandoned_by_a_lost_worker_is_failed_and_the_snapshot_finishes(incident, bob):
@@ -119,19 +135,25 @@ def test_work_abandoned_by_a_lost_worker_is_failed_and_the_snapshot_finishes(inc
     assert snapshot.status == SnapshotStatus.ANALYSING
 
 
-def test_the_node_task_retries_under_its_own_id_then_queues_the_analysis_once(
+def test_the_node_task_visits_its_batch_then_queues_the_analysis_once(
     incident, bob, django_capture_on_commit_callbacks
 ):
     snapshot, _ = snapshot_start(incident=incident, by=bob)
-    NodeCollection.objects.filter(snapshot=snapshot, node_name="gpu-1").update(status=NodeStatus.OK)
-    collection = snapshot.collections.get(node_name="gpu-0")
+    ids = list(snapshot.collections.values_list("pk", flat=True))
     with django_capture_on_commit_callbacks() as queued:
-        # Eager: Celery's autoretry runs the retry at once, under the same task id.
-        result = collect_node.apply(args=(collection.pk,), task_id="task-1")
-    assert result.get() == "Failed"
-    collection.refresh_from_db()
-    assert (collection.status, collection.attempts) == (NodeStatus.FAILED, 2)
-    assert collection.reason.startswith("unreachable: connection refused by 127.0.9.1:22")
+        result = collect_nodes.apply(args=(ids,), task_id="task-1")
+    assert result.get() == "2 nodes (0 taken from other batches)"
+    assert set(snapshot.collections.values_list("status", "attempts")) == {(NodeStatus.FAILED, 2)}
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.ANALYSING
     assert len(queued) == 1  # the analysis, once the finish is committed
+
+
+def test_a_snapshot_goes_out_in_batches_of_the_fan_out(incident, bob, settings, monkeypatch):
+    settings.HANGDESK_SSH_FANOUT = 1
+    sent = []
+    monkeypatch.setattr(collect_nodes, "delay", lambda batch: sent.append(batch))
+    from collectors.tasks import _visit_nodes
+
+    _visit_nodes((5, 6, 7))
+    assert sent == [(5,), (6,), (7,)]

@@ -11,7 +11,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
-from watch import services
+from watch import configure, heartbeats, visits
 from watch.models import Heartbeat, PreflightRun, Watch
 
 
@@ -25,7 +25,7 @@ def api():
 
 
 def test_a_job_pushes_heartbeats_with_its_clusters_token(api, cluster):
-    token = services.heartbeat_token_issue(watch=services.watch_for(cluster))
+    token = heartbeats.heartbeat_token_issue(watch=configure.watch_for(cluster))
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     first = api.post(url(cluster.name), {"step": 10, "rank": 0}, format="json")
     assert first.status_code == 202, first.content
@@ -36,8 +36,8 @@ def test_a_job_pushes_heartbeats_with_its_clusters_token(api, cluster):
 
 
 def test_a_replaced_token_stops_working(api, cluster):
-    old = services.heartbeat_token_issue(watch=services.watch_for(cluster))
-    services.heartbeat_token_issue(watch=services.watch_for(cluster))
+    old = heartbeats.heartbeat_token_issue(watch=configure.watch_for(cluster))
+    heartbeats.heartbeat_token_issue(watch=configure.watch_for(cluster))
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {old}")
     assert api.post(url(cluster.name), {"step": 1}, format="json").status_code == 401
 
@@ -46,7 +46,7 @@ def test_a_token_is_good_for_its_own_cluster_only(api, cluster):
     from clusters.services import cluster_create
 
     other = cluster_create(name="other", description="", expected_world_size=None, log_globs=[])
-    token = services.heartbeat_token_issue(watch=services.watch_for(other))
+    token = heartbeats.heartbeat_token_issue(watch=configure.watch_for(other))
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     assert api.post(url(cluster.name), {"step": 1}, format="json").status_code == 403
     assert not Heartbeat.objects.exists()
@@ -69,7 +69,7 @@ def test_no_credentials_no_heartbeat(api, cluster):
 
 @pytest.mark.parametrize("body", [{}, {"step": -1}, {"step": "x"}, {"step": 1, "rank": -2}])
 def test_a_bad_heartbeat_is_refused(api, cluster, body):
-    token = services.heartbeat_token_issue(watch=services.watch_for(cluster))
+    token = heartbeats.heartbeat_token_issue(watch=configure.watch_for(cluster))
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     assert api.post(url(cluster.name), body, format="json").status_code == 400
 
@@ -135,7 +135,7 @@ def _evidence(drift: bool) -> SnapshotEvidence:
 
 
 def test_preflight_passes_when_ranks_agree(cluster, monkeypatch, capsys):
-    monkeypatch.setattr(services, "preflight_evidence_over_ssh", lambda c: _evidence(False))
+    monkeypatch.setattr(visits, "preflight_evidence_over_ssh", lambda c: _evidence(False))
     call_command("preflight", cluster.name, "--json")
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and report["ranks"] == [0, 1, 2, 3]
@@ -144,7 +144,7 @@ def test_preflight_passes_when_ranks_agree(cluster, monkeypatch, capsys):
 
 
 def test_preflight_exits_non_zero_when_ranks_differ(cluster, monkeypatch, capsys):
-    monkeypatch.setattr(services, "preflight_evidence_over_ssh", lambda c: _evidence(True))
+    monkeypatch.setattr(visits, "preflight_evidence_over_ssh", lambda c: _evidence(True))
     with pytest.raises(SystemExit) as exited:
         call_command("preflight", cluster.name, "--json")
     assert exited.value.code == 1
@@ -166,7 +166,7 @@ def test_preflight_names_a_rank_the_world_size_expects_and_exits_1(cluster, monk
     evidence = _evidence(False)
     evidence.nodes[1].environ.pop(13)  # rank 3's process is gone from n1
     evidence.nodes[1].ps = evidence.nodes[1].ps.replace("  13  1 Sl 100 python train.py\n", "")
-    monkeypatch.setattr(services, "preflight_evidence_over_ssh", lambda c: evidence)
+    monkeypatch.setattr(visits, "preflight_evidence_over_ssh", lambda c: evidence)
     with pytest.raises(SystemExit) as exited:
         call_command("preflight", cluster.name)
     assert exited.value.code == 1
@@ -183,7 +183,7 @@ def test_preflight_takes_the_world_size_from_the_ranks_when_the_cluster_has_none
     evidence = _evidence(False)
     evidence.expected_world_size = None  # WORLD_SIZE=4 in every environment
     evidence.nodes[0].environ.pop(10)
-    monkeypatch.setattr(services, "preflight_evidence_over_ssh", lambda c: evidence)
+    monkeypatch.setattr(visits, "preflight_evidence_over_ssh", lambda c: evidence)
     with pytest.raises(SystemExit):
         call_command("preflight", cluster.name, "--json")
     report = json.loads(capsys.readouterr().out)

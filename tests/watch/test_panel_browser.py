@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from watch import services
+from watch import configure
 from watch.models import StepSample, Watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_cluster_page_shows_the_watch_and_its_chart(page, live_server, log_in, bob, cluster):
-    watch = services.watch_configure(
+    watch = configure.watch_configure(
         cluster=cluster, by=bob, enabled=True, step_time_multiplier=5, floor_s=120,
         checkpoint_allowance_s=900,
     )  # fmt: skip

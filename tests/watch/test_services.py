@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from incidents.models import EventKind, Incident
 from incidents.services import incident_open
 from tests.watch.receiver import Receiver
-from watch import services
+from watch import claims, configure, period, raises, visits
 from watch.models import NotifyStatus, StepSample, Watch, WatchRaise
 from watch.reading import NodeReading, Process
 
@@ -31,9 +32,9 @@ class FakeNodes:
         self.pids = {"gpu-0": [5, 6], "gpu-1": [5, 6]}
         self.log = ""
         self.calls = 0
-        monkeypatch.setattr(services, "read_nodes", self.read)
+        monkeypatch.setattr(visits, "read_nodes", self.read)
 
-    def read(self, watch, nodes):
+    def read(self, cluster, nodes, *, with_logs):
         self.calls += 1
         return [
             NodeReading(
@@ -47,7 +48,7 @@ class FakeNodes:
 
 @pytest.fixture
 def watched(cluster, bob):
-    return services.watch_configure(
+    return configure.watch_configure(
         cluster=cluster, by=bob, enabled=True, step_time_multiplier=5, floor_s=10,
         checkpoint_allowance_s=60,
     )  # fmt: skip
@@ -58,50 +59,50 @@ def nodes(monkeypatch):
     return FakeNodes(monkeypatch)
 
 
-def tick(watch: Watch) -> services.TickOutcome:
+def tick(watch: Watch) -> period.TickOutcome:
     """One period, as the task runs it (claim, period, release), a whole period later."""
     Watch.objects.filter(pk=watch.pk).update(dispatched_at=None)
-    claimed = dict(services.watch_claim_due())
+    claimed = dict(claims.watch_claim_due())
     assert watch.pk in claimed, "the watch must be claimable"
     try:
-        return services.watch_tick(watch_id=watch.pk, claim=claimed[watch.pk])
+        return period.watch_tick(watch_id=watch.pk, claim=claimed[watch.pk])
     finally:
-        services.watch_release(watch_id=watch.pk, claim=claimed[watch.pk])
+        claims.watch_release(watch_id=watch.pk, claim=claimed[watch.pk])
 
 
 def test_a_duplicate_tick_claims_nothing(watched):
-    first = services.watch_claim_due()
-    second = services.watch_claim_due()
+    first = claims.watch_claim_due()
+    second = claims.watch_claim_due()
     assert [pk for pk, _ in first] == [watched.pk] and second == []
 
 
 def test_a_period_just_dispatched_is_not_due_again(watched):
-    [(pk, claim)] = services.watch_claim_due()
-    assert services.watch_release(watch_id=pk, claim=claim)
-    assert services.watch_claim_due() == []  # a duplicate beat tick right after
-    later = timezone.now() + timedelta(seconds=services.settings.WATCH_PERIOD_S)
-    assert [pk for pk, _ in services.watch_claim_due(now=later)] == [watched.pk]
+    [(pk, claim)] = claims.watch_claim_due()
+    assert claims.watch_release(watch_id=pk, claim=claim)
+    assert claims.watch_claim_due() == []  # a duplicate beat tick right after
+    later = timezone.now() + timedelta(seconds=settings.WATCH_PERIOD_S)
+    assert [pk for pk, _ in claims.watch_claim_due(now=later)] == [watched.pk]
 
 
 def test_a_claim_whose_task_died_expires(watched):
-    services.watch_claim_due()
-    assert services.watch_claim_due() == []
-    later = timezone.now() + services.CLAIM_LEASE + timedelta(seconds=1)
-    assert [pk for pk, _ in services.watch_claim_due(now=later)] == [watched.pk]
+    claims.watch_claim_due()
+    assert claims.watch_claim_due() == []
+    later = timezone.now() + claims.CLAIM_LEASE + timedelta(seconds=1)
+    assert [pk for pk, _ in claims.watch_claim_due(now=later)] == [watched.pk]
 
 
 def test_a_tick_with_a_stale_claim_does_nothing(watched, nodes):
-    services.watch_claim_due()
-    assert services.watch_tick(watch_id=watched.pk, claim="not-the-claim").ran is False
+    claims.watch_claim_due()
+    assert period.watch_tick(watch_id=watched.pk, claim="not-the-claim").ran is False
     assert nodes.calls == 0
 
 
 def test_a_disabled_watch_is_never_claimed(cluster, watched, bob):
-    services.watch_configure(
+    configure.watch_configure(
         cluster=cluster, by=bob, enabled=False, step_time_multiplier=5, floor_s=10,
         checkpoint_allowance_s=60,
     )  # fmt: skip
-    assert services.watch_claim_due() == []
+    assert claims.watch_claim_due() == []
 
 
 def test_a_healthy_job_raises_nothing_and_is_charted(watched, nodes):
@@ -135,7 +136,7 @@ def test_a_second_raise_while_one_is_open_returns_it(watched, nodes):
     first = tick(watched)
     from watch import progress
 
-    again, created = services.raise_open(
+    again, created = raises.raise_open(
         watch=watched, now=timezone.now(),
         judgement=progress.Judgement(
             state="stalled", reason="again", last_step=40, last_step_at=None, step_times=(),
@@ -179,35 +180,35 @@ def test_progress_again_closes_the_raise(watched, nodes):
 
 def test_logs_are_read_on_the_step_node_only_once_it_is_known(watched, cluster):
     nodes = list(cluster.nodes.order_by("name"))
-    assert services.log_nodes(watched, nodes) == {"gpu-0", "gpu-1"}
+    assert period.log_nodes(watched, nodes) == {"gpu-0", "gpu-1"}
     watched.nodes = {"gpu-0": {"steps": True}, "gpu-1": {"steps": False}}
-    assert services.log_nodes(watched, nodes) == {"gpu-0"}
+    assert period.log_nodes(watched, nodes) == {"gpu-0"}
     watched.step_nodes = ["gpu-1"]
-    assert services.log_nodes(watched, nodes) == {"gpu-1"}
+    assert period.log_nodes(watched, nodes) == {"gpu-1"}
 
 
 def test_without_a_step_node_the_logs_are_searched_every_few_periods(watched, cluster):
     nodes = list(cluster.nodes.order_by("name"))
     now = timezone.now()
     watched.log_search_at = now
-    assert services.log_nodes(watched, nodes, now=now) == set()  # presence checks only
-    later = now + timedelta(seconds=services.settings.WATCH_PERIOD_S * 10)
-    assert services.log_nodes(watched, nodes, now=later) == {"gpu-0", "gpu-1"}
+    assert period.log_nodes(watched, nodes, now=now) == set()  # presence checks only
+    later = now + timedelta(seconds=settings.WATCH_PERIOD_S * 10)
+    assert period.log_nodes(watched, nodes, now=later) == {"gpu-0", "gpu-1"}
 
 
 def test_the_first_snapshot_is_started_by_one_task(watched, nodes):
     nodes.log = stepping(timezone.now() - timedelta(seconds=60), 40)
     raise_id = tick(watched).raise_id
-    assert services.raise_claim_first(raise_id=raise_id, task_id="t1")
-    assert services.raise_claim_first(raise_id=raise_id, task_id="t1")  # its redelivery
-    assert not services.raise_claim_first(raise_id=raise_id, task_id="t2")
+    assert claims.raise_claim_first(raise_id=raise_id, task_id="t1")
+    assert claims.raise_claim_first(raise_id=raise_id, task_id="t1")  # its redelivery
+    assert not claims.raise_claim_first(raise_id=raise_id, task_id="t2")
 
 
 def test_unknown_step_nodes_are_refused(cluster, bob):
     from core.errors import Invalid
 
     with pytest.raises(Invalid):
-        services.watch_configure(
+        configure.watch_configure(
             cluster=cluster, by=bob, enabled=True, step_time_multiplier=5, floor_s=10,
             checkpoint_allowance_s=60, step_nodes=["gpu-9"],
         )  # fmt: skip

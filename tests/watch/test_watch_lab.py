@@ -30,7 +30,7 @@ from incidents.models import Incident
 from tests.conftest import _database_url_of
 from tests.helpers import wait_for
 from tests.watch.receiver import Receiver
-from watch import services
+from watch import configure
 from watch.models import NotifyStatus, StepSample, Watch, WatchRaise
 
 pytestmark = [pytest.mark.lab, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -74,7 +74,7 @@ def _watch(lab, bob, webhook_url: str = ""):
     cluster = cluster_import(lab.info).cluster
     # Where the page goes is an admin's setting; the rest a responder's.
     by = get_user_model().objects.create_superuser("ops", password="ops-pw") if webhook_url else bob
-    return services.watch_configure(
+    return configure.watch_configure(
         cluster=cluster, by=by, enabled=True, step_time_multiplier=5, floor_s=FLOOR_S,
         checkpoint_allowance_s=60, webhook_url=webhook_url,
     )  # fmt: skip

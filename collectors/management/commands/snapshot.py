@@ -38,30 +38,8 @@ class Command(BaseCommand):
         if target is None:
             raise CommandError(f"No cluster named {cluster}")
         job = self._job(target, options)
-        plan = None
-        if job or target.uses_scheduler:
-            kind = job_kind(target)
-            if not job and incident is None:
-                option = "--ray-job" if target.source == ClusterSource.RAY else "--slurm-job"
-                raise CommandError(f"{cluster} snapshots a {kind} job: give {option} ID")
-            try:  # read before anything is written: a refused job changes nothing
-                plan = job_plan_here(target, job) if job else None
-            except JobRefused as exc:
-                raise CommandError(str(exc)) from exc
-        if incident is not None:
-            found = Incident.objects.filter(pk=incident, cluster=target).first()
-            if found is None:
-                raise CommandError(f"No incident {incident} on cluster {cluster}")
-        else:
-            title = (
-                f"{job_kind(target)} job {job} on {cluster}" if job else f"Snapshot of {cluster}"
-            )
-            found = incident_open(
-                opened_by=None,
-                title=f"{title} from the command line",
-                cluster=target,
-                source="cli",
-            )
+        plan = self._job_plan(target, job, incident)
+        found = self._incident(target, job, incident)
         try:
             snapshot, created = snapshot_start(incident=found, source="cli", job_plan=plan)
         except (SnapshotRefused, JobRefused) as exc:
@@ -72,12 +50,57 @@ class Command(BaseCommand):
         )
         if not options["wait"]:
             return
-        deadline = time.monotonic() + options["timeout"]
+        diagnosis = self._wait(snapshot, options["timeout"])
+        if options["json"]:
+            self.stdout.write(json.dumps(diagnosis.to_json(), indent=2, sort_keys=True))
+        else:
+            self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")
+
+    @staticmethod
+    def _job_plan(target: Cluster, job: str, incident: int | None):
+        """The scheduler's plan of the job, read before anything is written (a refused job
+        changes nothing); None for a cluster that snapshots its own node list."""
+        if not (job or target.uses_scheduler):
+            return None
+        if not job and incident is None:
+            option = "--ray-job" if target.source == ClusterSource.RAY else "--slurm-job"
+            raise CommandError(
+                f"{target.name} snapshots a {job_kind(target)} job: give {option} ID"
+            )
+        try:
+            return job_plan_here(target, job) if job else None
+        except JobRefused as exc:
+            raise CommandError(str(exc)) from exc
+
+    @staticmethod
+    def _incident(target: Cluster, job: str, incident: int | None) -> Incident:
+        """The incident given, or a new one opened from the command line."""
+        if incident is not None:
+            found = Incident.objects.filter(pk=incident, cluster=target).first()
+            if found is None:
+                raise CommandError(f"No incident {incident} on cluster {target.name}")
+            return found
+        title = (
+            f"{job_kind(target)} job {job} on {target.name}"
+            if job
+            else f"Snapshot of {target.name}"
+        )
+        return incident_open(
+            opened_by=None,
+            title=f"{title} from the command line",
+            cluster=target,
+            source="cli",
+        )
+
+    @staticmethod
+    def _wait(snapshot, timeout: float):
+        """The snapshot's diagnosis, once it is done; CommandError past the timeout."""
+        deadline = time.monotonic() + timeout
         while snapshot.is_active:
             if time.monotonic() > deadline:
                 counts = selectors.node_counts(snapshot)
                 raise CommandError(
-                    f"snapshot {snapshot.pk} still {snapshot.status} after {options['timeout']} s "
+                    f"snapshot {snapshot.pk} still {snapshot.status} after {timeout} s "
                     f"({counts['pending']} nodes pending: is a Celery worker running?)"
                 )
             time.sleep(0.5)
@@ -85,10 +108,7 @@ class Command(BaseCommand):
         diagnosis = snapshot.read_diagnosis()
         if diagnosis is None:
             raise CommandError(f"snapshot {snapshot.pk} {snapshot.status}: {snapshot.error}")
-        if options["json"]:
-            self.stdout.write(json.dumps(diagnosis.to_json(), indent=2, sort_keys=True))
-        else:
-            self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")
+        return diagnosis
 
     @staticmethod
     def _job(target: Cluster, options: dict) -> str:

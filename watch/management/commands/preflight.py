@@ -19,7 +19,7 @@ from collectors import selectors as snapshot_selectors
 from collectors.models import Snapshot, SnapshotStatus
 from core.errors import AppError
 
-from ... import preflight, services
+from ... import preflight, preflight_runs, visits
 
 
 class Command(BaseCommand):
@@ -45,7 +45,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from exc
         report = preflight.preflight_report(evidence)
         if not options["no_store"]:
-            services.preflight_store(cluster=target, report=report, source=source)
+            preflight_runs.preflight_store(cluster=target, report=report, source=source)
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2, sort_keys=True))
         else:
@@ -55,7 +55,7 @@ class Command(BaseCommand):
 
     def _evidence(self, cluster: Cluster, from_snapshot: bool):
         if not from_snapshot:
-            return services.preflight_evidence_over_ssh(cluster), "ssh"
+            return visits.preflight_evidence_over_ssh(cluster), "ssh"
         snapshot = (
             Snapshot.objects.filter(cluster=cluster, status=SnapshotStatus.DONE)
             .exclude(source="bundle")

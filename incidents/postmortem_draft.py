@@ -1,5 +1,7 @@
-"""Post-mortems: a draft that reads as a report of what happened (from the verdict, the
-responders' decisions and the timeline), then the responders' words, saved as versions.
+"""A post-mortem's draft: a report of what happened, written from the verdict, the responders'
+decisions and the timeline, for the responders to correct. Their words are saved as versions
+by incidents/postmortem_saving.py; the stored post-mortem and its versions are read by
+incidents/selectors.py.
 
 The incidents app knows nothing of snapshots: whoever asks for a draft hands in the latest
 diagnosis (typed, `analysis.diagnosis.Diagnosis`) and when it was made.
@@ -8,46 +10,25 @@ diagnosis (typed, `analysis.diagnosis.Diagnosis`) and when it was made.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.utils import timezone
 
 from analysis import guide
 from analysis import postmortem as story
 from analysis.diagnosis import Diagnosis
-from core.errors import Invalid
 
 from .models import (
     EventKind,
     Incident,
     PostMortem,
-    PostMortemStatus,
-    PostMortemVersion,
     Status,
     TimelineEvent,
 )
-from .postmortem_saving import PublishRefused, postmortem_save, publish_problems
 from .postmortem_text import (
-    EDITABLE,
     action_item_line,
-    content_markdown,
-    version_diff,
 )
+from .selectors import DECISION_KINDS
 
-__all__ = [
-    "EDITABLE",
-    "PublishRefused",
-    "decision_words",
-    "postmortem_decisions",
-    "postmortem_draft",
-    "postmortem_save",
-    "postmortem_version_diff",
-    "postmortem_view",
-    "publish_problems",
-]
-
-# The responders' calls: the class decided on a snapshot, and each guided question answered.
-DECISION_KINDS = (EventKind.DECISION, EventKind.ANSWER)
 # Who opened an incident no person opened, by its opening event's source.
 OPENERS = {
     "system": "the system",
@@ -352,66 +333,3 @@ def _duration(start: datetime, end: datetime) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-# --- reading, versions (saving: incidents/postmortem_saving.py) -------------------------------
-
-
-def postmortem_decisions(incident: Incident) -> list[TimelineEvent]:
-    """Every decision and guided answer, oldest first, with its author."""
-    return list(
-        incident.events.filter(kind__in=DECISION_KINDS)
-        .select_related("author")
-        .order_by("at", "pk")
-    )
-
-
-def postmortem_view(incident: Incident) -> dict[str, Any]:
-    """The stored post-mortem with the pinned timeline, the decisions and the versions."""
-    postmortem = PostMortem.objects.filter(incident=incident).select_related("written_by").first()
-    versions = (
-        list(postmortem.versions.select_related("author").order_by("-number")) if postmortem else []
-    )
-    return {
-        "postmortem": postmortem,
-        "versions": versions,
-        "decisions": postmortem_decisions(incident),
-        "pinned": list(
-            incident.events.filter(pinned=True).select_related("author").order_by("at", "pk")
-        ),
-    }
-
-
-def version_markdown(version: PostMortemVersion | PostMortem) -> str:
-    content = (
-        version.content
-        if isinstance(version, PostMortemVersion)
-        else {name: getattr(version, name) for name in EDITABLE}
-    )
-    return content_markdown(
-        content, classification_label=guide.class_name(content.get("classification", ""))
-    )
-
-
-def postmortem_version_diff(postmortem: PostMortem, old: int, new: int) -> dict[str, Any]:
-    """Versions `old` and `new` of a post-mortem and the line diff between them."""
-    found = {
-        v.number: v
-        for v in postmortem.versions.filter(number__in=[old, new]).select_related("author")
-    }
-    if old not in found or new not in found:
-        raise Invalid(f"{postmortem} has versions 1 to {postmortem.version}.")
-    return {
-        "old": found[old],
-        "new": found[new],
-        "rows": version_diff(version_markdown(found[old]), version_markdown(found[new])),
-    }
-
-
-def latest_published(postmortem: PostMortem) -> PostMortemVersion | None:
-    return (
-        postmortem.versions.filter(status=PostMortemStatus.PUBLISHED)
-        .select_related("author")
-        .order_by("-number")
-        .first()
-    )

@@ -1,0 +1,293 @@
+"""Click to verdict on a fleet: the node farm (lab/farm.py) through real Celery workers.
+
+For each farm size N (8 ranks a node) and each count W of ssh worker processes: a farm of N
+virtual SSH nodes with a planted fault, its cluster imported, then `snapshot_start()` (the
+click) -> W prefork processes of the ssh worker visit the nodes (HANGDESK_SSH_FANOUT each
+at once) over Redis, store their evidence in PostgreSQL, the analysis worker stores the
+verdict. Measured: click to first verdict (a provisional one, if the console shows one
+before the last node) and to the final one; whether the verdict is the planted fault; the
+ssh worker's CPU per node (its processes' user + system time, as the kernel counts it); the
+analysis worker's CPU; the farm's own CPU apart; database rows and bytes per node; the
+incident page's server time and HTML size; the load average beside each (the machine is
+shared).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \\
+    REDIS_URL=redis://127.0.0.1:6379/14 \\
+        .venv/bin/python bench/bench_fleet.py --nodes 250 1000 4000 --workers 1 2 4
+
+    --faults rank-gone group-mismatch node-down node-slow   (each fault its own farm)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/hangdesk_bench")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
+os.environ.setdefault("HANGDESK_VAR_DIR", tempfile.mkdtemp(prefix="hangdesk-bench-"))
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, nargs="+", default=[250, 1000, 4000])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--faults", nargs="+", default=["rank-gone"])
+    parser.add_argument("--slow-s", type=float, default=30.0)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--json", type=Path, help="append each run's figures here")
+    args = parser.parse_args()
+
+    from bench.consolekit import console_database
+
+    console_database()
+    rows = []
+    for nodes in args.nodes:
+        for fault in args.faults:
+            rows.extend(_farm_runs(nodes, fault, args))
+    print()
+    print(
+        "| nodes | ssh processes | fault | last node in | first verdict | final verdict | right "
+        "| failed nodes "
+        "| worker CPU / node | analysis CPU | farm CPU / node | rows / node | KB / node "
+        "| page | HTML | load before → after |"
+    )
+    print("|" + "---|" * 16)
+    for r in rows:
+        print(
+            f"| {r['nodes']} | {r['workers']} | {r['fault']} | {r['collected_s']:.1f} s "
+            f"| {r['first_s']:.1f} s "
+            f"| {r['final_s']:.1f} s | {'yes' if r['right'] else 'NO: ' + r['verdict']} "
+            f"| {r['failed']} | {r['worker_ms_per_node']:.1f} ms | {r['analysis_cpu_s']:.1f} s "
+            f"| {r['farm_ms_per_node']:.1f} ms | {r['rows_per_node']:.1f} "
+            f"| {r['kb_per_node']:.1f} | {r['page_s']:.2f} s | {r['html_kib']:.0f} KiB "
+            f"| {r['load'][0]:.1f} → {r['load'][1]:.1f} |"
+        )
+
+
+def _farm_runs(nodes: int, fault: str, args) -> list[dict]:
+    from lab import farm
+    from tests.helpers import free_port
+
+    state = Path(tempfile.mkdtemp(prefix=f"hangdesk-bench-farm-{nodes}-"))
+    opts = farm.FarmOptions(
+        nodes=nodes, fault=fault, slow_s=args.slow_s, port=free_port(), state_dir=state,
+        lifetime_s=4 * 3600,
+    )  # fmt: skip
+    running = farm.launch(opts, ready_timeout=600)
+    try:
+        cluster = _import(running.info, f"farm-{nodes}-{fault}")
+        rows = []
+        for workers in args.workers:
+            row = _run(running, cluster, workers, args.timeout)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if args.json:
+                with args.json.open("a") as out:
+                    out.write(json.dumps(row) + "\n")
+        return rows
+    finally:
+        print(running.stop().strip().splitlines()[-1], flush=True)
+
+
+def _import(info: dict, name: str):
+    from clusters.importing import cluster_import
+
+    started = time.perf_counter()
+    cluster = cluster_import({**info, "cluster": {**info["cluster"], "name": name}}).cluster
+    _purge("ssh")  # the import asked for a check of every new node: not what is measured
+    print(f"{name}: imported in {time.perf_counter() - started:.1f} s", flush=True)
+    return cluster
+
+
+def _purge(queue: str) -> None:
+    from console.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(queue)
+
+
+def _run(running, cluster, workers: int, timeout: float) -> dict:
+    from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
+    from collectors.tasks import snapshot_start
+    from incidents.services import incident_open
+
+    ssh = _start_worker("ssh", workers)
+    analysis = _start_worker("analysis", 1)
+    try:
+        incident = incident_open(
+            opened_by=None, title=f"fleet {cluster.name}", cluster=cluster, severity="SEV2"
+        )
+        load_before = os.getloadavg()[0]
+        ssh_cpu, analysis_cpu, farm_cpu = _tree_cpu(ssh), _tree_cpu(analysis), running.cpu_s()
+        started = time.perf_counter()
+        snapshot, _ = snapshot_start(incident=incident, source="bench")
+        first = final = collected = None
+        while final is None:
+            if time.perf_counter() - started > timeout:
+                raise RuntimeError(f"no verdict within {timeout:g} s")
+            status, diagnosis = (
+                Snapshot.objects.filter(pk=snapshot.pk).values_list("status", "diagnosis").get()
+            )
+            if (
+                collected is None
+                and not snapshot.collections.filter(
+                    status__in=(NodeStatus.PENDING, NodeStatus.RUNNING)
+                ).exists()
+            ):
+                collected = time.perf_counter() - started
+            if first is None and (diagnosis or _provisional(snapshot.pk)):
+                first = time.perf_counter() - started
+            if status in (SnapshotStatus.DONE, SnapshotStatus.FAILED):
+                final = time.perf_counter() - started
+            time.sleep(0.1)
+        ssh_cpu = _tree_cpu(ssh) - ssh_cpu
+        analysis_cpu = _tree_cpu(analysis) - analysis_cpu
+        farm_cpu = running.cpu_s() - farm_cpu
+        load_after = os.getloadavg()[0]
+    finally:
+        _stop(ssh)
+        _stop(analysis)
+    snapshot.refresh_from_db()
+    nodes = len(running.info["nodes"])
+    failed = NodeCollection.objects.filter(snapshot=snapshot, status=NodeStatus.FAILED).count()
+    right, verdict = _judge(snapshot, running.info["expected"])
+    rows, stored = _storage(snapshot)
+    page_s, html = _page(incident)
+    return {
+        "nodes": nodes, "workers": workers, "fault": running.info["expected"]["fault"],
+        "collected_s": round(collected or final, 2), "first_s": round(first or final, 2),
+        "final_s": round(final, 2), "right": right,
+        "verdict": verdict, "failed": failed, "status": snapshot.status,
+        "worker_ms_per_node": round(1000 * ssh_cpu / nodes, 2),
+        "analysis_cpu_s": round(analysis_cpu, 2),
+        "farm_ms_per_node": round(1000 * farm_cpu / nodes, 2),
+        "rows_per_node": round(rows / nodes, 2), "kb_per_node": round(stored / nodes / 1000, 2),
+        "page_s": round(page_s, 3), "html_kib": round(html / 1024, 1),
+        "load": [round(load_before, 1), round(load_after, 1)],
+    }  # fmt: skip
+
+
+def _provisional(snapshot_id: int) -> bool:
+    """A verdict shown before the last node is in, where the console stores one."""
+    from collectors.models import Snapshot
+
+    fields = {f.name for f in Snapshot._meta.get_fields()}
+    if "provisional" not in fields:
+        return False
+    return Snapshot.objects.filter(pk=snapshot_id, provisional__isnull=False).exists()
+
+
+def _judge(snapshot, expected: dict) -> tuple[bool, str]:
+    diagnosis = snapshot.read_diagnosis()
+    if diagnosis is None:
+        return False, f"no diagnosis ({snapshot.error})"
+    said = f"{diagnosis.classification} suspects {list(diagnosis.suspect_ranks)[:8]}"
+    if diagnosis.classification != expected["classification"]:
+        return False, said
+    if expected["fault"] == "node-down":
+        unobserved = set(diagnosis.unobserved_ranks)
+        return set(expected["unobserved_ranks"]) <= unobserved, said
+    return list(diagnosis.suspect_ranks) == expected["suspect_ranks"], said
+
+
+def _storage(snapshot) -> tuple[int, int]:
+    """Rows (node visits and artifacts) and bytes (artifacts as stored) of the snapshot."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), coalesce(sum(octet_length(a.compressed) + length(a.name)), 0) "
+            "FROM collectors_artifact a JOIN collectors_nodecollection c "
+            "ON a.collection_id = c.id WHERE c.snapshot_id = %s",
+            [snapshot.pk],
+        )
+        artifacts, stored = cursor.fetchone()
+    return artifacts + snapshot.collections.count(), int(stored)
+
+
+def _page(incident) -> tuple[float, int]:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    user = User.objects.filter(username="bench").first() or User.objects.create_superuser(
+        "bench", "", "bench-password-1"
+    )
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    url = incident.get_absolute_url()
+    client.get(url)
+    times, size = [], 0
+    for _ in range(3):
+        start = time.perf_counter()
+        response = client.get(url)
+        times.append(time.perf_counter() - start)
+        assert response.status_code == 200, response.status_code
+        size = len(response.content)
+    return statistics.median(times), size
+
+
+def _start_worker(name: str, concurrency: int) -> subprocess.Popen:
+    from console.celery import worker_command
+
+    log_path = Path(os.environ["HANGDESK_VAR_DIR"]) / f"worker-{name}.log"
+    log_path.unlink(missing_ok=True)
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(
+            worker_command(name, hostname=f"bench-{name}-{os.getpid()}@%h",
+                           concurrency=concurrency),
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while b" ready." not in log_path.read_bytes():
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the {name} worker did not start: {log_path.read_text()[-2000:]}")
+        time.sleep(0.2)
+    return worker
+
+
+def _stop(worker: subprocess.Popen) -> None:
+    import signal
+
+    worker.terminate()
+    try:
+        worker.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+
+def _tree_cpu(worker: subprocess.Popen) -> float:
+    """User + system seconds of the worker's main process and its pool processes."""
+    total, pids = 0.0, [worker.pid, *_children(worker.pid)]
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        tasks = Path(f"/proc/{pid}/task").iterdir()
+        return [int(child) for task in tasks for child in (task / "children").read_text().split()]
+    except OSError:
+        return []
+
+
+if __name__ == "__main__":
+    main()
