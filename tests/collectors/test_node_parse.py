@@ -116,7 +116,7 @@ def _still_collecting(snapshot: Snapshot, out: list[str]) -> None:
     )
 
 
-def test_a_provisional_verdict_names_the_nodes_still_out(cluster, bob):
+def test_a_provisional_verdict_names_the_nodes_still_out(cluster, bob, client):
     snapshot = _snapshot(cluster, bob)
     _still_collecting(snapshot, ["lab-node-2"])
     # 3 of 4 is under 95 %: not yet; the deadline's rule does not wait for a share.
@@ -132,6 +132,9 @@ def test_a_provisional_verdict_names_the_nodes_still_out(cluster, bob):
     assert shown["missing"] == ["lab-node-2"]
     assert shown["unobserved_ranks"] == [2], shown
     assert (shown["classification"], shown["suspect_ranks"]) == ("A", [3])
+    client.force_login(bob)
+    panel = client.get(f"/snapshots/{snapshot.pk}/progress/").content.decode()
+    assert "provisional: 3 of 4 nodes" in panel and "Still out: lab-node-2" in panel
 
     # The last node comes in: the final verdict replaces the provisional one.
     NodeCollection.objects.filter(snapshot=snapshot).update(status=NodeStatus.OK)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('collectors', '0008_push_uploads'),
+        ('collectors', '0009_snapshot_rank_overview'),
     ]
 
     operations = [
