@@ -19,7 +19,9 @@ import pytest
 
 import analysis
 from analysis.evidence import SnapshotEvidence
-from collectors import remote
+from clusters.sshspec import NodeTarget
+from collectors.visits import collect_node
+from hangdesk.plan import CollectionPlan
 from lab import cluster
 from tests.helpers import free_port, wait_for
 
@@ -141,7 +143,7 @@ class Lab:
         """One snapshot of every node, taken the way the console takes it (collect_node);
         `plan_options` change the plan (sample_seconds=0: no sampling window)."""
         cluster_info = self.info["cluster"]
-        plan = remote.CollectionPlan(
+        plan = CollectionPlan(
             process_pattern=cluster_info["process_pattern"],
             log_globs=cluster_info["log_globs"],
             flight_recorder_globs=cluster_info["flight_recorder_globs"],
@@ -149,16 +151,14 @@ class Lab:
             **plan_options,
         )
         targets = [
-            remote.NodeTarget(
+            NodeTarget(
                 name=n["name"], address=n["address"], port=n["port"], username=n["username"],
                 key_path=n["key_path"], host_key=n["host_key"],
             )
             for n in self.nodes
         ]  # fmt: skip
         with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-            nodes = list(
-                pool.map(lambda target: remote.collect_node(target, plan).evidence, targets)
-            )
+            nodes = list(pool.map(lambda target: collect_node(target, plan).evidence, targets))
         return SnapshotEvidence(
             nodes=nodes,
             expected_world_size=cluster_info["world_size"],

@@ -14,9 +14,10 @@ from django.utils import timezone
 
 from analysis.evidence import SnapshotEvidence, not_gathered
 from clusters.models import Cluster, Node
-from collectors import remote
+from collectors.visits import collect_node, run_script
 from core.errors import Invalid
 from hangdesk.budget import TIME_BUDGET
+from hangdesk.plan import CollectionPlan
 
 from . import reading
 
@@ -36,10 +37,11 @@ def side_by_side(nodes: list[Node], visit: Callable[[Node], T]) -> list[T]:
 
 
 def read_nodes(
-    cluster: Cluster, nodes: list[Node], *, with_logs: set[str]
+    cluster: Cluster, nodes: list[Node], *, with_logs: set[str], with_stacks: bool = False
 ) -> list[reading.NodeReading]:
     """A period's read: one SSH connection per node, side by side (bounded), every step
-    bounded; the log tails only of the nodes named in `with_logs`."""
+    bounded; the log tails only of the nodes named in `with_logs`; each process's stack too
+    when `with_stacks` (a job with no first step yet)."""
     if not nodes:
         return []
     plans = {
@@ -47,6 +49,8 @@ def read_nodes(
             process_pattern=cluster.process_pattern,
             log_globs=tuple(cluster.log_globs) if node.name in with_logs else (),
             tail_bytes=settings.WATCH_TAIL_BYTES,
+            stacks=with_stacks,
+            pyspy_command=cluster.pyspy_command,
         )
         for node in nodes
     }
@@ -54,7 +58,7 @@ def read_nodes(
 
 
 def _read_node(node: Node, plan: reading.ReadPlan) -> reading.NodeReading:
-    limits = remote.CollectionPlan(
+    limits = CollectionPlan(
         process_pattern=plan.process_pattern,
         connect_timeout_s=TIME_BUDGET.watch_connect_s,
         total_timeout_s=TIME_BUDGET.watch_read_s,
@@ -64,7 +68,7 @@ def _read_node(node: Node, plan: reading.ReadPlan) -> reading.NodeReading:
         max_total_bytes=READ_MAX_BYTES,
     )
     try:
-        run = remote.run_script(
+        run = run_script(
             node.ssh_target(), limits, lambda nonce: reading.render_script(plan, nonce)
         )
     except Exception as exc:  # a bug must fail this node's read, not the period
@@ -81,13 +85,13 @@ def preflight_evidence_over_ssh(cluster: Cluster) -> SnapshotEvidence:
     nodes = list(cluster.nodes.order_by("name"))
     if not nodes:
         raise Invalid(f"Cluster {cluster.name} has no nodes.")
-    plan = remote.CollectionPlan(
+    plan = CollectionPlan(
         process_pattern=cluster.process_pattern,
         log_globs=list(cluster.log_globs),
         flight_recorder_globs=[],  # not compared: the dumps are the costliest read
         pyspy_command=cluster.pyspy_command,
     )
-    visits = side_by_side(nodes, lambda node: remote.collect_node(node.ssh_target(), plan))
+    visits = side_by_side(nodes, lambda node: collect_node(node.ssh_target(), plan))
     for visit in visits:
         if visit.failure:
             visit.evidence.status = not_gathered(visit.failure.text)

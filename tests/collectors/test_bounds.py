@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from analysis.evidence import GATHERED, stopped_short
-from collectors.remote import collect_node
+from collectors.visits import collect_node
 
 from .conftest import wait_for
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from analysis.evidence import GATHERED
-from collectors.remote import collect_node
+from collectors.visits import collect_node
 
 from .conftest import FLIGHT_RECORDER_DUMP, NON_UTF8_LOG, WORLD_SIZE
 

@@ -16,7 +16,7 @@ import pytest
 from analysis.evidence import GATHERED, not_gathered
 from clusters.sshspec import fingerprint
 from collectors.outcomes import FailureKind
-from collectors.remote import collect_node
+from collectors.visits import collect_node
 
 from .conftest import free_port, keygen, wait_for
 

@@ -6,7 +6,7 @@ import time
 
 from analysis.evidence import stopped_short
 from collectors.outcomes import FailureKind
-from collectors.remote import collect_node
+from collectors.visits import collect_node
 
 
 def test_it_abandons_a_node_that_takes_the_command_and_goes_silent(sshd, ranks):

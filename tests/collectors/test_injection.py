@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from analysis.evidence import GATHERED
-from collectors.remote import collect_node, render_probe
+from collectors.visits import collect_node
+from hangdesk.frames import render_probe
 
 HOSTILE = "'; touch {0}/quote #\"; touch {0}/dquote; $(touch {0}/subst) `touch {0}/backtick`"
 

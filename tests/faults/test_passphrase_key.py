@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from clusters.models import Node
 from clusters.sshspec import PASSPHRASE_KEY_MESSAGE, private_key_is_encrypted, private_key_problem
 from collectors.outcomes import FailureKind
-from collectors.remote import collect_node
+from collectors.visits import collect_node
 
 
 def _key(path, kind: str, passphrase: str, *extra: str):
