@@ -58,13 +58,7 @@ def snapshot_start(
         created = services.snapshot_create(incident=incident, by=by, source=source)
     if created.created:
         ids, snapshot_id = created.collection_ids, created.snapshot.pk
-        transaction.on_commit(lambda: _visit_nodes(ids))
-        # The slowest nodes past a visit's deadline: a first verdict without them.
-        transaction.on_commit(
-            lambda: analyse_provisional_at_deadline.apply_async(
-                (snapshot_id,), countdown=TIME_BUDGET.provisional_after_s
-            )
-        )
+        transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id))
     return created.snapshot, created.created
 
 
@@ -96,9 +90,14 @@ def push_analyse_now(*, snapshot: Snapshot, by: AbstractBaseUser | None) -> bool
     return started
 
 
-def _visit_nodes(collection_ids: tuple[int, ...]) -> None:
+def _visit_nodes(collection_ids: tuple[int, ...], snapshot_id: int | None = None) -> None:
     for batch in fanout.batches(collection_ids, settings.HANGDESK_SSH_FANOUT):
         collect_nodes.delay(batch)
+    if snapshot_id is not None:
+        # The slowest nodes past a visit's deadline: a first verdict without them.
+        analyse_provisional_at_deadline.apply_async(
+            (snapshot_id,), countdown=TIME_BUDGET.provisional_after_s
+        )
 
 
 def _analyse_once_committed(snapshot_id: int) -> None:
