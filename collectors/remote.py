@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # imported where used: paramiko costs ~0.1 s, and Django load
 
 
 class CollectionError(Exception):
-    """A visit that cannot go on; collect_node() returns its failure, never raises it."""
+    """A visit that cannot go on; ssh_visit() returns its failure, never raises it."""
 
     def __init__(self, kind: FailureKind, text: str) -> None:
         super().__init__(text)

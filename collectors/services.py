@@ -50,7 +50,7 @@ from .outcomes import (
     NodeVisit,
     SweepOutcome,
 )
-from .visits import collect_node
+from .visits import ssh_visit
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ def node_visit(work: NodeWork) -> NodeVisit:
         failure = NodeFailure(FailureKind.NODE_REMOVED, "node removed from the cluster")
         return NodeVisit.failed(NodeEvidence(node=work.node_name), failure)
     try:
-        return collect_node(work.target, work.plan)
+        return ssh_visit(work.target, work.plan)
     except Exception as exc:  # a bug here must fail the node, not leave it spinning
         log.exception("collecting %s failed", work.node_name)
         failure = NodeFailure(FailureKind.INTERNAL, f"probe failed: internal error: {exc!r}")

@@ -1,4 +1,4 @@
-"""One visit over SSH and what it gave. `collect_node()` runs the probe on a node through
+"""One visit over SSH and what it gave. `ssh_visit()` runs the probe on a node through
 the transport (collectors/remote.py: one pinned connection, one `sh -s`, read under a byte cap
 and a deadline) and turns the frames into a `NodeVisit`: the `NodeEvidence`, and a typed
 `NodeFailure` (outcomes.py) when the visit failed, whose kind says whether a retry may help.
@@ -56,7 +56,7 @@ def _gathered_status(run: ProbeRun) -> EvidenceStatus:
     return stopped_short(f"probe exited with status {run.exit_status} before finishing: {detail}")
 
 
-def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeVisit:
+def ssh_visit(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeVisit:
     """Visit one node: its evidence, and why the visit failed if it did (never raised)."""
     plan = plan or CollectionPlan()
     started = time.monotonic()
@@ -96,7 +96,7 @@ class ScriptRun:
 def run_script(
     target: NodeTarget, plan: CollectionPlan, render: Callable[[str], bytes]
 ) -> ScriptRun:
-    """Run another framed script over the same pinned, bounded connection as collect_node():
+    """Run another framed script over the same pinned, bounded connection as ssh_visit():
     `render(nonce)` returns the whole script for `sh -s` (its settings shell-quoted by the
     caller); the plan gives the limits (timeouts, byte caps). Never raises for a node's
     failure."""

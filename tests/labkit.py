@@ -20,7 +20,7 @@ import pytest
 import analysis
 from analysis.evidence import SnapshotEvidence
 from clusters.sshspec import NodeTarget
-from collectors.visits import collect_node
+from collectors.visits import ssh_visit
 from hangdesk.plan import CollectionPlan
 from lab import cluster
 from tests.helpers import free_port, wait_for
@@ -140,7 +140,7 @@ class Lab:
         return wait_for(all_there, timeout=timeout, what=f"flight-recorder dumps of {ranks}")
 
     def collect(self, **plan_options) -> SnapshotEvidence:
-        """One snapshot of every node, taken the way the console takes it (collect_node);
+        """One snapshot of every node, taken the way the console takes it (ssh_visit);
         `plan_options` change the plan (sample_seconds=0: no sampling window)."""
         cluster_info = self.info["cluster"]
         plan = CollectionPlan(
@@ -158,7 +158,7 @@ class Lab:
             for n in self.nodes
         ]  # fmt: skip
         with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-            nodes = list(pool.map(lambda target: collect_node(target, plan).evidence, targets))
+            nodes = list(pool.map(lambda target: ssh_visit(target, plan).evidence, targets))
         return SnapshotEvidence(
             nodes=nodes,
             expected_world_size=cluster_info["world_size"],
@@ -213,3 +213,18 @@ def lab_factory(tmp_path_factory):
     yield make
     for lab in made:
         lab.down()
+
+
+@pytest.fixture(scope="session")
+def hung_rank_exit_lab(lab_factory):
+    """The default rank-exit lab (rank 3 SIGKILLed at the fault step), once every live rank's
+    watchdog has dumped: ranks 0-2 then wait in the all_reduce for hours (a 6 h process-group
+    timeout). Brought up once for the whole session and shared by the tests that only observe
+    it (SSH reads, snapshots, bundles); a test that kills, writes or restarts anything on a
+    lab brings up its own."""
+    lab = lab_factory("rank-exit")
+    expected = lab.expected
+    alive = [r for r in range(expected["world_size"]) if r not in expected["missing_ranks"]]
+    lab.wait_for_dumps(alive, timeout=90)
+    yield lab
+    assert lab.down() == []

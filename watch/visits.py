@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from analysis.evidence import SnapshotEvidence, not_gathered
 from clusters.models import Cluster, Node
-from collectors.visits import collect_node, run_script
+from collectors.visits import run_script, ssh_visit
 from core.errors import Invalid
 from hangdesk.budget import TIME_BUDGET
 from hangdesk.plan import CollectionPlan
@@ -91,7 +91,7 @@ def preflight_evidence_over_ssh(cluster: Cluster) -> SnapshotEvidence:
         flight_recorder_globs=[],  # not compared: the dumps are the costliest read
         pyspy_command=cluster.pyspy_command,
     )
-    visits = side_by_side(nodes, lambda node: collect_node(node.ssh_target(), plan))
+    visits = side_by_side(nodes, lambda node: ssh_visit(node.ssh_target(), plan))
     for visit in visits:
         if visit.failure:
             visit.evidence.status = not_gathered(visit.failure.text)

@@ -54,11 +54,17 @@ def _left_for_sure(facts: Facts, rank: int) -> bool:
 def init(facts: Facts) -> Finding | None:
     """Nobody ever finished a step and ranks sit in the rendezvous."""
     majority_init = facts.in_init and len(facts.in_init) > facts.with_stack / 2
+    setting_up = _setting_up(facts)
     never_started = (
         not _training_started(facts)
         and not facts.in_collective
-        and (facts.snap.has_process_evidence or facts.in_init or facts.rendezvous_errors)
-        and (facts.ranks or facts.missing or facts.rendezvous_errors)
+        and (
+            facts.snap.has_process_evidence
+            or facts.in_init
+            or facts.rendezvous_errors
+            or setting_up
+        )
+        and (facts.ranks or facts.missing or facts.rendezvous_errors or setting_up)
     )
     if not (majority_init or never_started):
         return None
@@ -66,6 +72,7 @@ def init(facts: Facts) -> Finding | None:
     lost = list(facts.missing)
     suspects, evidence = list(lost), quotes.stacks(facts, waiting, limit=2)
     evidence += [Evidence("rendezvous", n, None, line) for n, line in facts.rendezvous_errors]
+    evidence += [Evidence("comm_init", n, r, line) for r, (n, line) in sorted(setting_up.items())]
     if not lost:
         # Everyone came but to different places: the ranks pointed at another rendezvous.
         for diff in facts.env_diffs:
@@ -82,6 +89,12 @@ def init(facts: Facts) -> Finding | None:
         who = f"{ranks_text(lost)} never joined"
     elif suspects:
         who = f"{ranks_text(suspects)} point at a different rendezvous"
+    elif setting_up:
+        who = (
+            f"{ranks_text(sorted(setting_up))} still {'sets' if len(setting_up) == 1 else 'set'}"
+            " up its NCCL communicator (Init START, no COMPLETE) while others wait: start-up is "
+            "slow or stuck on those ranks"
+        )
     else:
         who = "all ranks are present, so the rendezvous itself is failing"
     # No step ever completed: "slow or dead?" does not arise, nothing to damp.
@@ -99,6 +112,19 @@ def init(facts: Facts) -> Finding | None:
         ),
         rule="init",
     )
+
+
+def _setting_up(facts: Facts) -> dict[int, tuple[str, str]]:
+    """Ranks whose NCCL communicator set-up began (`- Init START`) and never completed in
+    their lines: rank -> (node, the START line)."""
+    started: dict[int, tuple[str, str]] = {}
+    done: set[int] = set()
+    for node, fact in facts.snap.comm_inits:
+        if " - Init COMPLETE" in fact.line:
+            done.add(fact.rank)
+        elif " - Init START" in fact.line:
+            started.setdefault(fact.rank, (node, fact.line))
+    return {r: where for r, where in started.items() if r not in done}
 
 
 def _training_started(facts: Facts) -> bool:

@@ -258,6 +258,14 @@ def node_failure(facts: Facts) -> Finding | None:
     )
 
 
+def _about(reporter: int, peer: int, signal: Signal, not_ready: set[int]) -> int | None:
+    """The rank an evidence line is filed under: its writer, or, for a stall report that names
+    a rank only by leaving it out of the ready ones, the rank it leaves out."""
+    if reporter >= 0:
+        return reporter
+    return peer if id(signal) in not_ready else None
+
+
 def peers_named(facts: Facts) -> Finding | None:
     """Ranks that other ranks' lines name as the ones they wait for or lost (a desync or
     stall report, a monitored barrier, a lost peer): the named are the suspects, the
@@ -267,6 +275,13 @@ def peers_named(facts: Facts) -> Finding | None:
         for signal in found.failures:
             if signal.peer is not None and signal.peer != rank:
                 named.setdefault(signal.peer, []).append((rank, signal))
+    # A report no rank prefix ties to its writer (a coordinator's stdout) still names the peer.
+    for signals in facts.snap.signals.by_node.values():
+        for signal in signals:
+            if signal.peer is not None:
+                named.setdefault(signal.peer, []).append((-1, signal))
+    # Left out of a stall report's ready ranks: the line is about the rank it leaves out.
+    not_ready = {id(line) for line in facts.not_ready.values()}
     for peer, line in facts.not_ready.items():
         named.setdefault(peer, []).append((-1, line))
     if not named:
@@ -276,7 +291,7 @@ def peers_named(facts: Facts) -> Finding | None:
         return None  # half the job named: a broken network, not a culprit
     reporters = sorted({r for lines in named.values() for r, _ in lines} - set(peers) - {-1})
     evidence = [
-        Evidence(signal.kind, signal.node, reporter if reporter >= 0 else None, signal.text)
+        Evidence(signal.kind, signal.node, _about(reporter, peer, signal, not_ready), signal.text)
         for peer in peers[:3]
         for reporter, signal in named[peer][:2]
     ]
@@ -310,14 +325,17 @@ def stalled_apart(facts: Facts) -> Finding | None:
     and the lists share no op: each waits in a collective the others never issue (B)."""
     missing: dict[int, set[str]] = {}
     lines: dict[int, Signal] = {}
-    for found in facts.snap.signals.by_rank.values():
-        for signal in found.failures:
-            listed = _LISTED_OPS.match(signal.text) if signal.kind == "desync" else None
-            if listed and signal.peer is not None:
-                names = listed.group(1).split(", ")[:64]
-                ops = {t.split(".", 1)[0] for t in names if "." in t}
-                missing.setdefault(signal.peer, set()).update(ops)
-                lines.setdefault(signal.peer, signal)
+    reports = [s for found in facts.snap.signals.by_rank.values() for s in found.failures]
+    reports += [s for signals in facts.snap.signals.by_node.values() for s in signals]
+    for signal in reports:
+        listed = _LISTED_OPS.match(signal.text) if signal.kind == "desync" else None
+        if listed and signal.peer is not None:
+            names = listed.group(1).split(", ")[:64]
+            # PyTorch's names lead with the op (`allreduce.c_d1.bias`); TensorFlow's are
+            # the tensor's own (`HorovodBroadcast_dense_kernel_0`).
+            ops = {t.split(".", 1)[0] if "." in t else t.strip() for t in names}
+            missing.setdefault(signal.peer, set()).update(ops)
+            lines.setdefault(signal.peer, signal)
     if len(missing) < 2:
         return None
     ranks = sorted(missing)

@@ -316,6 +316,49 @@ def peer_named(facts: Facts) -> Finding | None:
     )
 
 
+def completed_past(facts: Facts) -> Finding | None:
+    """A rank times out in collective #P while another rank of the group says it completed
+    #P or later. A collective completes only when every rank of the group issued it, so the
+    two ran something different at #P: their orders parted (B), not one rank late."""
+    done = {int(r): c for r, c in ((facts.watchdog or {}).get("last_completed") or {}).items()}
+    groups = {rec.pg for recs in facts.collectives.values() for rec in recs if rec.pg}
+    if not done or len(groups) > 1:
+        return None  # positions of different groups do not compare
+    waiting = {}  # rank -> the oldest collective its watchdog reports stuck
+    for rank, recs in facts.collectives.items():
+        stuck = [r for r in recs if r.source == "watchdog" and r.seq is not None]
+        if stuck:
+            waiting[rank] = min(stuck, key=lambda r: r.seq)  # type: ignore[arg-type,return-value]
+    past = {
+        rank: (rec, other)
+        for rank, rec in waiting.items()
+        for other, completed in done.items()
+        if other != rank and completed >= rec.seq  # type: ignore[operator]
+    }
+    if not past:
+        return None
+    rank, (rec, other) = min(past.items())
+    theirs = waiting.get(other)
+    evidence = [Evidence("collective", facts.rank_node.get(rank), rank, rec.line)]
+    if theirs is not None:
+        evidence.append(Evidence("collective", facts.rank_node.get(other), other, theirs.line))
+    return Finding(
+        "B",
+        0.8,
+        f"Rank {rank} waits in collective #{rec.seq} ({rec.op or 'its op'}) that rank {other} "
+        f"reports completed (its last completed is #{done[other]}): a collective completes only "
+        "when every rank issued it, so the two ran different collectives at that position and "
+        "their orders parted. Look for a branch (a save, an evaluation, a rank-0-only step) "
+        "that issues collectives on some ranks only.",
+        evidence=tuple(evidence),
+        check=(
+            f"Flight-recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE) of ranks {rank} and {other}: "
+            f"the collective each ran at #{rec.seq}."
+        ),
+        rule="completed_past",
+    )
+
+
 def lagging(facts: Facts) -> Finding | None:
     """A rank's last completed collective or step is behind its group's: it stopped first."""
     behind = _lagging(facts)

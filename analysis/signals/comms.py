@@ -174,12 +174,19 @@ def rendezvous(message: str, low: str) -> list[Found]:
     return [("rendezvous", None, fact.peer_rank if fact else None)]
 
 
+# A WARN raised from NCCL's set-up code itself (`init.cc:981 NCCL WARN Invalid rank requested`,
+# `bootstrap.cc:131 NCCL WARN ...`): whatever it says, the communicator's set-up failed there.
+_SETUP_WARN = re.compile(r"\b(?:init|bootstrap)\.cc:\d{1,6} nccl warn ")
+
+
 def communicator_init(message: str, low: str) -> list[Found]:
     """NCCL's set-up of a communicator failing: its internal and system errors, bootstrap and
     socket set-up, ncclCommInitRank. A line needs both NCCL and a failure in it."""
     if "nccl" not in low:
         return []
     if " -> " in low and _UNWIND.search(low):
+        return [("init", None, None)]
+    if "nccl warn" in low and _SETUP_WARN.search(low):
         return [("init", None, None)]
     if "nccl warn" not in low and not any(word in low for word in _FAILED):
         return []

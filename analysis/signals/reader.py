@@ -37,7 +37,7 @@ from analysis.signals.blocks import Blocks
 from analysis.signals.exceptions import exception_line, in_rendezvous
 from analysis.signals.kinds import classify, may_say_anything
 from analysis.signals.model import TEXT_CAP, LineSource, Signal
-from analysis.signals.progress import progress
+from analysis.signals.progress import bar_end, progress
 from analysis.signals.ras import event_signal, ras_signals
 from analysis.signals.times import line_time
 
@@ -223,6 +223,8 @@ class SignalReader:
             self._quiet(window, low, indented)  # most lines of a log: nothing to say
             return
         found = self._writer(window, indented)
+        if self.blocks.listed(window.strip()):
+            found = who.Writer()  # the list's own `1: [`, not srun's label
         message = window[found.start :].strip()
         if not message:
             return
@@ -274,6 +276,10 @@ class SignalReader:
         stripped = line.strip()
         text = stripped[:TEXT_CAP]
         at = line_time(stripped, self.source.collected_at)
+        if at is None and is_progress:
+            # A bar the terminal ran into the next log line: that line's stamp is the bar's.
+            end = bar_end(stripped)
+            at = line_time(stripped[end:], self.source.collected_at) if end else None
         made: list[Signal] = []
         for rank, local, node, pid in self._targets(found, message, line, bool(failures)):
             base = dict(rank=rank, text=text, at=at, local=local, pid=pid, line_no=self.line_no)

@@ -10,7 +10,7 @@ import pytest
 
 from analysis.evidence import SnapshotEvidence
 from clusters.sshspec import NodeTarget
-from collectors.visits import collect_node
+from collectors.visits import ssh_visit
 from hangdesk.plan import CollectionPlan
 from lab import farm
 from tests.helpers import free_port
@@ -37,7 +37,7 @@ def target_of(node: dict, **changes) -> NodeTarget:
 def collect_all(info: dict) -> tuple[SnapshotEvidence, list]:
     plan = plan_of(info)
     with ThreadPoolExecutor(max_workers=64) as pool:
-        visits = list(pool.map(lambda n: collect_node(target_of(n), plan), info["nodes"]))
+        visits = list(pool.map(lambda n: ssh_visit(target_of(n), plan), info["nodes"]))
     evidence = SnapshotEvidence(
         nodes=[v.evidence for v in visits],
         expected_world_size=info["cluster"]["world_size"],

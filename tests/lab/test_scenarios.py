@@ -30,7 +30,7 @@ def _last_entry(dump: dict) -> dict:
 
 
 def _assert_console_concludes(lab) -> dict:
-    """The console's own path (collect_node over SSH, then diagnose) reaches the verdict the
+    """The console's own path (ssh_visit over SSH, then diagnose) reaches the verdict the
     lab promises: class, suspects, missing ranks and the last globally completed step."""
     expected = lab.expected
     if expected["classification"] == "init":
@@ -140,8 +140,8 @@ class TestHealthy:
 
 class TestRankExit:
     @pytest.fixture(scope="class")
-    def lab(self, lab_factory):
-        yield from _lab(lab_factory, "rank-exit")
+    def lab(self, hung_rank_exit_lab):
+        return hung_rank_exit_lab  # the session's: these tests only observe it
 
     def test_dead_rank_is_gone_and_peers_wait_in_all_reduce(self, lab):
         dumps = _hung(lab, [0, 1, 2])
