@@ -277,6 +277,7 @@ def _merge_node(
     for name in node_parse.truncated:
         problem(node, name, "cut at the size cap: its head is missing")
     kernel = LineSource("dmesg.txt", node, facts.rank_pids, hosts, node_parse.when)
+    facts.log_pids = launched
     pids = {**launched, **facts.rank_pids}
     parsed.raw_signals += kernel_signals(node, facts.kernel, pids, kernel)
     if node_parse.ncclras:

@@ -157,8 +157,13 @@ def ras_named(facts: Facts) -> Finding | None:
     lines = [s for s in signals.ras_signals if s.kind == "ras"]
     lines += [s for found in signals.by_node.values() for s in found if s.kind == "ras"]
     lines += [s for found in signals.by_rank.values() for s in found.failures if s.kind == "ras"]
-    pids = {pid: rank for node in facts.nodes.values() for pid, rank in node.rank_pids.items()}
-    # RAS names a process by pid and node when it cannot say its rank: the environ can.
+    pids = {
+        pid: rank
+        for node in facts.nodes.values()
+        for pid, rank in {**node.log_pids, **node.rank_pids}.items()
+    }
+    # RAS names a process by pid and node when it cannot say its rank: the environ can, or
+    # the node's logs (NCCL's set-up lines, a launcher's) for a process that is gone.
     lines = [replace(s, peer=pids[s.pid]) if s.peer is None and s.pid in pids else s for s in lines]
     named = sorted({s.peer for s in lines if s.peer is not None})
     if not named:

@@ -285,13 +285,27 @@ def fr_all_waiting(facts: Facts) -> Finding | None:
     )
 
 
+def _end_of_blame(blames) -> list[int]:
+    """The named peers that name nobody themselves. A named rank that in turn reports another
+    peer is a messenger, not the culprit: a monitored barrier's coordinator (rank 0) is blamed
+    by every rank that talks to it when it gives up on the rank that never came, and says
+    which one that was. Follow the chain to its end; if it only goes round (two ranks each
+    naming the other), nothing tells them apart and every named rank stays."""
+    named = {r for b in blames for r in b.peer_ranks}
+    names_another = {
+        b.reporter for b in blames if b.reporter is not None and set(b.peer_ranks) - {b.reporter}
+    }
+    ends = named - names_another
+    return sorted(ends or named)
+
+
 def peer_named(facts: Facts) -> Finding | None:
     """A rank's NCCL/gloo error names the peer it lost: the peer is the culprit, not the
     reporter (a rank reporting a peer's death is its victim)."""
     blames = [b for b in facts.peer_blames if b.peer_ranks or b.peer_node]
     if not blames:
         return None
-    culprits = sorted({r for b in blames for r in b.peer_ranks})
+    culprits = _end_of_blame(blames)
     nodes = sorted({b.peer_node for b in blames if b.peer_node})
     reporters = sorted({b.reporter for b in blames if b.reporter is not None} - set(culprits))
     evidence = [Evidence("nccl_peer", b.node, b.reporter, b.line) for b in blames[:4]]

@@ -449,6 +449,35 @@ def test_horovod_s_missing_ranks_and_hydra_s_exit_code():
     assert ("segfault", 11) in {(s.kind, s.code) for s in hydra}
 
 
+def test_nccl_unwinding_in_the_data_path_is_no_init_failure():
+    # NVIDIA/nccl-tests#252: an IB completion error on kolyoz2, then NCCL unwinding it through
+    # transport/net.cc and proxy.cc in its proxy's progress thread: the communicator was up and
+    # moving data, so none of it says set-up failed.
+    text = (
+        "kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.35.1<49189> with error 4, opcode 5327, len 5327, vendor err 81 (Send)\n"
+        "kolyoz2:25146:25854 [0] NCCL INFO transport/net.cc:1137 -> 6\n"
+        "kolyoz2:25146:25854 [0] NCCL INFO proxy.cc:698 -> 6\n"
+        "kolyoz2:25146:25854 [0] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]\n"
+    )
+    kinds = {s.kind for s in read_text(text, LineSource(path="logs/nccl.log", node="kolyoz2"))}
+    assert "init" not in kinds
+    assert "connection" in kinds
+
+
+def test_nccl_unwinding_through_set_up_is_still_an_init_failure():
+    # NVIDIA/nccl-tests#166: a socket connect failing while the communicator is set up, then
+    # NCCL unwinding it through init.cc in the same thread.
+    text = (
+        "ubuntu:39964:40044 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed "
+        "by remote peer node1<57557>\n"
+        "ubuntu:39964:40044 [0] NCCL INFO transport/net.cc:288 -> 3\n"
+        "ubuntu:39964:40044 [0] NCCL INFO init.cc:1089 -> 3\n"
+    )
+    kinds = {s.kind for s in read_text(text, LineSource(path="logs/nccl.log", node="ubuntu"))}
+    assert "init" in kinds
+
+
 # A tqdm bar a terminal's carriage return ran into the next log line (hiyouga/LlamaFactory#8261,
 # pytorch/pytorch#118369): the bar is progress, and the stamp of the line it runs into is its time.
 BAR_INTO_WATCHDOG = (
