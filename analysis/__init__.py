@@ -3,7 +3,7 @@
 Nothing in this package imports Django or paramiko; it works on plain data.
 """
 
-from analysis.diagnosis import Diagnosis, diagnose
+from analysis.diagnosis import Diagnosis, diagnose, diagnose_parses
 from analysis.ranks import RankState, extract_ranks
 from analysis.stacks import compact_ranks
 
@@ -12,5 +12,6 @@ __all__ = [
     "RankState",
     "compact_ranks",
     "diagnose",
+    "diagnose_parses",
     "extract_ranks",
 ]

@@ -55,6 +55,10 @@ class SnapshotSerializer(serializers.ModelSerializer):
         "collective'"
     )
     summary = serializers.SerializerMethodField()
+    provisional = serializers.SerializerMethodField(
+        help_text="while collecting: a first verdict from the nodes in (95 %, or the slowest "
+        "past the visit deadline), with the nodes still out; null once the verdict is in"
+    )
 
     class Meta:
         model = Snapshot
@@ -71,6 +75,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "classification",
             "classification_name",
             "summary",
+            "provisional",
         ]
 
     def get_classification(self, snapshot) -> str | None:
@@ -84,6 +89,9 @@ class SnapshotSerializer(serializers.ModelSerializer):
     def get_summary(self, snapshot) -> str | None:
         diagnosis = snapshot.read_diagnosis()
         return diagnosis.summary if diagnosis else None
+
+    def get_provisional(self, snapshot) -> dict | None:
+        return selectors.read_provisional(snapshot)
 
 
 class SnapshotProgressSerializer(SnapshotSerializer):

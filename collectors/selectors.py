@@ -97,6 +97,40 @@ def snapshot_reanalysed(snapshot: Snapshot) -> analysis.Diagnosis:
     return Diagnosis.from_json(masked_diagnosis(diagnosis))
 
 
+def provisional_label(stored: dict) -> str:
+    """ "950 of 1,000 nodes": what a provisional verdict (collectors/provisional.py) rests on."""
+    return f"{stored['nodes_in']:,} of {stored['nodes_total']:,} nodes"
+
+
+def read_provisional(snapshot: Snapshot) -> dict | None:
+    """The snapshot's provisional verdict as the progress panel and the API show it, or None
+    (none made, being made, or the final verdict is in)."""
+    stored = snapshot.provisional
+    if snapshot.diagnosis or not isinstance(stored, dict) or "verdict" not in stored:
+        return None
+    verdict = stored["verdict"] if isinstance(stored["verdict"], dict) else {}
+    try:
+        label = f"provisional: {provisional_label(stored)}"
+    except (TypeError, ValueError, KeyError):
+        return None
+    missing = [m for m in stored.get("missing") or [] if isinstance(m, str)]
+    count = stored.get("missing_count")
+    return {
+        "label": label,
+        "nodes_in": stored["nodes_in"],
+        "nodes_total": stored["nodes_total"],
+        "missing": missing,
+        "missing_more": max(0, count - len(missing)) if isinstance(count, int) else 0,
+        "at": stored.get("at"),
+        "classification": verdict.get("classification"),
+        "summary": verdict.get("summary"),
+        "suspect_ranks": verdict.get("suspect_ranks") or [],
+        "suspect_nodes": verdict.get("suspect_nodes") or [],
+        # The ranks of the nodes still out: not seen, so not yet judged.
+        "unobserved_ranks": verdict.get("unobserved_ranks") or [],
+    }
+
+
 # Up to this many nodes the progress panel lists them all; above, only those not yet OK.
 LIST_ALL_NODES_UP_TO = 16
 
@@ -118,6 +152,7 @@ def progress(snapshot: Snapshot) -> dict:
         "percent": percent,
         "collections": list(collections),
         "ok_hidden": counts["total"] > LIST_ALL_NODES_UP_TO and counts["ok"],
+        "provisional": read_provisional(snapshot),
     }
 
 

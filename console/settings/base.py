@@ -252,6 +252,8 @@ CELERY_TASK_ROUTES = {
     "watch.tasks.watch_cluster": {"queue": "ssh"},
     "watch.tasks.preflight_cluster": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
+    "collectors.tasks.analyse_provisional": {"queue": "analysis"},
+    "collectors.tasks.analyse_provisional_at_deadline": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
 # one, and an analysis only ever occupies the analysis worker's processes, so a large one
