@@ -20,7 +20,7 @@ import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 
-from . import fanout, gpumetrics, push, rayjob, scheduler, services
+from . import fanout, gpumetrics, provisional, push, rayjob, scheduler, services
 
 NODE_LIMITS = TIME_BUDGET.node_task
 ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
@@ -30,9 +30,10 @@ ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
 
 
 def snapshot_visits_queue(created: services.SnapshotCreated) -> None:
-    """A new snapshot's node visits, queued once its transaction commits."""
-    ids = created.collection_ids
-    transaction.on_commit(lambda: _visit_nodes(ids))
+    """A new snapshot's node visits, queued once its transaction commits (and its first
+    verdict without the slowest nodes, past a visit's deadline)."""
+    ids, snapshot_id = created.collection_ids, created.snapshot.pk
+    transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id))
 
 
 def analysis_queue(snapshot_id: int) -> None:
@@ -40,9 +41,14 @@ def analysis_queue(snapshot_id: int) -> None:
     _analyse_once_committed(snapshot_id)
 
 
-def _visit_nodes(collection_ids: tuple[int, ...]) -> None:
+def _visit_nodes(collection_ids: tuple[int, ...], snapshot_id: int | None = None) -> None:
     for batch in fanout.batches(collection_ids, settings.HANGDESK_SSH_FANOUT):
         collect_nodes.delay(batch)
+    if snapshot_id is not None:
+        # The slowest nodes past a visit's deadline: a first verdict without them.
+        analyse_provisional_at_deadline.apply_async(
+            (snapshot_id,), countdown=TIME_BUDGET.provisional_after_s
+        )
 
 
 def _analyse_once_committed(snapshot_id: int) -> None:
@@ -60,10 +66,17 @@ def collect_nodes(self, collection_ids: list[int]) -> str:
         task_id=self.request.id,
         fanout=settings.HANGDESK_SSH_FANOUT,
         steal_until=time.monotonic() + TIME_BUDGET.steal_s,
+        after_store=_provisional_if_due,
     )
     for snapshot_id in outcome.analysis_due:
         _analyse_once_committed(snapshot_id)
     return f"{outcome.visited} nodes ({outcome.taken} taken from other batches)"
+
+
+def _provisional_if_due(snapshot_id: int) -> None:
+    """After a group of nodes is stored: 95 % in, a first verdict (once per snapshot)."""
+    if provisional.provisional_due(snapshot_id=snapshot_id):
+        analyse_provisional.delay(snapshot_id)
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
@@ -71,6 +84,17 @@ def analyse_snapshot(snapshot_id: int) -> None:
     # The GPU's hour from the cluster's Prometheus first (bounded, never fatal), then the verdict.
     gpumetrics.snapshot_gpu_metrics_store(snapshot_id=snapshot_id)
     services.snapshot_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
+def analyse_provisional(snapshot_id: int) -> None:
+    provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
+def analyse_provisional_at_deadline(snapshot_id: int) -> None:
+    if provisional.provisional_past_deadline(snapshot_id=snapshot_id):
+        provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
 
 
 @shared_task

@@ -158,7 +158,7 @@ SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 SESSION_COOKIE_AGE = 12 * 3600
 SESSION_IDLE_SECONDS = env_minutes("HANGDESK_SESSION_IDLE_MINUTES", 60) * 60
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "incidents:list"
+LOGIN_REDIRECT_URL = "pages:incident_list"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
@@ -252,6 +252,8 @@ CELERY_TASK_ROUTES = {
     "watch.tasks.watch_cluster": {"queue": "ssh"},
     "watch.tasks.preflight_cluster": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
+    "collectors.tasks.analyse_provisional": {"queue": "analysis"},
+    "collectors.tasks.analyse_provisional_at_deadline": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
 # one, and an analysis only ever occupies the analysis worker's processes, so a large one
@@ -323,7 +325,8 @@ EGRESS_CA_FILE = os.environ.get("HANGDESK_EGRESS_CA_FILE", "")
 HANGDESK_BASE_URL = os.environ.get("HANGDESK_BASE_URL", "http://localhost:8000").rstrip("/")
 WATCH_PERIOD_S = env_seconds("HANGDESK_WATCH_PERIOD_S", 30.0)
 WATCH_SECOND_SNAPSHOT_AFTER_S = env_seconds("HANGDESK_WATCH_SECOND_SNAPSHOT_S", 20.0)
-WATCH_NODE_THREADS = 16  # SSH reads side by side within one cluster's period
+# SSH reads side by side within one cluster's period (1,000 nodes: docs/performance.md).
+WATCH_NODE_THREADS = 64
 WATCH_TAIL_BYTES = 8192  # per log file of a step node, per period
 # The old name of HANGDESK_EGRESS_ALLOW for webhooks (below): its hosts are permitted, and
 # webhooks go only to them, as before (`manage.py check` says it is the old name).
