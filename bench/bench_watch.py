@@ -10,6 +10,12 @@ and wall time. The database writes of a period (one UPDATE, one INSERT, one DELE
 in these figures.
 
     .venv/bin/python bench/bench_watch.py --nodes 2 8 --periods 10
+
+With --farm, the nodes are the node farm's (lab/farm.py: one process serving N virtual SSH
+nodes on loopback, answering the watch's read with captured output), so a period can be
+measured at 1,000 nodes; the farm's own CPU is reported apart from the worker's:
+
+    .venv/bin/python bench/bench_watch.py --farm --nodes 250 1000 --periods 3
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from collectors import remote  # noqa: E402
-from lab import cluster  # noqa: E402
+from lab import cluster, farm  # noqa: E402
 from watch import progress, reading  # noqa: E402
 
 TAIL_BYTES = 8192  # settings.WATCH_TAIL_BYTES
@@ -106,14 +112,58 @@ def bench(nodes: int, periods: int, period_s: float) -> dict:
         cluster.down(state_dir)
 
 
+def bench_farm(nodes: int, periods: int, period_s: float) -> dict:
+    state_dir = Path(tempfile.mkdtemp(prefix=f"bench-watch-farm-{nodes}-"))
+    running = farm.launch(
+        farm.FarmOptions(nodes=nodes, ranks_per_node=8, fault="none", state_dir=state_dir)
+    )
+    try:
+        info = running.info
+        before, step_nodes = progress.Before(), set()
+        rows = []
+        for _ in range(periods + 1):  # the first period finds the step node; not counted
+            farm_cpu = running.cpu_s()
+            readings, judgement, cpu, wall = one_period(info, step_nodes, before)
+            failed = [r.error for r in readings if not r.ok]
+            assert not failed, failed[:3]
+            rows.append((readings, cpu, wall, running.cpu_s() - farm_cpu, set(step_nodes)))
+            step_nodes = set(judgement.step_nodes[:1])
+            before = progress.Before(
+                judgement.last_step, judgement.last_step_at, judgement.step_times, judgement.pids
+            )
+            time.sleep(period_s)
+        rows = rows[1:]
+        other = [r.bytes_read for rs, *_, sn in rows for r in rs if r.node not in sn]
+        return {
+            "nodes": nodes,
+            "farm": True,
+            "periods": periods,
+            "state": judgement.state,
+            "bytes_other_node": int(statistics.median(other)) if other else None,
+            "worker_cpu_s_per_period": round(statistics.median(r[1] for r in rows), 2),
+            "worker_cpu_ms_per_node": round(
+                1000 * statistics.median(r[1] for r in rows) / nodes, 1
+            ),
+            "wall_s_per_period": round(statistics.median(r[2] for r in rows), 2),
+            "farm_cpu_s_per_period": round(statistics.median(r[3] for r in rows), 2),
+            "node_read_s_median": round(
+                statistics.median(r.seconds for rs, *_ in rows for r in rs), 3
+            ),
+        }
+    finally:
+        running.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 8])
     parser.add_argument("--periods", type=int, default=10)
     parser.add_argument("--period", type=float, default=2.0)
+    parser.add_argument("--farm", action="store_true", help="the node farm's nodes, not a lab")
     args = parser.parse_args()
     for nodes in args.nodes:
-        print(bench(nodes, args.periods, args.period), flush=True)
+        run = bench_farm if args.farm else bench
+        print(run(nodes, args.periods, args.period), flush=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def watch_configure(
     step_time_multiplier: float,
     floor_s: float,
     checkpoint_allowance_s: float,
+    init_threshold_s: float | None = None,
     webhook_url: str | None = None,
     step_nodes: list[str] | None = None,
     slurm_job: str | None = None,
@@ -60,6 +61,8 @@ def watch_configure(
     watch.step_time_multiplier = step_time_multiplier
     watch.floor_s = floor_s
     watch.checkpoint_allowance_s = checkpoint_allowance_s
+    if init_threshold_s is not None:  # None keeps it
+        watch.init_threshold_s = init_threshold_s
     watch.step_nodes = sorted(step_nodes or ())
     if slurm_job is not None:
         watch.slurm_job = _watched_job(cluster, slurm_job)

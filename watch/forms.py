@@ -21,6 +21,11 @@ class WatchForm(forms.Form):
         min_value=0, max_value=86400, initial=900, label="Checkpoint allowance (s)",
         help_text="Added while a checkpoint is being written.",
     )  # fmt: skip
+    init_threshold_s = forms.FloatField(
+        required=False, min_value=1, max_value=86400, initial=600, label="Init threshold (s)",
+        help_text="No first step this long after the training processes started is an init "
+        "hang; the floor instead once every rank is seen inside init_process_group.",
+    )  # fmt: skip
     webhook_url = forms.CharField(
         required=False, max_length=500, validators=[validate_webhook_url], label="Webhook URL",
         help_text="Slack-compatible incoming webhook, told of every raise (JSON POST).",

@@ -26,6 +26,7 @@ class WatchState(models.TextChoices):
     SLOW = "slow", "Slow (still progressing)"
     STALLED = "stalled", "Stalled"
     GONE = "gone", "A training process disappeared"
+    INIT = "init", "Stuck in init (no first step)"
     IDLE = "idle", "No training process running"
     UNREACHABLE = "unreachable", "Nodes unreachable"
 
@@ -42,6 +43,11 @@ class Watch(models.Model):
     )
     checkpoint_allowance_s = models.FloatField(
         default=900.0, help_text="Extra time (s) while a checkpoint is being written."
+    )
+    init_threshold_s = models.FloatField(
+        default=600.0,
+        help_text="No first step this long (s) after the training processes started is an init "
+        "hang (the floor, once every rank is seen inside init_process_group).",
     )
     # On a Slurm cluster: the job watched. Each period reads it first (its nodes, its state);
     # a job that ended stops the watch, one RUNNING with no step for the floor is stalled.
@@ -145,6 +151,7 @@ class Heartbeat(models.Model):
 class RaiseReason(models.TextChoices):
     STALLED = "stalled", "Stalled"
     GONE = "gone", "Process disappeared"
+    INIT = "init", "Stuck in init"
 
 
 class NotifyStatus(models.TextChoices):

@@ -50,7 +50,9 @@ def watch_tick(*, watch_id: int, claim: str) -> TickOutcome:
         return _store_job_only(watch, claim, job)
     nodes = job.nodes if job is not None else list(watch.cluster.nodes.order_by("name"))
     searching = _searching(watch, nodes)
-    readings = visits.read_nodes(watch.cluster, nodes, with_logs=log_nodes(watch, nodes))
+    readings = visits.read_nodes(
+        watch.cluster, nodes, with_logs=log_nodes(watch, nodes), with_stacks=_starting(watch)
+    )
     now = timezone.now()
     judgement = progress.judge(readings, _before(watch), _settings(watch), now, _heartbeats(watch))
     if job is not None and job.stalled and judgement.raise_reason is None:
@@ -131,6 +133,12 @@ def _searching(watch: Watch, nodes: list[Node]) -> bool:
     return log_nodes(watch, nodes) == {n.name for n in nodes}
 
 
+def _starting(watch: Watch) -> bool:
+    """No first step known yet (and no heartbeat): the period reads the stacks too, to tell a
+    job stuck in init from one still starting (a py-spy dump per process, only until then)."""
+    return watch.last_step is None and not watch.heartbeats.exists()
+
+
 def _before(watch: Watch) -> progress.Before:
     return progress.Before(
         last_step=watch.last_step,
@@ -145,6 +153,7 @@ def _settings(watch: Watch) -> progress.Settings:
         multiplier=watch.step_time_multiplier,
         floor_s=watch.floor_s,
         checkpoint_allowance_s=watch.checkpoint_allowance_s,
+        init_threshold_s=watch.init_threshold_s,
     )
 
 

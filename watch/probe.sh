@@ -6,6 +6,8 @@
 #   ps               "pid stat etimes args" of the processes matching HD_PATTERN (capped)
 #   log.<n>.path     the path of a log file matching HD_LOG_GLOBS
 #   log.<n>          its last HD_TAIL_BYTES bytes
+#   tree             "pid ppid" of each matched process (HD_STACKS=1 only)
+#   stack.<pid>      its `py-spy dump` (HD_STACKS=1 only: while the job has no first step)
 #   errors           what failed
 # Every external command is bounded by `timeout`.
 
@@ -16,6 +18,8 @@
 [ -n "${HD_MAX_PROCS+x}" ] || HD_MAX_PROCS=256
 [ -n "${HD_CMD_TIMEOUT+x}" ] || HD_CMD_TIMEOUT=5
 [ -n "${HD_NONCE+x}" ] || HD_NONCE=standalone
+[ -n "${HD_STACKS+x}" ] || HD_STACKS=0
+[ -n "${HD_PYSPY+x}" ] || HD_PYSPY='py-spy'
 
 hdw_error() { # text
 	printf '%s\n' "$1" >>"$HD_DIR/errors"
@@ -48,6 +52,23 @@ hdw_log() { # n path: the file's last HD_TAIL_BYTES bytes, and its path
 	fi
 }
 
+hdw_stacks() {
+	# Where each process stands while no first step came: init or not (watch/progress.py).
+	: >"$HD_DIR/tree"
+	while read -r _p _rest; do
+		case $_p in '' | *[!0-9]*) continue ;; esac
+		_pp=$(timeout -k 1 "$HD_CMD_TIMEOUT" ps -o ppid= -p "$_p" 2>/dev/null)
+		printf '%s %s\n' "$_p" "${_pp##* }" >>"$HD_DIR/tree"
+		if timeout -k 1 "$HD_CMD_TIMEOUT" "$HD_PYSPY" dump --pid "$_p" >"$HD_DIR/stack" \
+			2>"$HD_DIR/err"; then
+			hd_frame "stack.$_p" "$HD_DIR/stack"
+		else
+			hdw_error "py-spy $_p: $(head -c 300 "$HD_DIR/err")"
+		fi
+	done <"$HD_DIR/ps"
+	hd_frame tree "$HD_DIR/tree"
+}
+
 hdw_logs() {
 	hd_each_file logs "$HD_LOG_GLOBS" hdw_log ||
 		hdw_error "logs: more than $HD_MAX_FILES files match; the rest were skipped"
@@ -57,6 +78,7 @@ hdw_main() {
 	hd_begin hdwatch || return 1
 	hd_remove_on_exit
 	hdw_processes
+	[ "$HD_STACKS" = 1 ] && hdw_stacks
 	hdw_logs
 	[ -f "$HD_DIR/errors" ] && hd_frame errors "$HD_DIR/errors"
 	hd_end

@@ -6,7 +6,10 @@ Steps come from the log parser the diagnosis uses (analysis.parsers.logs.parse_l
 A hang is a last global step older than the threshold: step time x multiplier, never under the
 floor, plus an allowance while a checkpoint is being written. A training process that
 disappeared while others still run is a rank gone. A job that still steps, but several times
-slower than it learned, is slow: reported, never raised.
+slower than it learned, is slow: reported, never raised. A job that never completes a first
+step is stuck in init once its training processes are older than the init threshold (per
+cluster, 10 minutes by default), or older than the floor when the stacks read while it waits
+put every rank inside init_process_group / rendezvous or its first collective.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from analysis.parsers.logs import StepRecord, parse_log, parse_timestamp
+from analysis.parsers.pyspy import main_thread, parse_pyspy
+from analysis.stacks import frame_kind, relevant_frame
 
 from .reading import NodeReading
 
@@ -40,6 +45,7 @@ class Settings:
     multiplier: float = 5.0
     floor_s: float = 120.0
     checkpoint_allowance_s: float = 900.0
+    init_threshold_s: float = 600.0  # no first step this long after the processes started
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ class Judgement:
     threshold_s: float
     checkpoint_since: datetime | None
     pids: dict[str, tuple[int, ...]]
-    raise_reason: str | None = None  # "stalled" or "gone": open (or join) an incident
+    raise_reason: str | None = None  # "stalled", "gone" or "init": open (or join) an incident
     gone: dict[str, tuple[int, ...]] = field(default_factory=dict)  # node -> pids that left
     step_nodes: tuple[str, ...] = ()  # nodes whose tails carried step lines this period
 
@@ -219,6 +225,10 @@ def judge(
         readings, heartbeats, gone, last_step, last_step_at, limit * (2 if blind else 1),
         normal, recent, now, pids,
     )  # fmt: skip
+    if state == "waiting":
+        state, reason, raise_reason, init_limit = init_state(readings, settings)
+        if raise_reason:
+            limit = init_limit
     merged = {**{n: p for n, p in before.pids.items() if n not in pids}, **pids}
     return Judgement(
         state=state,
@@ -321,6 +331,81 @@ def _state(
             None,
         )
     return "ok", f"step {last_step}, {age:.0f} s ago", None
+
+
+INIT_KINDS = ("init", "collective")  # where a rank stands before its first step completes
+
+
+def init_stance(readings: Sequence[NodeReading]) -> str | None:
+    """From the stacks read while the job has no first step: "init" when every rank (every
+    live process no other one is the parent of: launchers aside) is inside process-group
+    set-up, rendezvous or a collective; "past" when one runs elsewhere; None when the stacks
+    do not tell (not read, a node silent, a rank without a readable stack)."""
+    ranks, past = 0, False
+    for r in readings:
+        if not r.ok:
+            return None
+        live = r.live_pids
+        if not live:
+            continue
+        if not r.parents:
+            return None  # stacks not read on this node
+        launchers = {r.parents.get(pid) for pid in live}
+        for pid in live:
+            if pid in launchers:
+                continue
+            kind = _stack_kind(r.stacks.get(pid))
+            if kind is None:
+                return None
+            ranks += 1
+            past = past or kind not in INIT_KINDS
+    if not ranks:
+        return None
+    return "past" if past else "init"
+
+
+def _stack_kind(dump: str | None) -> str | None:
+    if not dump:
+        return None
+    threads, _ = parse_pyspy(dump)
+    thread = main_thread(threads)
+    if thread is None or not thread.frames:
+        return None
+    return frame_kind(relevant_frame(thread.frames))
+
+
+def init_state(
+    readings: Sequence[NodeReading], settings: Settings
+) -> tuple[str, str, str | None, float]:
+    """A job with no step yet: still starting ("waiting"), or stuck in init (raised); and the
+    init threshold that applies."""
+    ages = [p.elapsed_s for r in readings if r.ok for p in r.processes if p.alive]
+    if not ages:
+        return "waiting", "no step line and no heartbeat yet", None, settings.init_threshold_s
+    age = min(ages)  # the youngest process: every one has been starting at least this long
+    stance = init_stance(readings)
+    if stance == "past":
+        return (
+            "waiting",
+            f"no step line yet, and the ranks run past init for {age} s: are the cluster's "
+            "log globs right, or does the job send heartbeats?",
+            None,
+            settings.init_threshold_s,
+        )
+    limit = settings.floor_s if stance == "init" else settings.init_threshold_s
+    if age <= limit:
+        return "waiting", f"no step yet; the training processes started {age} s ago", None, limit
+    where = (
+        "every rank is inside init_process_group / rendezvous or its first collective"
+        if stance == "init"
+        else "no first step completed"
+    )
+    return (
+        "init",
+        f"{where}: the training processes started {age} s ago (init threshold {limit:.0f} s)",
+        "init",
+        limit,
+    )
 
 
 def _fresh(heartbeats, last_step_at, limit, now) -> bool:

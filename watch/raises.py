@@ -46,7 +46,7 @@ def raise_open(
             if incident is None:
                 incident = incident_open(
                     opened_by=None,
-                    title=f"{cluster.name}: {judgement.state} at step {judgement.last_step}"[:200],
+                    title=_title(cluster.name, judgement),
                     cluster=cluster,
                     severity=Severity.SEV2,
                     description=f"Opened by the watch: {judgement.reason}",
@@ -89,6 +89,12 @@ def raise_open(
             raise
         return existing, False
     return found, True
+
+
+def _title(cluster: str, judgement: progress.Judgement) -> str:
+    if judgement.last_step is None:  # an init hang: there is no step to name
+        return f"{cluster}: {judgement.state}, no first step"[:200]
+    return f"{cluster}: {judgement.state} at step {judgement.last_step}"[:200]
 
 
 def close_open_raise(watch: Watch, *, why: str, by: AbstractBaseUser | None = None) -> None:

@@ -17,6 +17,7 @@ KiB = 1024
 MAX_PROCESSES = 256
 MAX_LOG_FILES = 64
 MAX_ARGS_CHARS = 300
+MAX_STACK_BYTES = 64 * KiB  # of one process's dump
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class ReadPlan:
     log_globs: tuple[str, ...] = ()
     tail_bytes: int = 16 * KiB
     command_timeout_s: float = 5.0
+    # Each process's stack and parent too (py-spy dump): only while the job has no first
+    # step, to tell a job stuck in init from one still starting (watch/progress.py).
+    stacks: bool = False
+    pyspy_command: str = "py-spy"
 
     def validate(self) -> None:
         validate_process_pattern(self.process_pattern)
@@ -49,6 +54,8 @@ def render_script(plan: ReadPlan, nonce: str) -> bytes:
         "HD_MAX_PROCS": str(MAX_PROCESSES),
         "HD_CMD_TIMEOUT": str(max(1, math.ceil(plan.command_timeout_s))),
         "HD_NONCE": nonce,
+        "HD_STACKS": "1" if plan.stacks else "0",
+        "HD_PYSPY": plan.pyspy_command or "py-spy",
     }
     return frames.render_script(SCRIPT_PATH, settings)
 
@@ -74,6 +81,8 @@ class NodeReading:
     error: str = ""
     processes: list[Process] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)  # path -> tail
+    stacks: dict[int, str] = field(default_factory=dict)  # pid -> py-spy dump (when read)
+    parents: dict[int, int] = field(default_factory=dict)  # pid -> ppid (when stacks are read)
     bytes_read: int = 0
     seconds: float = 0.0
 
@@ -104,6 +113,13 @@ def reading_from_frames(
             body = frames.get(key.removesuffix(".path"))
             if body is not None:
                 reading.logs[_text(data)] = _text(body)
+    for key, data in frames.items():
+        if key.startswith("stack.") and key[6:].isdigit():
+            reading.stacks[int(key[6:])] = _text(data[:MAX_STACK_BYTES])
+    for line in _text(frames.get("tree", b"")).splitlines()[:MAX_PROCESSES]:
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            reading.parents[int(parts[0])] = int(parts[1])
     problems = _text(frames.get("errors", b"")).strip()
     if problems and not reading.error:
         reading.error = problems[:500]

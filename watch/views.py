@@ -39,6 +39,7 @@ def _initial(watch) -> dict:
         "step_time_multiplier": watch.step_time_multiplier,
         "floor_s": watch.floor_s,
         "checkpoint_allowance_s": watch.checkpoint_allowance_s,
+        "init_threshold_s": watch.init_threshold_s,
         "webhook_url": watch.webhook_url,
         "step_nodes": ", ".join(watch.step_nodes),
         "slurm_job": watch.slurm_job,

@@ -36,10 +36,11 @@ def side_by_side(nodes: list[Node], visit: Callable[[Node], T]) -> list[T]:
 
 
 def read_nodes(
-    cluster: Cluster, nodes: list[Node], *, with_logs: set[str]
+    cluster: Cluster, nodes: list[Node], *, with_logs: set[str], with_stacks: bool = False
 ) -> list[reading.NodeReading]:
     """A period's read: one SSH connection per node, side by side (bounded), every step
-    bounded; the log tails only of the nodes named in `with_logs`."""
+    bounded; the log tails only of the nodes named in `with_logs`; each process's stack too
+    when `with_stacks` (a job with no first step yet)."""
     if not nodes:
         return []
     plans = {
@@ -47,6 +48,8 @@ def read_nodes(
             process_pattern=cluster.process_pattern,
             log_globs=tuple(cluster.log_globs) if node.name in with_logs else (),
             tail_bytes=settings.WATCH_TAIL_BYTES,
+            stacks=with_stacks,
+            pyspy_command=cluster.pyspy_command,
         )
         for node in nodes
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -53,15 +54,20 @@ def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
 def test_it_keeps_partial_evidence_when_the_node_time_budget_runs_out(sshd, ranks, tmp_path):
     hanging = _hanging_pyspy(tmp_path)
     started = time.monotonic()
+    # 15 s in all: the probe's share on the node (what is left after connecting, a margin and
+    # shipping; 10 s when connecting is quick) is for every step beside the hung py-spy to
+    # finish on a loaded machine; the py-spy (60 s of its own) runs it out whatever the load.
     visit = collect_node(
         sshd.target(),
-        ranks.plan(pyspy_command=str(hanging), command_timeout_s=60, total_timeout_s=5),
+        ranks.plan(pyspy_command=str(hanging), command_timeout_s=60, total_timeout_s=15),
     )
     evidence = visit.evidence
     elapsed = time.monotonic() - started
-    assert elapsed < 6, elapsed
-    # 5 s in all: a second for the probe on the node, the rest for margins and shipping.
-    assert evidence.status == stopped_short("the probe used up its 1s on the node"), evidence.status
+    assert elapsed < 16, elapsed
+    assert re.fullmatch(r"the probe used up its \d+s on the node", evidence.status.note), (
+        evidence.status
+    )
+    assert evidence.status.gathered
     assert visit.failure is None  # partial evidence is evidence: not a failure
     # What was finished before the stop is kept, including steps that ran beside py-spy...
     assert set(evidence.environ) >= set(ranks.pids)
@@ -120,7 +126,9 @@ def test_it_skips_fifos_and_other_non_files_matched_by_a_glob(sshd, ranks, tmp_p
     os.mkfifo(fifo)  # reading it would block forever
     (tmp_path / "real.log").write_text("fine\n")
     started = time.monotonic()
-    evidence = collect_node(sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")])).evidence
-    assert time.monotonic() - started < 5
+    plan = ranks.plan(log_globs=[str(tmp_path / "*.log")], command_timeout_s=20)
+    evidence = collect_node(sshd.target(), plan).evidence
+    # Reading the fifo would have blocked its tail until the command's timeout.
+    assert time.monotonic() - started < plan.command_timeout_s
     assert evidence.status == GATHERED
     assert evidence.logs == {str(tmp_path / "real.log"): "fine\n"}

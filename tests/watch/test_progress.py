@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from watch import progress
 from watch.progress import Before, HeartbeatView, Settings, judge, log_progress
@@ -198,3 +199,82 @@ def test_a_node_clock_ahead_does_not_postpone_a_raise():
     logs = {"/l/rank0.log": lab_lines(0, range(1, 11), start=future)}
     result = judge([node("n0", logs=logs)], Before(), FAST, T0)
     assert result.last_step_at == T0
+
+
+# --- a job that never completes a first step: still starting, or stuck in init --------------
+
+SAMPLES = Path(__file__).resolve().parents[1] / "analysis" / "samples"
+INIT_SETTINGS = Settings(multiplier=5, floor_s=120, checkpoint_allowance_s=60, init_threshold_s=600)
+
+
+def _dump(scenario: str, pid: int) -> str:
+    """A real py-spy dump the lab captured (tests/analysis/samples)."""
+    return next((SAMPLES / scenario).rglob(f"pyspy_{pid}.txt")).read_text()
+
+
+def starting(age_s: int, stacks: dict[int, str] | None, *, launcher: int = 20502) -> NodeReading:
+    """A node whose three ranks (and their launcher) started age_s ago; stacks read or not."""
+    ranks = (20503, 20504, 20505)
+    reading = NodeReading(
+        node="lab-node-0", ok=True,
+        processes=[Process(launcher, "Ssl", age_s + 2, "torchrun train.py")]
+        + [Process(pid, "Ssl", age_s, "python train.py") for pid in ranks],
+    )  # fmt: skip
+    if stacks is not None:
+        reading.stacks = dict(stacks)
+        reading.parents = {launcher: 1, **{pid: launcher for pid in ranks}}
+    return reading
+
+
+IN_INIT = {pid: _dump("init", pid) for pid in (20503, 20504, 20505)}
+
+
+def test_a_job_younger_than_the_init_threshold_is_waiting():
+    j = judge([starting(300, None)], Before(), INIT_SETTINGS, T0)
+    assert j.state == "waiting" and j.raise_reason is None
+    assert "300 s ago" in j.reason
+
+
+def test_no_first_step_past_the_init_threshold_is_an_init_hang():
+    j = judge([starting(601, None)], Before(), INIT_SETTINGS, T0)
+    assert (j.state, j.raise_reason) == ("init", "init")
+    assert "601 s" in j.reason and "600 s" in j.reason
+
+
+def test_every_rank_inside_init_process_group_raises_after_the_floor():
+    assert judge([starting(100, IN_INIT)], Before(), INIT_SETTINGS, T0).state == "waiting"
+    j = judge([starting(121, IN_INIT)], Before(), INIT_SETTINGS, T0)
+    assert (j.state, j.raise_reason) == ("init", "init")
+    assert "init_process_group" in j.reason and "120 s" in j.reason
+
+
+def test_the_launcher_stack_is_not_a_rank_outside_init():
+    # torchrun's own stack is its agent's loop; it is the ranks' parent, so not a rank.
+    stacks = {**IN_INIT, 20502: _dump("outside", 19304)}
+    assert progress.init_stance([starting(121, stacks)]) == "init"
+
+
+def test_one_rank_without_a_stack_leaves_the_long_threshold():
+    stacks = {pid: text for pid, text in IN_INIT.items() if pid != 20505}
+    assert progress.init_stance([starting(121, stacks)]) is None
+    assert judge([starting(121, stacks)], Before(), INIT_SETTINGS, T0).state == "waiting"
+    assert judge([starting(601, stacks)], Before(), INIT_SETTINGS, T0).state == "init"
+
+
+def test_ranks_running_past_init_with_no_step_line_are_never_an_init_hang():
+    # One rank in the data loader: the job runs, its step lines are not where the watch reads.
+    stacks = {**IN_INIT, 20504: _dump("outside", 19304)}
+    j = judge([starting(5000, stacks)], Before(), INIT_SETTINGS, T0)
+    assert j.state == "waiting" and j.raise_reason is None
+    assert "log globs" in j.reason
+
+
+def test_a_silent_node_keeps_the_long_threshold():
+    silent = node("lab-node-1", ok=False)
+    assert progress.init_stance([starting(121, IN_INIT), silent]) is None
+
+
+def test_a_job_that_stepped_once_is_judged_by_its_steps_not_init():
+    before = Before(last_step=1, last_step_at=T0 - timedelta(seconds=30))
+    j = judge([starting(5000, IN_INIT)], before, INIT_SETTINGS, T0)
+    assert j.state == "ok" and j.raise_reason is None

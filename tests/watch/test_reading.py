@@ -3,11 +3,14 @@ and settings that stay data."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from collectors.remote import FrameReader
+from watch import progress
 from watch.reading import ReadPlan, reading_from_frames, render_script
 
 
@@ -74,3 +77,33 @@ def test_a_plan_the_spec_refuses_never_renders():
 def test_the_temp_dir_is_removed(tmp_path):
     run_locally(ReadPlan(process_pattern="x"), tmp_path)
     assert list(tmp_path.glob("hdwatch.*")) == []
+
+
+def test_while_no_first_step_came_it_reads_each_process_stack_and_parent(tmp_path):
+    """A real Python process waiting in a function named like init's, read by real py-spy."""
+    import shutil
+    import sys
+    import time
+
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    program = tmp_path / "starting_train.py"
+    program.write_text(
+        "import time\n\ndef init_process_group():\n    time.sleep(60)\n\ninit_process_group()\n"
+    )
+    waiting = subprocess.Popen([sys.executable, str(program)])
+    try:
+        time.sleep(1.0)  # the interpreter is in the function, not still starting
+        plan = ReadPlan(process_pattern="starting_train[.]py", stacks=True, pyspy_command=pyspy)
+        reader, _ = run_locally(plan, tmp_path)
+        without = reading_from_frames(
+            "n0", run_locally(ReadPlan("starting_train[.]py"), tmp_path)[0].frames
+        )
+    finally:
+        waiting.kill()
+        waiting.wait()
+    reading = reading_from_frames("n0", reader.frames)
+    assert reading.live_pids == [waiting.pid]
+    assert reading.parents == {waiting.pid: os.getpid()}
+    assert "init_process_group" in reading.stacks[waiting.pid]
+    assert progress.init_stance([reading]) == "init"
+    assert without.stacks == {} and without.parents == {}  # only while asked

@@ -32,14 +32,18 @@ class FakeNodes:
         self.pids = {"gpu-0": [5, 6], "gpu-1": [5, 6]}
         self.log = ""
         self.calls = 0
+        self.elapsed_s = 10  # how long ago the training processes started
+        self.stacks_asked: list[bool] = []
         monkeypatch.setattr(visits, "read_nodes", self.read)
 
-    def read(self, cluster, nodes, *, with_logs):
+    def read(self, cluster, nodes, *, with_logs, with_stacks=False):
         self.calls += 1
+        self.stacks_asked.append(with_stacks)
+        age = self.elapsed_s
         return [
             NodeReading(
                 node=n.name, ok=True,
-                processes=[Process(pid, "Sl", 10, "python train.py") for pid in self.pids[n.name]],
+                processes=[Process(pid, "Sl", age, "python train.py") for pid in self.pids[n.name]],
                 logs={"/var/log/train/rank0.log": self.log} if n.name == "gpu-0" else {},
             )
             for n in nodes
@@ -129,6 +133,27 @@ def test_a_stall_opens_one_incident_whatever_the_number_of_ticks(watched, nodes)
     assert raised.reason == "stalled" and raised.step == 40 and raised.incident == incident
     events = incident.events.filter(kind=EventKind.SYSTEM, source="watch")
     assert events.count() == 1 and "step 40 is" in events.get().summary
+
+
+def test_a_job_with_no_first_step_past_the_init_threshold_raises_an_init_hang(watched, nodes):
+    assert tick(watched).state == "waiting"  # started 10 s ago: still starting
+    nodes.elapsed_s = 601  # the default init threshold: 10 minutes
+    outcomes = [tick(watched) for _ in range(3)]
+    assert [o.state for o in outcomes] == ["init"] * 3
+    assert outcomes[0].raise_created and outcomes[0].needs_first_snapshot
+    assert not any(o.raise_created for o in outcomes[1:])
+    raised = WatchRaise.objects.get()
+    assert raised.reason == "init" and raised.step is None
+    assert "init" in raised.incident.title or "first step" in raised.incident.title
+    assert nodes.stacks_asked == [True] * 4  # no step known yet: the stacks are read
+
+
+def test_stacks_are_read_only_until_a_first_step(watched, nodes):
+    tick(watched)
+    nodes.log = stepping(timezone.now() - timedelta(seconds=2), 5)
+    tick(watched)
+    tick(watched)
+    assert nodes.stacks_asked == [True, True, False]
 
 
 def test_a_second_raise_while_one_is_open_returns_it(watched, nodes):

@@ -239,3 +239,43 @@ def test_preflight_catches_env_drift(lab_factory, capsys):
         assert report["ranks"] == [0, 1, 2, 3]
     finally:
         assert lab.down() == []
+
+
+def test_a_job_stuck_in_init_is_raised_as_an_init_hang(lab_factory, beat, bob):
+    """The lab's init-hang: one node's ranks use a wrong MASTER_PORT, every rank waits in
+    init_process_group and no step ever comes. The stacks the watch reads while it waits put
+    every rank in init, so the floor applies, not the init threshold (set far off here)."""
+    lab = lab_factory("init-hang")
+    try:
+        with Receiver() as receiver:
+            watch = _watch(lab, bob, receiver.url)
+            Watch.objects.filter(pk=watch.pk).update(init_threshold_s=3600)
+            raised = wait_for(
+                lambda: WatchRaise.objects.filter(watch=watch, verdict_at__isnull=False).first(),
+                timeout=300, interval=1, what="an init raise with its verdict",
+            )  # fmt: skip
+            assert raised.reason == "init" and raised.step is None
+            assert raised.threshold_s == FLOOR_S  # the floor: every rank seen inside init
+            assert "init_process_group" in raised.summary
+            snapshots = Snapshot.objects.filter(incident=raised.incident)
+            assert {s.pk for s in snapshots} == {
+                raised.first_snapshot_id,
+                raised.second_snapshot_id,
+            }
+            assert set(snapshots.values_list("status", flat=True)) == {SnapshotStatus.DONE}
+            verdict = raised.verdict
+            assert verdict["classification"] == lab.expected["classification"] == "init", verdict
+            wait_for(
+                lambda: WatchRaise.objects.get(pk=raised.pk).notify_status == NotifyStatus.SENT,
+                timeout=60, what="the page to reach the receiver",
+            )  # fmt: skip
+            enabled_at = Watch.objects.get(pk=watch.pk).enabled_at
+            measured = {
+                "scenario": "init-hang",
+                "threshold_s": raised.threshold_s,
+                "watch_on_to_incident_s": round((raised.raised_at - enabled_at).total_seconds(), 1),
+                "watch_on_to_verdict_s": round((raised.verdict_at - enabled_at).total_seconds(), 1),
+            }
+            print("WATCH-INIT " + json.dumps(measured))
+    finally:
+        assert lab.down() == []
