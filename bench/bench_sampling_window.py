@@ -1,7 +1,7 @@
 """What the probe's sampling window costs a node: a visit with and without it.
 
 Brings up a lab (real torch ranks, real sshd and py-spy), then visits every node the way the
-console does (`collect_node`), alternating sample_seconds=0 and the default window, and
+console does (`ssh_visit`), alternating sample_seconds=0 and the default window, and
 prints the median visit per node; then the CPU one `py-spy record` of the window takes on a
 node (`/usr/bin/time` around it, over SSH), per process.
 
@@ -22,8 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from collectors import remote  # noqa: E402
-from hangdesk.plan import SAMPLE_S  # noqa: E402
+from clusters.sshspec import NodeTarget  # noqa: E402
+from collectors.visits import ssh_visit  # noqa: E402
+from hangdesk.plan import SAMPLE_S, CollectionPlan  # noqa: E402
 from lab import cluster  # noqa: E402
 from tests.helpers import free_port  # noqa: E402
 from tests.labkit import Lab  # noqa: E402
@@ -31,7 +32,7 @@ from tests.labkit import Lab  # noqa: E402
 
 def _visit_all(lab: Lab, sample_seconds: int) -> list[float]:
     info = lab.info["cluster"]
-    plan = remote.CollectionPlan(
+    plan = CollectionPlan(
         process_pattern=info["process_pattern"],
         log_globs=info["log_globs"],
         flight_recorder_globs=info["flight_recorder_globs"],
@@ -39,7 +40,7 @@ def _visit_all(lab: Lab, sample_seconds: int) -> list[float]:
         sample_seconds=sample_seconds,
     )
     targets = [
-        remote.NodeTarget(
+        NodeTarget(
             name=n["name"], address=n["address"], port=n["port"], username=n["username"],
             key_path=n["key_path"], host_key=n["host_key"],
         )
@@ -48,7 +49,7 @@ def _visit_all(lab: Lab, sample_seconds: int) -> list[float]:
 
     def timed(target) -> float:
         started = time.monotonic()
-        visit = remote.collect_node(target, plan)
+        visit = ssh_visit(target, plan)
         assert visit.failure is None, visit.failure
         windows = len(visit.evidence.pyspy_samples)
         assert (windows > 0) == (sample_seconds > 0), windows

@@ -1,8 +1,9 @@
 """hangdesk's snapshot against plain OpenSSH doing the same collection, on an N-node lab.
 
 For each N: a light-mode lab of N nodes (2 stand-in ranks each, real sshd, real py-spy), then
-  - hangdesk: snapshot_start() -> a real Celery worker (prefork, --concurrency C) runs one
-    collect_node task per node over the Redis broker, storing evidence in PostgreSQL; timed
+  - hangdesk: snapshot_start() -> a real Celery worker (prefork, --concurrency C) runs the
+    collect_nodes tasks (batches of nodes) over the Redis broker, storing evidence in
+    PostgreSQL; timed
     from the call until every node is finished (collection), and until the verdict is stored;
   - baseline: bench/bench_collect_baseline.sh, the same probe over `ssh ... sh -s` with
     `xargs -P C` (same commands, same concurrency), raw output to files.

@@ -32,16 +32,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from collectors import remote  # noqa: E402
+from clusters.sshspec import NodeTarget  # noqa: E402
+from collectors.visits import run_script  # noqa: E402
+from hangdesk.plan import CollectionPlan  # noqa: E402
 from lab import cluster, farm  # noqa: E402
 from watch import progress, reading  # noqa: E402
 
 TAIL_BYTES = 8192  # settings.WATCH_TAIL_BYTES
 
 
-def one_period(info: dict, step_nodes: set[str], before: progress.Before):
+def one_period(info: dict, step_nodes: set[str], before: progress.Before, threads: int = 16):
     spec = info["cluster"]
-    limits = remote.CollectionPlan(
+    limits = CollectionPlan(
         process_pattern=spec["process_pattern"], connect_timeout_s=5, total_timeout_s=15,
         command_timeout_s=5, tail_bytes=TAIL_BYTES, artifact_cap_bytes=TAIL_BYTES,
         max_total_bytes=4 << 20,
@@ -54,18 +56,18 @@ def one_period(info: dict, step_nodes: set[str], before: progress.Before):
             log_globs=tuple(spec["log_globs"]) if with_logs else (),
             tail_bytes=TAIL_BYTES,
         )
-        target = remote.NodeTarget(
+        target = NodeTarget(
             name=node["name"], address=node["address"], port=node["port"],
             username=node["username"], key_path=node["key_path"], host_key=node["host_key"],
         )  # fmt: skip
-        run = remote.run_script(target, limits, lambda nonce: reading.render_script(plan, nonce))
+        run = run_script(target, limits, lambda nonce: reading.render_script(plan, nonce))
         return reading.reading_from_frames(
             node["name"], run.frames, error=run.failure.text if run.failure else "",
             bytes_read=run.bytes_read, seconds=run.seconds,
         )  # fmt: skip
 
     cpu, wall = time.process_time(), time.monotonic()
-    with ThreadPoolExecutor(max_workers=min(16, len(info["nodes"]))) as pool:
+    with ThreadPoolExecutor(max_workers=min(threads, len(info["nodes"]))) as pool:
         readings = list(pool.map(read, info["nodes"]))
     judgement = progress.judge(readings, before, progress.Settings(), datetime.now(UTC))
     return readings, judgement, time.process_time() - cpu, time.monotonic() - wall
@@ -112,7 +114,7 @@ def bench(nodes: int, periods: int, period_s: float) -> dict:
         cluster.down(state_dir)
 
 
-def bench_farm(nodes: int, periods: int, period_s: float) -> dict:
+def bench_farm(nodes: int, periods: int, period_s: float, threads: int = 16) -> dict:
     state_dir = Path(tempfile.mkdtemp(prefix=f"bench-watch-farm-{nodes}-"))
     running = farm.launch(
         farm.FarmOptions(nodes=nodes, ranks_per_node=8, fault="none", state_dir=state_dir)
@@ -123,7 +125,7 @@ def bench_farm(nodes: int, periods: int, period_s: float) -> dict:
         rows = []
         for _ in range(periods + 1):  # the first period finds the step node; not counted
             farm_cpu = running.cpu_s()
-            readings, judgement, cpu, wall = one_period(info, step_nodes, before)
+            readings, judgement, cpu, wall = one_period(info, step_nodes, before, threads)
             failed = [r.error for r in readings if not r.ok]
             assert not failed, failed[:3]
             rows.append((readings, cpu, wall, running.cpu_s() - farm_cpu, set(step_nodes)))
@@ -137,6 +139,7 @@ def bench_farm(nodes: int, periods: int, period_s: float) -> dict:
         return {
             "nodes": nodes,
             "farm": True,
+            "threads": threads,
             "periods": periods,
             "state": judgement.state,
             "bytes_other_node": int(statistics.median(other)) if other else None,
@@ -160,10 +163,13 @@ def main() -> None:
     parser.add_argument("--periods", type=int, default=10)
     parser.add_argument("--period", type=float, default=2.0)
     parser.add_argument("--farm", action="store_true", help="the node farm's nodes, not a lab")
+    parser.add_argument("--threads", type=int, default=16, help="reads side by side (--farm)")
     args = parser.parse_args()
     for nodes in args.nodes:
-        run = bench_farm if args.farm else bench
-        print(run(nodes, args.periods, args.period), flush=True)
+        if args.farm:
+            print(bench_farm(nodes, args.periods, args.period, args.threads), flush=True)
+        else:
+            print(bench(nodes, args.periods, args.period), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from clusters.sshspec import InvalidHostKey, NodeTarget, parse_host_key, private_key_problem
+from hangdesk.plan import CollectionPlan
 
 from . import remote
 from .outcomes import FailureKind
@@ -58,7 +59,7 @@ def check_connection(spec: dict) -> CheckResult:
     if not key.ok:
         return key
     target = NodeTarget.from_json(spec)
-    plan = remote.CollectionPlan()
+    plan = CollectionPlan()
     host = socket.gethostname()
     try:
         host_key = parse_host_key(target.host_key)

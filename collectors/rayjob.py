@@ -18,8 +18,8 @@ from pathlib import Path
 from analysis.schedulers import ray
 from hangdesk import frames
 from hangdesk.budget import TIME_BUDGET
+from hangdesk.plan import CollectionPlan
 
-from . import remote
 from .scheduler import (
     MAX_OUTPUT_KEPT,
     MAX_READ_BYTES,
@@ -29,6 +29,7 @@ from .scheduler import (
     controller_target,
     known_nodes,
 )
+from .visits import run_script
 
 SCRIPT_PATH = Path(__file__).with_name("ray.sh")
 FIELD = "ray_job"
@@ -72,12 +73,12 @@ def ray_outputs(cluster, phase: dict[str, str]) -> dict[str, str]:
     command = cluster.ray_command or "ray"
     if "\n" in command or "\0" in command:
         raise JobRefused(f"Cluster {cluster.name}: the ray command must be one line.", FIELD)
-    plan = remote.CollectionPlan(
+    plan = CollectionPlan(
         command_timeout_s=TIME_BUDGET.command_s,
         total_timeout_s=HEAD_VISIT_S,
         max_total_bytes=MAX_READ_BYTES,
     )
-    run = remote.run_script(
+    run = run_script(
         controller_target(cluster, "Ray head"),
         plan,
         _render(phase, command, TIME_BUDGET.command_s),

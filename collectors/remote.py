@@ -1,13 +1,11 @@
-"""Collect the evidence of one node over SSH: one connection, one remote command.
+"""The SSH transport: one connection, one remote command, and nothing else.
 
-The only module in the project that imports paramiko. `collect_node()` connects with the
-node's pinned host key (anything else is refused before authentication), sends the constant
-probe script (hangdesk/probe.sh, rendered by `hangdesk.frames.render_probe` with the plan's
-values shell-quoted in front of it) to `sh -s`, reads the framed output under a byte cap and a
-deadline with `hangdesk.frames.FrameReader`, and turns it into a `NodeVisit`: the
-`NodeEvidence`, and a typed `NodeFailure` (outcomes.py) when the visit failed, whose kind says
-whether a retry may help. Expected failures never raise. `hangdesk collect` runs the same
-script on the node itself (hangdesk/collect.py).
+The only module in the project that imports paramiko. `probe_node()` connects with the node's
+pinned host key (anything else is refused before authentication), sends a framed script (the
+probe, hangdesk/probe.sh, rendered by `hangdesk.frames.render_probe`, or any script speaking
+the same frames) to `sh -s`, and reads its output under a byte cap and a deadline with
+`hangdesk.frames.FrameReader` into a `ProbeRun`; a visit that cannot go on raises
+`CollectionError`. What the run gave, as evidence or a typed failure, is collectors/visits.py's.
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from analysis.evidence import GATHERED, EvidenceStatus, NodeEvidence, stopped_short
 from clusters.sshspec import (
     PASSPHRASE_KEY_MESSAGE,
     HostKey,
@@ -37,40 +33,22 @@ from clusters.sshspec import (
     parse_host_key,
     private_key_problem,
 )
-from hangdesk.evidence_kinds import as_text
 from hangdesk.frames import (
     FrameReader,
-    evidence_from_frames,
-    mark_unfinished,
-    parse_probe_output,
     render_probe,
 )
 from hangdesk.plan import CollectionPlan, KiB
 
-from .outcomes import FailureKind, NodeFailure, NodeVisit
+from .outcomes import FailureKind, NodeFailure
 
 if TYPE_CHECKING:  # imported where used: paramiko costs ~0.1 s, and Django loads this module
     import paramiko
-
-# Re-exported: the console's callers name the plan and the reader through this module.
-__all__ = [
-    "CollectionError",
-    "CollectionPlan",
-    "FrameReader",
-    "NodeTarget",
-    "collect_node",
-    "evidence_from_frames",
-    "parse_probe_output",
-    "render_probe",
-    "run_script",
-]
-
 
 # --- failures ----------------------------------------------------------------------------
 
 
 class CollectionError(Exception):
-    """A visit that cannot go on; collect_node() returns its failure, never raises it."""
+    """A visit that cannot go on; ssh_visit() returns its failure, never raises it."""
 
     def __init__(self, kind: FailureKind, text: str) -> None:
         super().__init__(text)
@@ -324,7 +302,7 @@ def _ssh_failure(
 
 
 @dataclass
-class _ProbeRun:
+class ProbeRun:
     reader: FrameReader
     exit_status: int | None = None
     stderr: bytes = b""
@@ -343,11 +321,11 @@ def _run_probe(
     deadline: float,
     watchdog: _Watchdog,
     render: Callable[[str], bytes] | None = None,
-) -> _ProbeRun:
+) -> ProbeRun:
     import paramiko
 
     nonce = secrets.token_hex(8)
-    run = _ProbeRun(
+    run = ProbeRun(
         FrameReader(
             nonce,
             frame_cap=max(plan.tail_bytes, plan.artifact_cap_bytes) + 64 * KiB,
@@ -372,29 +350,8 @@ def _run_probe(
         channel.sendall(script)
         channel.shutdown_write()
         channel.settimeout(0.25)  # short reads, so the deadline is checked often
-        while True:
-            while channel.recv_stderr_ready():
-                stderr += channel.recv_stderr(64 * KiB)[: max(0, 8 * KiB - len(stderr))]
-            if time.monotonic() >= deadline:
-                run.stop_out_of_time(plan)
-                break
-            try:
-                data = channel.recv(256 * KiB)
-            except TimeoutError:
-                continue
-            if not data:
-                if watchdog.fired:  # the socket was shut under us: EOF, not the real end
-                    run.stop_out_of_time(plan)
-                break
-            run.reader.feed(data)
-            if run.reader.over_cap:
-                run.stopped = f"output cut at {plan.max_total_bytes} bytes"
-                break
-            if run.reader.error:
-                run.stopped = run.reader.error
-                break
-        while channel.recv_stderr_ready():
-            stderr += channel.recv_stderr(64 * KiB)[: max(0, 8 * KiB - len(stderr))]
+        _read_output(channel, run, plan, deadline, watchdog, stderr)
+        _drain_stderr(channel, stderr)
         wait_until = min(deadline, time.monotonic() + 2)
         while run.stopped is None and not channel.exit_status_ready():
             if time.monotonic() >= wait_until:
@@ -412,45 +369,43 @@ def _run_probe(
     return run
 
 
-def _failure(run: _ProbeRun) -> NodeFailure | None:
-    """Why the probe gave no usable evidence; None when it gave some, whole or partial."""
-    if run.reader.ended:
-        return None
-    if run.lost:
-        text = f"{run.stopped} (partial evidence kept)" if run.reader.frames else run.stopped
-        return NodeFailure(FailureKind.CONNECTION_LOST, text or "connection lost")
-    if run.reader.started:
-        return None
-    if run.out_of_time:
-        return NodeFailure(
-            FailureKind.UNREACHABLE, f"unreachable: no probe output before the {run.stopped}"
-        )
-    detail = as_text(run.stderr).strip()[-500:]
-    noise = as_text(bytes(run.reader.noise)).strip()[:200]
-    return NodeFailure(
-        FailureKind.PROBE,
-        f"probe failed: exit status {run.exit_status}: {detail or noise or 'no output'}",
-    )
+def _read_output(channel, run: ProbeRun, plan, deadline, watchdog, stderr: bytearray) -> None:
+    """Feed the channel's output to the run's reader until it ends, the deadline passes, the
+    socket is shut under us (the watchdog), or the reader stops (over its cap, a bad frame)."""
+    while True:
+        _drain_stderr(channel, stderr)
+        if time.monotonic() >= deadline:
+            run.stop_out_of_time(plan)
+            return
+        try:
+            data = channel.recv(256 * KiB)
+        except TimeoutError:
+            continue
+        if not data:
+            if watchdog.fired:  # the socket was shut under us: EOF, not the real end
+                run.stop_out_of_time(plan)
+            return
+        run.reader.feed(data)
+        if run.reader.over_cap:
+            run.stopped = f"output cut at {plan.max_total_bytes} bytes"
+            return
+        if run.reader.error:
+            run.stopped = run.reader.error
+            return
 
 
-def _gathered_status(run: _ProbeRun) -> EvidenceStatus:
-    """Gathered, whole or stopped short (and why)."""
-    if run.reader.ended:
-        return GATHERED
-    if run.stopped:
-        return stopped_short(run.stopped)
-    if run.exit_status in (124, 137):  # `timeout` on the node stopped the probe
-        return stopped_short(f"the probe used up its {run.remote_budget}s on the node")
-    detail = as_text(run.stderr).strip()[-500:]
-    return stopped_short(f"probe exited with status {run.exit_status} before finishing: {detail}")
+def _drain_stderr(channel, stderr: bytearray) -> None:
+    """What the node wrote on stderr so far, its first 8 KiB kept."""
+    while channel.recv_stderr_ready():
+        stderr += channel.recv_stderr(64 * KiB)[: max(0, 8 * KiB - len(stderr))]
 
 
-def _probe_node(
+def probe_node(
     target: NodeTarget,
     plan: CollectionPlan,
     deadline: float,
     render: Callable[[str], bytes] | None = None,
-) -> _ProbeRun:
+) -> ProbeRun:
     """Connect and run the probe (or the script `render(nonce)` gives, which must speak the
     same frames); raises CollectionError when there is nothing to read."""
     try:
@@ -480,64 +435,3 @@ def _probe_node(
         if client is not None:
             client.close()
         sock.close()
-
-
-def collect_node(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeVisit:
-    """Visit one node: its evidence, and why the visit failed if it did (never raised)."""
-    plan = plan or CollectionPlan()
-    started = time.monotonic()
-    collected_at = datetime.now(UTC)
-    try:
-        run = _probe_node(target, plan, started + plan.total_timeout_s)
-    except CollectionError as exc:
-        evidence = NodeEvidence(node=target.name, collected_at=collected_at)
-        return NodeVisit.failed(evidence, exc.failure)
-    evidence = evidence_from_frames(target.name, run.reader)
-    evidence.collected_at = collected_at
-    mark_unfinished(evidence, run.reader)
-    if run.stderr.strip():
-        evidence.system["probe stderr"] = as_text(run.stderr)
-    evidence.system["collection"] = (
-        f"{time.monotonic() - started:.2f}s, {run.reader.total} bytes, "
-        f"remote exit status {run.exit_status}"
-    )
-    failure = _failure(run)
-    if failure is not None:
-        return NodeVisit.failed(evidence, failure)
-    evidence.status = _gathered_status(run)
-    return NodeVisit(evidence)
-
-
-@dataclass
-class ScriptRun:
-    """What a small framed script (the watch's probe) gave: its frames, and why it failed."""
-
-    frames: dict[str, bytes]
-    failure: NodeFailure | None
-    complete: bool  # the script's end frame arrived
-    bytes_read: int
-    seconds: float
-
-
-def run_script(
-    target: NodeTarget, plan: CollectionPlan, render: Callable[[str], bytes]
-) -> ScriptRun:
-    """Run another framed script over the same pinned, bounded connection as collect_node():
-    `render(nonce)` returns the whole script for `sh -s` (its settings shell-quoted by the
-    caller); the plan gives the limits (timeouts, byte caps). Never raises for a node's
-    failure."""
-    started = time.monotonic()
-    try:
-        run = _probe_node(target, plan, started + plan.total_timeout_s, render)
-    except CollectionError as exc:
-        return ScriptRun({}, exc.failure, False, 0, time.monotonic() - started)
-    failure = _failure(run)
-    if failure is None and not run.reader.ended:
-        failure = NodeFailure(FailureKind.PROBE, _gathered_status(run))
-    return ScriptRun(
-        dict(run.reader.frames),
-        failure,
-        run.reader.ended,
-        run.reader.total,
-        time.monotonic() - started,
-    )

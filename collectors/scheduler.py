@@ -15,14 +15,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from analysis.schedulers import slurm
-from clusters.sshspec import MAX_KNOWN_HOSTS_FILE, KnownHostsError, known_host_key
+from clusters.sshspec import MAX_KNOWN_HOSTS_FILE, KnownHostsError, NodeTarget, known_host_key
 from clusters.validators import validate_remote_host
 from core import egress
 from core.errors import Invalid
 from hangdesk import frames
 from hangdesk.budget import TIME_BUDGET
+from hangdesk.plan import CollectionPlan
 
-from . import remote
+from .visits import run_script
 
 SCRIPT_PATH = Path(__file__).with_name("slurm.sh")
 # Slurm's answer for one job: a 1,000-node job's `scontrol show node -o` is ~1 MB.
@@ -79,8 +80,8 @@ class JobSnapshotPlan:
         }
 
 
-def controller_target(cluster, what: str = "controller") -> remote.NodeTarget:
-    return remote.NodeTarget(
+def controller_target(cluster, what: str = "controller") -> NodeTarget:
+    return NodeTarget(
         name=f"{cluster.name} {what}",
         address=cluster.controller_address,
         port=cluster.controller_port,
@@ -109,13 +110,11 @@ def slurm_outputs(cluster, job_id: str) -> dict[str, str]:
     if not cluster.controller_address or not cluster.controller_host_key:
         raise JobRefused(f"Cluster {cluster.name} has no Slurm controller configured.")
     check_egress(cluster.controller_address, cluster.controller_port)
-    plan = remote.CollectionPlan(
+    plan = CollectionPlan(
         command_timeout_s=TIME_BUDGET.command_s,
         max_total_bytes=MAX_READ_BYTES,
     )
-    run = remote.run_script(
-        controller_target(cluster), plan, _render(job_id, TIME_BUDGET.command_s)
-    )
+    run = run_script(controller_target(cluster), plan, _render(job_id, TIME_BUDGET.command_s))
     if run.failure is not None:
         where = f"{cluster.controller_address}:{cluster.controller_port}"
         raise JobRefused(f"Cannot ask the Slurm controller ({where}): {run.failure.text}")

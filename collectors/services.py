@@ -24,14 +24,16 @@ from analysis import guide, rankview
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from clusters.models import ClusterSource
+from clusters.sshspec import NodeTarget
 from core.errors import Conflict, Invalid
 from hangdesk.artifacts import artifacts_from_evidence
 from hangdesk.budget import TIME_BUDGET
 from hangdesk.masking import mask_json, mask_text, masked_diagnosis
+from hangdesk.plan import CollectionPlan
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
 
-from . import remote, selectors
+from . import selectors
 from .models import (
     FINISHED_NODE_STATUSES,
     NODE_FLOW,
@@ -48,6 +50,7 @@ from .outcomes import (
     NodeVisit,
     SweepOutcome,
 )
+from .visits import ssh_visit
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +241,8 @@ class NodeWork:
     snapshot_id: int
     node_name: str
     attempts: int  # this claim included
-    target: remote.NodeTarget | None  # None: the node left the cluster
-    plan: remote.CollectionPlan | None
+    target: NodeTarget | None  # None: the node left the cluster
+    plan: CollectionPlan | None
 
 
 def node_work_claim(
@@ -292,7 +295,7 @@ def node_visit(work: NodeWork) -> NodeVisit:
         failure = NodeFailure(FailureKind.NODE_REMOVED, "node removed from the cluster")
         return NodeVisit.failed(NodeEvidence(node=work.node_name), failure)
     try:
-        return remote.collect_node(work.target, work.plan)
+        return ssh_visit(work.target, work.plan)
     except Exception as exc:  # a bug here must fail the node, not leave it spinning
         log.exception("collecting %s failed", work.node_name)
         failure = NodeFailure(FailureKind.INTERNAL, f"probe failed: internal error: {exc!r}")
@@ -317,8 +320,8 @@ def _scheduler_plan(scheduler: dict | None, node: str) -> dict:
 
 def _plan_for(
     cluster, *, extra_logs: list[str] = (), pids: list[int] | None = None
-) -> remote.CollectionPlan:
-    return remote.CollectionPlan(
+) -> CollectionPlan:
+    return CollectionPlan(
         process_pattern=cluster.process_pattern,
         pids=pids,
         log_globs=[*cluster.log_globs, *(p for p in extra_logs if p not in cluster.log_globs)],

@@ -92,12 +92,15 @@ def document(
 def live_parts(incident: Incident) -> dict[str, Any]:
     """What the document shows beside the written sections, from the incident as it stands:
     what a published version freezes."""
-    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
+    # Read as a page reads it: the diagnosis without its per-rank table, the chart from the
+    # table's stored overview (a 32,000-rank table is 12 MB of JSON).
+    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=True)
     # Masked as it was stored (hangdesk/masking); what people wrote is masked here.
     diagnosis = snapshot.read_diagnosis() if snapshot else None
+    ranks = snapshot.read_rank_overview() if diagnosis else None
     return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
-        "figure": analysis.timeline_figure(diagnosis) if diagnosis else None,
+        "figure": analysis.timeline_figure(diagnosis, ranks) if diagnosis else None,
         "evidence": EvidenceSummary.of(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [

@@ -19,7 +19,9 @@ import pytest
 
 import analysis
 from analysis.evidence import SnapshotEvidence
-from collectors import remote
+from clusters.sshspec import NodeTarget
+from collectors.visits import ssh_visit
+from hangdesk.plan import CollectionPlan
 from lab import cluster
 from tests.helpers import free_port, wait_for
 
@@ -138,10 +140,10 @@ class Lab:
         return wait_for(all_there, timeout=timeout, what=f"flight-recorder dumps of {ranks}")
 
     def collect(self, **plan_options) -> SnapshotEvidence:
-        """One snapshot of every node, taken the way the console takes it (collect_node);
+        """One snapshot of every node, taken the way the console takes it (ssh_visit);
         `plan_options` change the plan (sample_seconds=0: no sampling window)."""
         cluster_info = self.info["cluster"]
-        plan = remote.CollectionPlan(
+        plan = CollectionPlan(
             process_pattern=cluster_info["process_pattern"],
             log_globs=cluster_info["log_globs"],
             flight_recorder_globs=cluster_info["flight_recorder_globs"],
@@ -149,16 +151,14 @@ class Lab:
             **plan_options,
         )
         targets = [
-            remote.NodeTarget(
+            NodeTarget(
                 name=n["name"], address=n["address"], port=n["port"], username=n["username"],
                 key_path=n["key_path"], host_key=n["host_key"],
             )
             for n in self.nodes
         ]  # fmt: skip
         with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-            nodes = list(
-                pool.map(lambda target: remote.collect_node(target, plan).evidence, targets)
-            )
+            nodes = list(pool.map(lambda target: ssh_visit(target, plan).evidence, targets))
         return SnapshotEvidence(
             nodes=nodes,
             expected_world_size=cluster_info["world_size"],

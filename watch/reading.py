@@ -1,6 +1,6 @@
 """The watch's cheap read of one node: the script it sends (probe.sh with shell-quoted
 settings) and what the frames that come back say. Pure: no Django, no SSH (the connection is
-collectors.remote.run_script's)."""
+collectors.visits.run_script's)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,10 @@ from django.utils import timezone
 
 from analysis.evidence import SnapshotEvidence, not_gathered
 from clusters.models import Cluster, Node
-from collectors import remote
+from collectors.visits import run_script, ssh_visit
 from core.errors import Invalid
 from hangdesk.budget import TIME_BUDGET
+from hangdesk.plan import CollectionPlan
 
 from . import reading
 
@@ -57,7 +58,7 @@ def read_nodes(
 
 
 def _read_node(node: Node, plan: reading.ReadPlan) -> reading.NodeReading:
-    limits = remote.CollectionPlan(
+    limits = CollectionPlan(
         process_pattern=plan.process_pattern,
         connect_timeout_s=TIME_BUDGET.watch_connect_s,
         total_timeout_s=TIME_BUDGET.watch_read_s,
@@ -67,7 +68,7 @@ def _read_node(node: Node, plan: reading.ReadPlan) -> reading.NodeReading:
         max_total_bytes=READ_MAX_BYTES,
     )
     try:
-        run = remote.run_script(
+        run = run_script(
             node.ssh_target(), limits, lambda nonce: reading.render_script(plan, nonce)
         )
     except Exception as exc:  # a bug must fail this node's read, not the period
@@ -84,13 +85,13 @@ def preflight_evidence_over_ssh(cluster: Cluster) -> SnapshotEvidence:
     nodes = list(cluster.nodes.order_by("name"))
     if not nodes:
         raise Invalid(f"Cluster {cluster.name} has no nodes.")
-    plan = remote.CollectionPlan(
+    plan = CollectionPlan(
         process_pattern=cluster.process_pattern,
         log_globs=list(cluster.log_globs),
         flight_recorder_globs=[],  # not compared: the dumps are the costliest read
         pyspy_command=cluster.pyspy_command,
     )
-    visits = side_by_side(nodes, lambda node: remote.collect_node(node.ssh_target(), plan))
+    visits = side_by_side(nodes, lambda node: ssh_visit(node.ssh_target(), plan))
     for visit in visits:
         if visit.failure:
             visit.evidence.status = not_gathered(visit.failure.text)

@@ -31,7 +31,7 @@ from analysis.parsers.shell_init import parse_shell_init
 from analysis.ranks import COMMS_PREFIXES, RENDEZVOUS
 from analysis.stacks import stack_signature
 from collectors.bundles import BundleRefused, read_bundle, read_bundle_bytes, write_bundle
-from collectors.remote import parse_probe_output
+from hangdesk.frames import parse_probe_output
 from tests.analysis.adversarial_lines import literals, module_patterns
 
 WANTED = frozenset(RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE"})

@@ -29,7 +29,7 @@ from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.parsers.shell_init import parse_shell_init
 from analysis.stacks import stack_signature
 from collectors.bundles import BundleRefused, read_bundle_bytes
-from collectors.remote import parse_probe_output
+from hangdesk.frames import parse_probe_output
 from tests import hostile
 from tests.analysis.adversarial_lines import literals, module_patterns
 from tests.analysis.fuzz_corpus import PARSER_MODULES, TROUBLE

@@ -28,7 +28,7 @@ from analysis.parsers.shell_init import parse_shell_init
 from analysis.parsers.ncclras import parse_ncclras
 from hangdesk.masking import mask_text
 from analysis.signals import LineSource, read_text
-from collectors.remote import parse_probe_output
+from hangdesk.frames import parse_probe_output
 from tests.analysis.adversarial_lines import FILLERS, adversarial_lines
 
 size = int(sys.argv[1])

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.remote import CollectionPlan, NodeTarget
+from clusters.sshspec import NodeTarget
+from hangdesk.plan import CollectionPlan
 from tests.helpers import free_port, wait_for
 
 SSHD = "/usr/sbin/sshd"

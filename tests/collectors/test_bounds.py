@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from analysis.evidence import GATHERED, stopped_short
-from collectors.remote import collect_node
+from collectors.visits import ssh_visit
 
 from .conftest import wait_for
 
@@ -39,7 +39,7 @@ def _processes_running(path: Path) -> list[int]:
 def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
     hanging = _hanging_pyspy(tmp_path)
     started = time.monotonic()
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(), ranks.plan(pyspy_command=str(hanging), command_timeout_s=2)
     ).evidence
     elapsed = time.monotonic() - started
@@ -57,7 +57,7 @@ def test_it_keeps_partial_evidence_when_the_node_time_budget_runs_out(sshd, rank
     # 15 s in all: the probe's share on the node (what is left after connecting, a margin and
     # shipping; 10 s when connecting is quick) is for every step beside the hung py-spy to
     # finish on a loaded machine; the py-spy (60 s of its own) runs it out whatever the load.
-    visit = collect_node(
+    visit = ssh_visit(
         sshd.target(),
         ranks.plan(pyspy_command=str(hanging), command_timeout_s=60, total_timeout_s=15),
     )
@@ -85,7 +85,7 @@ def test_it_keeps_the_end_of_a_huge_log_and_marks_it_truncated(sshd, ranks, tmp_
     with open(log, "wb") as out:
         for step in range(40_000):
             out.write(b"2026-11-29 09:30:01,123 INFO [rank0] host=h step=%d loss=1.0\n" % step)
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")], tail_bytes=64 * 1024)
     ).evidence
     assert evidence.status == GATHERED
@@ -98,7 +98,7 @@ def test_it_keeps_the_end_of_a_huge_log_and_marks_it_truncated(sshd, ranks, tmp_
 def test_it_caps_flight_recorder_dumps_and_environments(sshd, ranks, tmp_path):
     dump = tmp_path / "trace_rank_9"
     dump.write_bytes(os.urandom(300_000))
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(),
         ranks.plan(flight_recorder_globs=[str(tmp_path / "trace_rank_*")], artifact_cap_bytes=100),
     ).evidence
@@ -112,7 +112,7 @@ def test_it_caps_flight_recorder_dumps_and_environments(sshd, ranks, tmp_path):
 def test_it_stops_reading_a_node_that_sends_too_much(sshd, ranks, tmp_path):
     for index in range(4):
         (tmp_path / f"big{index}.log").write_bytes(os.urandom(200_000))
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(),
         ranks.plan(log_globs=[str(tmp_path / "*.log")], max_total_bytes=300_000),
     ).evidence
@@ -127,7 +127,7 @@ def test_it_skips_fifos_and_other_non_files_matched_by_a_glob(sshd, ranks, tmp_p
     (tmp_path / "real.log").write_text("fine\n")
     started = time.monotonic()
     plan = ranks.plan(log_globs=[str(tmp_path / "*.log")], command_timeout_s=20)
-    evidence = collect_node(sshd.target(), plan).evidence
+    evidence = ssh_visit(sshd.target(), plan).evidence
     # Reading the fifo would have blocked its tail until the command's timeout.
     assert time.monotonic() - started < plan.command_timeout_s
     assert evidence.status == GATHERED

@@ -8,9 +8,9 @@ from datetime import timedelta
 from django.conf import settings
 
 from collectors import tasks
-from collectors.remote import CollectionPlan
 from core.celery import app
 from hangdesk.budget import TIME_BUDGET, TimeBudget
+from hangdesk.plan import CollectionPlan
 
 
 def test_a_node_task_outlasts_the_visit_and_the_broker_outlasts_every_task():

@@ -8,9 +8,9 @@ import tarfile
 
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from collectors.bundles import read_bundle_bytes, write_bundle
-from collectors.remote import FrameReader, evidence_from_frames
 from hangdesk import evidence_kinds as kinds
 from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
+from hangdesk.frames import FrameReader, evidence_from_frames
 
 
 def _frame(key: str, body: bytes) -> bytes:

@@ -16,7 +16,7 @@ import pytest
 from analysis.evidence import GATHERED, not_gathered
 from clusters.sshspec import fingerprint
 from collectors.outcomes import FailureKind
-from collectors.remote import collect_node
+from collectors.visits import ssh_visit
 
 from .conftest import free_port, keygen, wait_for
 
@@ -36,7 +36,7 @@ def _nothing_collected(evidence) -> None:
 
 
 def test_it_marks_a_refused_connection_unreachable(sshd, ranks):
-    visit = collect_node(sshd.target(port=free_port()), ranks.plan())
+    visit = ssh_visit(sshd.target(port=free_port()), ranks.plan())
     evidence = _failed(visit, FailureKind.UNREACHABLE)
     assert evidence.status.note.startswith("unreachable: connection refused by 127.0.0.1:")
     assert visit.failure.transient
@@ -75,7 +75,7 @@ def banner_only_server():
 
 def test_it_gives_up_on_a_node_that_never_speaks_ssh(sshd, ranks, silent_server):
     started = time.monotonic()
-    visit = collect_node(
+    visit = ssh_visit(
         sshd.target(port=silent_server), ranks.plan(connect_timeout_s=1, total_timeout_s=5)
     )
     assert time.monotonic() - started < 4
@@ -104,7 +104,7 @@ def hanging_up_server():
 
 
 def test_a_port_that_hangs_up_is_not_called_a_silent_server(sshd, ranks, hanging_up_server):
-    visit = collect_node(
+    visit = ssh_visit(
         sshd.target(port=hanging_up_server), ranks.plan(connect_timeout_s=10, total_timeout_s=20)
     )
     evidence = _failed(visit, FailureKind.UNREACHABLE)
@@ -114,7 +114,7 @@ def test_a_port_that_hangs_up_is_not_called_a_silent_server(sshd, ranks, hanging
 
 def test_it_gives_up_on_a_node_that_stalls_in_the_handshake(sshd, ranks, banner_only_server):
     started = time.monotonic()
-    visit = collect_node(
+    visit = ssh_visit(
         sshd.target(port=banner_only_server), ranks.plan(connect_timeout_s=1, total_timeout_s=5)
     )
     assert time.monotonic() - started < 4
@@ -127,7 +127,7 @@ def test_it_gives_up_on_a_node_that_stalls_in_the_handshake(sshd, ranks, banner_
 def test_it_refuses_a_node_whose_host_key_does_not_match(sshd, ranks, tmp_path):
     impostor = keygen(tmp_path / "other_host_ed25519")
     log_before = len(sshd.log())
-    visit = collect_node(sshd.target(host_key=impostor.public_line), ranks.plan())
+    visit = ssh_visit(sshd.target(host_key=impostor.public_line), ranks.plan())
 
     expected, got = fingerprint(impostor.public_line), fingerprint(sshd.host_key.public_line)
     evidence = _failed(visit, FailureKind.HOST_KEY)
@@ -148,7 +148,7 @@ def test_it_refuses_a_node_whose_host_key_does_not_match(sshd, ranks, tmp_path):
 def test_it_refuses_a_host_key_of_another_type(sshd, ranks, tmp_path):
     impostor = keygen(tmp_path / "other_host_ecdsa", kind="ecdsa")
     evidence = _failed(
-        collect_node(sshd.target(host_key=impostor.public_line), ranks.plan()), FailureKind.HOST_KEY
+        ssh_visit(sshd.target(host_key=impostor.public_line), ranks.plan()), FailureKind.HOST_KEY
     )
     assert evidence.status.note.startswith(
         f"host key mismatch: expected {fingerprint(impostor.public_line)}, got SHA256:"
@@ -157,13 +157,13 @@ def test_it_refuses_a_host_key_of_another_type(sshd, ranks, tmp_path):
 
 
 def test_it_does_not_connect_without_a_valid_host_key(sshd, ranks):
-    evidence = _failed(collect_node(sshd.target(host_key=""), ranks.plan()), FailureKind.HOST_KEY)
+    evidence = _failed(ssh_visit(sshd.target(host_key=""), ranks.plan()), FailureKind.HOST_KEY)
     assert evidence.status.note.startswith("host key invalid: ")
 
 
 def test_it_reports_an_unauthorised_client_key_as_auth_failure(sshd, ranks, tmp_path):
     stranger = keygen(tmp_path / "stranger_ed25519")
-    visit = collect_node(sshd.target(key_path=str(stranger.private)), ranks.plan())
+    visit = ssh_visit(sshd.target(key_path=str(stranger.private)), ranks.plan())
     evidence = _failed(visit, FailureKind.AUTH)
     assert evidence.status.note.startswith("auth failed: root@node-under-test"), evidence.status
     assert not visit.failure.transient
@@ -171,7 +171,7 @@ def test_it_reports_an_unauthorised_client_key_as_auth_failure(sshd, ranks, tmp_
 
 
 def test_it_reports_a_missing_key_file_without_connecting(sshd, ranks, tmp_path):
-    visit = collect_node(sshd.target(key_path=str(tmp_path / "absent")), ranks.plan())
+    visit = ssh_visit(sshd.target(key_path=str(tmp_path / "absent")), ranks.plan())
     assert _failed(visit, FailureKind.AUTH).status.note == (
         f"auth failed: cannot load private key {tmp_path / 'absent'}: No such file or directory"
     )
@@ -184,9 +184,7 @@ def test_it_never_puts_private_key_material_in_the_status(sshd, ranks, tmp_path)
     broken.write_text(
         f"-----BEGIN OPENSSH PRIVATE KEY-----\n{secret}\n-----END OPENSSH PRIVATE KEY-----\n"
     )
-    evidence = _failed(
-        collect_node(sshd.target(key_path=str(broken)), ranks.plan()), FailureKind.AUTH
-    )
+    evidence = _failed(ssh_visit(sshd.target(key_path=str(broken)), ranks.plan()), FailureKind.AUTH)
     assert evidence.status.note.startswith(f"auth failed: cannot load private key {broken}")
     assert secret not in evidence.status.note
 
@@ -210,21 +208,21 @@ def ssh_agent(tmp_path, monkeypatch):
 
 def test_it_authenticates_with_the_ssh_agent_when_no_key_path_is_given(sshd, ranks, ssh_agent):
     subprocess.run(["ssh-add", "-q", str(sshd.client_key.private)], check=True, timeout=10)
-    visit = collect_node(sshd.target(key_path=None), ranks.plan())
+    visit = ssh_visit(sshd.target(key_path=None), ranks.plan())
     assert visit.failure is None and visit.evidence.status == GATHERED, visit.evidence.status
     assert set(ranks.pids) <= set(visit.evidence.pyspy)
 
 
 def test_it_reports_auth_failure_without_key_path_or_agent(sshd, ranks, monkeypatch):
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    evidence = _failed(collect_node(sshd.target(key_path=None), ranks.plan()), FailureKind.AUTH)
+    evidence = _failed(ssh_visit(sshd.target(key_path=None), ranks.plan()), FailureKind.AUTH)
     assert evidence.status.note == (
         "auth failed: root@node-under-test: no key_path and no key in the ssh-agent"
     )
 
 
 def test_it_reports_an_unusable_plan_instead_of_raising(sshd, ranks):
-    visit = collect_node(sshd.target(), ranks.plan(log_globs=["relative/*.log"]))
+    visit = ssh_visit(sshd.target(), ranks.plan(log_globs=["relative/*.log"]))
     evidence = _failed(visit, FailureKind.INVALID_PLAN)
     assert (
         evidence.status.note

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.evidence import stopped_short
-from collectors.remote import FrameReader, evidence_from_frames, parse_probe_output
+from hangdesk.frames import FrameReader, evidence_from_frames, parse_probe_output
 
 
 def _frame(key: str, body: bytes) -> bytes:

@@ -6,12 +6,12 @@ import time
 
 from analysis.evidence import stopped_short
 from collectors.outcomes import FailureKind
-from collectors.remote import collect_node
+from collectors.visits import ssh_visit
 
 
 def test_it_abandons_a_node_that_takes_the_command_and_goes_silent(sshd, ranks):
     started = time.monotonic()
-    visit = collect_node(sshd.hostile_target("silent"), ranks.plan(total_timeout_s=2))
+    visit = ssh_visit(sshd.hostile_target("silent"), ranks.plan(total_timeout_s=2))
     assert time.monotonic() - started < 3
     text = "unreachable: no probe output before the time budget of 2s used up"
     assert visit.evidence.status.note == text
@@ -21,7 +21,7 @@ def test_it_abandons_a_node_that_takes_the_command_and_goes_silent(sshd, ranks):
 
 def test_it_keeps_what_arrived_before_a_node_went_silent(sshd, ranks):
     started = time.monotonic()
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.hostile_target("frames-then-silent"), ranks.plan(total_timeout_s=2)
     ).evidence
     assert time.monotonic() - started < 3
@@ -32,7 +32,7 @@ def test_it_keeps_what_arrived_before_a_node_went_silent(sshd, ranks):
 
 def test_it_cuts_off_a_node_that_floods_noise(sshd, ranks):
     started = time.monotonic()
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.hostile_target("flood"), ranks.plan(max_total_bytes=1_000_000)
     ).evidence
     assert time.monotonic() - started < 5

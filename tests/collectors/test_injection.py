@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from analysis.evidence import GATHERED
-from collectors.remote import collect_node, render_probe
+from collectors.visits import ssh_visit
+from hangdesk.frames import render_probe
 
 HOSTILE = "'; touch {0}/quote #\"; touch {0}/dquote; $(touch {0}/subst) `touch {0}/backtick`"
 
@@ -18,7 +19,7 @@ def test_it_never_executes_a_hostile_pattern_glob_or_py_spy_command(sshd, ranks,
         flight_recorder_globs=[f"/{hostile}"],
         pyspy_command=f"/nonexistent/py-spy{hostile}",
     )
-    evidence = collect_node(sshd.target(), plan).evidence
+    evidence = ssh_visit(sshd.target(), plan).evidence
     assert evidence.status == GATHERED, evidence.status
     assert list(canary.iterdir()) == []
     # The pattern still worked as a regular expression: the real ranks were found.
@@ -31,7 +32,7 @@ def test_it_expands_globs_without_splitting_or_evaluating_file_names(sshd, ranks
     odd = tmp_path / "rank 0 'x' $(touch y) `z`.log"
     odd.write_text("step=1\n")
     (tmp_path / "rank").write_text("must not match: the glob is one word\n")
-    evidence = collect_node(
+    evidence = ssh_visit(
         sshd.target(), ranks.plan(log_globs=[f"{tmp_path}/rank 0 'x' $(touch y)*.log"])
     ).evidence
     assert evidence.logs == {str(odd): "step=1\n"}

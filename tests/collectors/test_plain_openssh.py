@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from analysis.evidence import GATHERED
-from collectors.remote import parse_probe_output
+from hangdesk.frames import parse_probe_output
 
 BASELINE = Path(__file__).parents[2] / "bench" / "bench_collect_baseline.sh"
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from collectors.remote import CollectionPlan, parse_probe_output, render_probe
+from hangdesk.frames import parse_probe_output, render_probe
+from hangdesk.plan import CollectionPlan
 
 
 def _probe(plan: CollectionPlan) -> dict[int, str]:

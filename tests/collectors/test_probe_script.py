@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from analysis.evidence import GATHERED
-from collectors.remote import CollectionPlan, parse_probe_output, render_probe
+from hangdesk.frames import parse_probe_output, render_probe
+from hangdesk.plan import CollectionPlan
 
 NVIDIA_SMI_TABLE = """\
 +-----------------------------------------------------------------------------------------+

@@ -9,16 +9,18 @@ from datetime import UTC, datetime
 import pytest
 
 from analysis.evidence import SnapshotEvidence
-from collectors import remote
+from clusters.sshspec import NodeTarget
+from collectors.visits import ssh_visit
+from hangdesk.plan import CollectionPlan
 from lab import farm
 from tests.helpers import free_port
 
 CI_NODES = 50
 
 
-def plan_of(info: dict, **options) -> remote.CollectionPlan:
+def plan_of(info: dict, **options) -> CollectionPlan:
     c = info["cluster"]
-    return remote.CollectionPlan(
+    return CollectionPlan(
         process_pattern=c["process_pattern"],
         log_globs=c["log_globs"],
         flight_recorder_globs=c["flight_recorder_globs"],
@@ -27,15 +29,15 @@ def plan_of(info: dict, **options) -> remote.CollectionPlan:
     )
 
 
-def target_of(node: dict, **changes) -> remote.NodeTarget:
+def target_of(node: dict, **changes) -> NodeTarget:
     fields = {k: node[k] for k in ("name", "address", "port", "username", "key_path", "host_key")}
-    return remote.NodeTarget(**{**fields, **changes})
+    return NodeTarget(**{**fields, **changes})
 
 
 def collect_all(info: dict) -> tuple[SnapshotEvidence, list]:
     plan = plan_of(info)
     with ThreadPoolExecutor(max_workers=64) as pool:
-        visits = list(pool.map(lambda n: remote.collect_node(target_of(n), plan), info["nodes"]))
+        visits = list(pool.map(lambda n: ssh_visit(target_of(n), plan), info["nodes"]))
     evidence = SnapshotEvidence(
         nodes=[v.evidence for v in visits],
         expected_world_size=info["cluster"]["world_size"],

@@ -10,8 +10,8 @@ import paramiko
 import pytest
 
 import analysis
-from collectors import remote
 from collectors.outcomes import FailureKind
+from collectors.visits import ssh_visit
 from lab import farm_nodes
 from tests.farm.farmkit import assert_planted_fault, collect_all, plan_of, target_of
 from tests.helpers import wait_for
@@ -57,11 +57,11 @@ def test_each_node_has_its_own_host_key_and_admits_only_the_farm_key(farm_factor
     nodes = running.info["nodes"]
     assert len({n["host_key"] for n in nodes}) == 3
     plan = plan_of(running.info)
-    swapped = remote.collect_node(target_of(nodes[0], host_key=nodes[1]["host_key"]), plan)
+    swapped = ssh_visit(target_of(nodes[0], host_key=nodes[1]["host_key"]), plan)
     assert swapped.failure.kind is FailureKind.HOST_KEY
     other = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
-    stranger = remote.collect_node(target_of(nodes[0], key_path=str(other)), plan)
+    stranger = ssh_visit(target_of(nodes[0], key_path=str(other)), plan)
     assert stranger.failure.kind is FailureKind.AUTH
 
 

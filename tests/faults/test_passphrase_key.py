@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from clusters.models import Node
 from clusters.sshspec import PASSPHRASE_KEY_MESSAGE, private_key_is_encrypted, private_key_problem
 from collectors.outcomes import FailureKind
-from collectors.remote import collect_node
+from collectors.visits import ssh_visit
 
 
 def _key(path, kind: str, passphrase: str, *extra: str):
@@ -54,7 +54,7 @@ def test_the_node_fails_with_a_clear_reason_instead_of_an_internal_error(
     sshd, ranks, tmp_path, kind, extra
 ):
     locked = _key(tmp_path / "locked", kind, "correct horse", *extra)
-    visit = collect_node(sshd.target(key_path=str(locked)), ranks.plan())
+    visit = ssh_visit(sshd.target(key_path=str(locked)), ranks.plan())
     assert visit.failure is not None and visit.failure.kind is FailureKind.AUTH
     assert (
         visit.evidence.status.note == f"auth failed: private key {locked}: {PASSPHRASE_KEY_MESSAGE}"

@@ -23,8 +23,8 @@ from django.urls import reverse
 
 from clusters.importing import cluster_import
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.remote import CollectionPlan
 from collectors.tasks import snapshot_start
+from hangdesk.plan import CollectionPlan
 from incidents.services import incident_open
 from tests.collectors.conftest import keygen
 from tests.helpers import free_port, wait_for

@@ -30,7 +30,7 @@ def _last_entry(dump: dict) -> dict:
 
 
 def _assert_console_concludes(lab) -> dict:
-    """The console's own path (collect_node over SSH, then diagnose) reaches the verdict the
+    """The console's own path (ssh_visit over SSH, then diagnose) reaches the verdict the
     lab promises: class, suspects, missing ranks and the last globally completed step."""
     expected = lab.expected
     if expected["classification"] == "init":

@@ -110,3 +110,12 @@ def test_a_small_job_keeps_its_whole_table_on_the_page(client, bob, cluster):
     html = client.get(incident.get_absolute_url()).content.decode()
     assert _ranks_in(html)[:2] == [5, 11] and sorted(_ranks_in(html)) == list(range(16))
     assert 'id="flagged-ranks"' not in html and "<details open" in html
+
+
+def test_the_shared_documents_chart_comes_from_the_overview(fleet):
+    from sharing.documents import live_parts
+
+    incident, _, diagnosis = fleet
+    parts = live_parts(incident)
+    assert parts["figure"] == timeline_figure(Diagnosis.from_json(diagnosis))
+    assert parts["verdict"]["ranks_seen"] == WORLD - 1

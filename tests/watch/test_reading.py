@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.remote import FrameReader
+from hangdesk.frames import FrameReader
 from watch import progress
 from watch.reading import ReadPlan, reading_from_frames, render_script
 

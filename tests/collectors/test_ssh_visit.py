@@ -8,7 +8,7 @@ import time
 import pytest
 
 from analysis.evidence import GATHERED
-from collectors.remote import collect_node
+from collectors.visits import ssh_visit
 
 from .conftest import FLIGHT_RECORDER_DUMP, NON_UTF8_LOG, WORLD_SIZE
 
@@ -16,7 +16,7 @@ from .conftest import FLIGHT_RECORDER_DUMP, NON_UTF8_LOG, WORLD_SIZE
 @pytest.fixture(scope="module")
 def collected(sshd, ranks):
     started = time.monotonic()
-    visit = collect_node(sshd.target(), ranks.plan())
+    visit = ssh_visit(sshd.target(), ranks.plan())
     assert visit.failure is None, visit.failure
     return visit.evidence, time.monotonic() - started
 
@@ -109,7 +109,7 @@ def test_it_runs_py_spy_for_all_processes_side_by_side(sshd, ranks, tmp_path):
     slow_pyspy.chmod(0o755)
     started = time.monotonic()
     plan = ranks.plan(pyspy_command=str(slow_pyspy), sample_seconds=0)
-    evidence = collect_node(sshd.target(), plan).evidence
+    evidence = ssh_visit(sshd.target(), plan).evidence
     elapsed = time.monotonic() - started
     assert evidence.status == GATHERED
     assert set(ranks.pids) <= set(evidence.pyspy)
