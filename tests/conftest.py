@@ -14,7 +14,11 @@ from tests import services
 from tests.browserkit import browser, log_in, page  # noqa: F401 - chromium for every suite
 from tests.clikit import hangdesk_installed  # noqa: F401 - the README's `pip install .`
 from tests.helpers import wait_for  # also re-exported for the suites
-from tests.labkit import Lab, lab_factory  # noqa: F401 - registers the lab fixture everywhere
+from tests.labkit import (  # noqa: F401 - registers the lab fixtures everywhere
+    Lab,
+    hung_rank_exit_lab,
+    lab_factory,
+)
 
 # Django models are imported inside the fixtures: the pure suites (analysis, lab) also
 # run with `-p no:django`, where importing a model here would fail.

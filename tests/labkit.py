@@ -213,3 +213,18 @@ def lab_factory(tmp_path_factory):
     yield make
     for lab in made:
         lab.down()
+
+
+@pytest.fixture(scope="session")
+def hung_rank_exit_lab(lab_factory):
+    """The default rank-exit lab (rank 3 SIGKILLed at the fault step), once every live rank's
+    watchdog has dumped: ranks 0-2 then wait in the all_reduce for hours (a 6 h process-group
+    timeout). Brought up once for the whole session and shared by the tests that only observe
+    it (SSH reads, snapshots, bundles); a test that kills, writes or restarts anything on a
+    lab brings up its own."""
+    lab = lab_factory("rank-exit")
+    expected = lab.expected
+    alive = [r for r in range(expected["world_size"]) if r not in expected["missing_ranks"]]
+    lab.wait_for_dumps(alive, timeout=90)
+    yield lab
+    assert lab.down() == []

@@ -24,11 +24,8 @@ LONG = 120_000
 
 
 @pytest.fixture(scope="module")
-def hung_lab(lab_factory):
-    lab = lab_factory("rank-exit")
-    lab.wait_for_dumps([0, 1, 2], timeout=90)
-    yield lab
-    assert lab.down() == []
+def hung_lab(hung_rank_exit_lab):
+    return hung_rank_exit_lab  # the session's: this module only observes it
 
 
 def _screenshot(page, name: str) -> None:

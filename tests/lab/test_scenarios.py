@@ -140,8 +140,8 @@ class TestHealthy:
 
 class TestRankExit:
     @pytest.fixture(scope="class")
-    def lab(self, lab_factory):
-        yield from _lab(lab_factory, "rank-exit")
+    def lab(self, hung_rank_exit_lab):
+        return hung_rank_exit_lab  # the session's: these tests only observe it
 
     def test_dead_rank_is_gone_and_peers_wait_in_all_reduce(self, lab):
         dumps = _hung(lab, [0, 1, 2])

@@ -19,11 +19,8 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def hung_lab(lab_factory):
-    lab = lab_factory("rank-exit")
-    lab.wait_for_dumps([0, 1, 2], timeout=90)  # the peers are stuck and have dumped
-    yield lab
-    assert lab.down() == []
+def hung_lab(hung_rank_exit_lab):
+    return hung_rank_exit_lab  # the session's (the peers stuck, dumped): only observed here
 
 
 def test_a_click_on_snapshot_collects_every_rank_and_names_the_dead_one(
