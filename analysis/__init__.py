@@ -1,18 +1,17 @@
-"""Pure analysis of hung-job evidence: parsers, rank timeline, stack groups, verdicts.
+"""Pure analysis of hung-job evidence: parsers, ranks, stack groups, verdicts.
 
 Nothing in this package imports Django or paramiko; it works on plain data.
 """
 
-from analysis.diagnosis import Diagnosis, diagnose
+from analysis.diagnosis import Diagnosis, diagnose, diagnose_parses
 from analysis.ranks import RankState, extract_ranks
 from analysis.stacks import compact_ranks
-from analysis.timeline import timeline_figure
 
 __all__ = [
     "Diagnosis",
     "RankState",
     "compact_ranks",
     "diagnose",
+    "diagnose_parses",
     "extract_ranks",
-    "timeline_figure",
 ]

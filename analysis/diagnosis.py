@@ -20,7 +20,8 @@ from analysis.evidence import SnapshotEvidence
 from analysis.facts import Facts, Progress, build_facts
 from analysis.fr_records import FlightRecorderSummary
 from analysis.gpushape import GpuRow
-from analysis.ranks import parse_snapshot
+from analysis.nodemap import NodeParse
+from analysis.ranks import Reparse, merge_parses, parse_snapshot
 from analysis.records import (
     EnvDiff,
     NcclConfigDiff,
@@ -38,7 +39,6 @@ from analysis.records import (
     records,
 )
 from analysis.rules import decide
-from analysis.schedulers.attach import with_scheduler_evidence
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
 from analysis.stacks import compact_ranks
 from analysis.verdict import Alternative, Evidence
@@ -202,9 +202,40 @@ class Diagnosis:
 def diagnose(evidence: SnapshotEvidence, previous: SnapshotEvidence | None = None) -> Diagnosis:
     """Classify one snapshot, compared with an earlier one when given."""
     with _no_cyclic_gc():
-        snap = parse_snapshot(with_scheduler_evidence(evidence))
+        snap = parse_snapshot(evidence, scheduler_lines=True)
         prev = parse_snapshot(previous, flight_recorder=False) if previous is not None else None
         return diagnose_facts(build_facts(snap, prev))
+
+
+def diagnose_parses(
+    head: SnapshotEvidence,
+    parses: list[NodeParse],
+    reparse: Reparse,
+    previous: SnapshotEvidence | None = None,
+) -> Diagnosis:
+    """The reduce: `diagnose` from each node's parse (`analysis.nodemap.map_node`, made with
+    the scheduler's lines), as the workers that collected the nodes stored them. `head`: the
+    snapshot without its nodes (world size, time, scheduler); `reparse(index, rank_pids)`
+    parses a node again from its evidence when what its parse assumed no longer holds."""
+    with _no_cyclic_gc():
+        snap = merge_parses(
+            parses,
+            expected_world_size=head.expected_world_size,
+            collected_at=head.collected_at,
+            scheduler=head.scheduler,
+            scheduler_lines=True,
+            flight_recorder=True,
+            reparse=reparse,
+        )
+        prev = parse_snapshot(previous, flight_recorder=False) if previous is not None else None
+        return diagnose_facts(build_facts(snap, prev))
+
+
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """For callers that build the engine's records in bulk (stored parses read back)."""
+    with _no_cyclic_gc():
+        yield
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from analysis.departures import exit_reason
 from analysis.facts import Facts
 from analysis.progress import Progress
 from analysis.ranks import line_rank
-from analysis.verdict import Evidence, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, ranks_text
 
 
 def stack(facts: Facts, rank: int) -> list[Evidence]:
@@ -16,7 +16,9 @@ def stack(facts: Facts, rank: int) -> list[Evidence]:
     state = facts.ranks.get(rank)
     if state is None or not state.stack:
         return []
-    quoted = [Evidence("stack", state.node, rank, state.innermost_frame or state.stack[0])]
+    quoted = [
+        Evidence(EvidenceKind.STACK, state.node, rank, state.innermost_frame or state.stack[0])
+    ]
     if state.gpu_util is not None:
         # 100 % without progress = NCCL spinning in a collective; 0 % with memory held =
         # stuck on the CPU side (data, I/O, a lock).
@@ -27,7 +29,7 @@ def stack(facts: Facts, rank: int) -> list[Evidence]:
         else:
             reading = "partly busy"
         text = f"GPU {state.gpu} at {state.gpu_util}% holding {state.gpu_memory_mib}MiB: {reading}"
-        quoted.append(Evidence("gpu", state.node, rank, text))
+        quoted.append(Evidence(EvidenceKind.GPU, state.node, rank, text))
     return quoted
 
 
@@ -36,7 +38,7 @@ def stacks(facts: Facts, ranks, limit: int = 5) -> list[Evidence]:
 
 
 def progress(p: Progress) -> Evidence:
-    return Evidence("progress", None, None, p.describe())
+    return Evidence(EvidenceKind.PROGRESS, None, None, p.describe())
 
 
 def flight_recorder(first: dict) -> Evidence:
@@ -46,7 +48,7 @@ def flight_recorder(first: dict) -> Evidence:
     lost = first["missing_rank_list"]
     missing = f"; missing on {ranks_text(lost)}" if lost else ""
     return Evidence(
-        "flight_recorder",
+        EvidenceKind.FLIGHT_RECORDER,
         None,
         None,
         f"first unmatched collective: group {first['pg']} #{first['seq']}: {parts}{missing}",
@@ -75,28 +77,30 @@ def departure(facts: Facts, rank: int) -> tuple[list[Evidence], bool]:
     strong = False
     for kill_pid, (kill_node, line, recent) in sorted(facts.oom_by_pid.items()):
         if kill_pid == pid or (kill_node == node and pid is None and recent):
-            quoted.append(Evidence("dmesg_oom", kill_node, rank, line))
+            quoted.append(Evidence(EvidenceKind.DMESG_OOM, kill_node, rank, line))
             strong = True
     kernel = facts.nodes[node].kernel if node in facts.nodes else None
     for xid in kernel.xids if kernel else ():
         if facts.before_job(xid.line):
             continue
-        quoted.append(Evidence("xid", node, rank, f"{xid.line}  [{xid.meaning}]"))
+        quoted.append(Evidence(EvidenceKind.XID, node, rank, f"{xid.line}  [{xid.meaning}]"))
         strong = strong or xid.fatal
     for seg in kernel.segfaults if kernel else ():
         if facts.before_job(seg.line):
             continue
         if pid is None or seg.pid == pid:
-            quoted.append(Evidence("segfault", node, rank, seg.line))
+            quoted.append(Evidence(EvidenceKind.SEGFAULT, node, rank, seg.line))
             strong = True
     gone = facts.departures.get(rank)
     if gone is not None:
         fallback = exit_reason(gone.exit_code) if gone.exit_code is not None else gone.reason
-        quoted.append(Evidence("exit_code", node, rank, gone.line or fallback))
+        quoted.append(Evidence(EvidenceKind.EXIT_CODE, node, rank, gone.line or fallback))
         strong = strong or not gone.stopped_by_launcher
     quoted.extend(log_errors(facts, rank))
     if gone is None:
-        quoted.append(Evidence("missing", node, rank, f"rank {rank}: {why_lost(facts, rank)}"))
+        quoted.append(
+            Evidence(EvidenceKind.MISSING, node, rank, f"rank {rank}: {why_lost(facts, rank)}")
+        )
     return quoted, strong
 
 
@@ -121,7 +125,7 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Evidence]:
                     and not facts.before_job(signal.text)
                     and all(e.text != signal.text for e in quoted)
                 ):
-                    quoted.append(Evidence("log_error", signal.node, rank, signal.text))
+                    quoted.append(Evidence(EvidenceKind.LOG_ERROR, signal.node, rank, signal.text))
     for node_name, log in facts.snap.logs:
         local = facts.local_maps.get(node_name, {})
         mine = [
@@ -132,7 +136,9 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Evidence]:
             and not _PLUMBING.match(fact.line.strip())
             and all(e.text != fact.line for e in quoted)
         ]
-        quoted.extend(Evidence("log_error", node_name, rank, f.line) for f in mine[:limit])
+        quoted.extend(
+            Evidence(EvidenceKind.LOG_ERROR, node_name, rank, f.line) for f in mine[:limit]
+        )
     return quoted[:limit]
 
 

@@ -20,6 +20,7 @@ from analysis.rankmodel import (
     RankState,
 )
 from analysis.signals.place import placed
+from analysis.signals.progress import bar_step_time
 
 
 def apply_log(
@@ -252,3 +253,7 @@ def apply_signal_progress(parsed: ParsedSnapshot) -> None:
         if gaps and state.step_time is None:
             per_step = sorted(g / n for g, n in gaps)
             state.step_time = per_step[len(per_step) // 2]
+        if state.step_time is None and step > WARMUP_STEPS:
+            # One bar line and no second to time it against: the bar's own measured pace.
+            latest = max(found.progress, key=lambda s: s.line_no)
+            state.step_time = bar_step_time(latest.text)

@@ -79,6 +79,10 @@ class NodeFacts:
     gpus: GpuFacts
     shell_init: list[ShellInitSetting]
     rank_pids: dict[int, int]  # pid -> rank, for live rank processes
+    # pid -> rank as the node's logs say (a launcher's start lines, NCCL's communicator set-up
+    # `host:pid:tid ... rank R nranks N`): ties a process that is gone, and left no environ,
+    # to its rank when RAS or the kernel names it by pid.
+    log_pids: dict[int, int] = field(default_factory=dict)
     # Its GPUs over time: DCGM's hour, else the probe's few seconds (analysis/gpushape.py).
     gpu_series: list[GpuSeries] = field(default_factory=list)
 

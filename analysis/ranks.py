@@ -8,22 +8,19 @@ rank, turned into a global one with the node's LOCAL_RANK -> RANK map), or from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from analysis.evidence import NodeEvidence, SnapshotEvidence
-from analysis.gpushape import node_series
-from analysis.jobtime import first_stamp
-from analysis.parsers.dmesg import KernelFacts, parse_dmesg
-from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
-from analysis.parsers.flight_recorder import parse_flight_recorder
-from analysis.parsers.logs import (
-    parse_log,
+from analysis.evidence import SnapshotEvidence
+from analysis.nodemap import (
+    NodeParse,
+    RankProcess,
+    map_node,
+    scheduler_context,
+    still_holds,
 )
-from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
-from analysis.parsers.ps import PsRow, parse_ps
-from analysis.parsers.pyspy import main_thread, parse_pyspy
-from analysis.parsers.pyspy_samples import parse_samples
-from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
+from analysis.parsers.environ import COMMS_PREFIXES
+from analysis.parsers.ps import PsRow
 from analysis.ranklogs import apply_log, apply_signal_progress, line_rank, place_comm_inits
 from analysis.rankmodel import (
     MAX_WORLD,
@@ -34,11 +31,9 @@ from analysis.rankmodel import (
     ParsedSnapshot,
     RankState,
 )
-from analysis.schedulers.attach import scheduler_ranks, scheduler_world_size
+from analysis.schedulers.attach import scheduler_log, scheduler_ranks, scheduler_world_size
 from analysis.signals import LineSource
 from analysis.signals.place import host_map, kernel_signals, snapshot_signals
-from analysis.signals.who import master_pods
-from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 __all__ = [
     "COMMS_PREFIXES",
@@ -61,7 +56,55 @@ def extract_ranks(evidence: SnapshotEvidence) -> list[RankState]:
     return [parsed.ranks[r] for r in sorted(parsed.ranks)]
 
 
-def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> ParsedSnapshot:
+def parse_snapshot(
+    evidence: SnapshotEvidence, flight_recorder: bool = True, scheduler_lines: bool = False
+) -> ParsedSnapshot:
+    """Every node parsed alone (the map, `analysis.nodemap`), then merged. `scheduler_lines`:
+    the scheduler's words about each node are read as one more of its logs."""
+    hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
+
+    def parse(index: int, rank_pids: dict[int, int] | None = None) -> NodeParse:
+        node_ev = evidence.nodes[index]
+        return map_node(
+            node_ev,
+            hosts=hosts,
+            snapshot_collected_at=evidence.collected_at,
+            assigned=scheduler_ranks(evidence.scheduler, node_ev.node, node_ev.hostname),
+            scheduler_log=scheduler_log(evidence.scheduler, node_ev.node, node_ev.hostname)
+            if scheduler_lines
+            else None,
+            rank_pids=rank_pids,
+            flight_recorder=flight_recorder,
+        )
+
+    return merge_parses(
+        [parse(i) for i in range(len(evidence.nodes))],
+        expected_world_size=evidence.expected_world_size,
+        collected_at=evidence.collected_at,
+        scheduler=evidence.scheduler,
+        scheduler_lines=scheduler_lines,
+        flight_recorder=flight_recorder,
+        reparse=parse,
+    )
+
+
+Reparse = Callable[[int, "dict[int, int] | None"], NodeParse]
+
+
+def merge_parses(
+    parses: list[NodeParse],
+    *,
+    expected_world_size: int | None,
+    collected_at: datetime | None,
+    scheduler: dict | None,
+    scheduler_lines: bool,
+    flight_recorder: bool,
+    reparse: Reparse,
+) -> ParsedSnapshot:
+    """The reduce: the nodes' parses merged in node order, as one pass over the whole
+    snapshot would have read them. `reparse(index, rank_pids)` parses a node again from its
+    evidence, when what its parse was told no longer holds (another node's host name, a RANK
+    another node holds, a scheduler's word that changed)."""
     parsed = ParsedSnapshot(
         ranks={},
         env={},
@@ -71,68 +114,37 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
         dumps=[],
         expected_world_size=None,
         problems=[],
-        collected_at=evidence.collected_at or _latest(n.collected_at for n in evidence.nodes),
+        collected_at=collected_at or _latest(p.collected_at for p in parses),
         has_process_evidence=False,
     )
     world_sizes: list[int] = []
     # A bundle of one node: its local ranks are the global ones (the node is the whole job,
     # or the bundle would hold the others too).
-    single_node = len(evidence.nodes) == 1
+    single_node = len(parses) == 1
 
     def problem(node: str, source: str, text: str) -> None:
         parsed.problems.append({"node": node, "source": source, "problem": text})
 
-    hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
-    for node_ev in sorted(evidence.nodes, key=lambda n: n.node):
-        assigned = scheduler_ranks(evidence.scheduler, node_ev.node, node_ev.hostname)
-        facts = _parse_node(node_ev, parsed.ranks, parsed.env, world_sizes, problem, assigned)
-        parsed.nodes[node_ev.node] = facts
-        local_to_global = {
-            parsed.ranks[rank].local_rank: rank
-            for rank in facts.rank_pids.values()
-            if parsed.ranks[rank].local_rank is not None
-        }
-        when = node_ev.collected_at or evidence.collected_at
-        cut = set(node_ev.truncated)
-        launched: dict[int, int] = {}  # pid -> rank, as this node's launchers' lines say
-        for path in sorted(node_ev.logs):
-            source = LineSource(path, node_ev.node, facts.rank_pids, hosts, when, single_node=False)
-            log = parse_log(path, node_ev.logs[path], source)
-            parsed.logs.append((node_ev.node, log))
-            if log.file_rank is not None and node_ev.logs[path].strip():
-                parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
-            if master_pods(node_ev.logs[path]):
-                parsed.mentioned.add(0)  # a PyTorchJob's master pod, listed, is its rank 0
-            for text in log.problems:
-                problem(node_ev.node, path, text)
-            if log.world_size:
-                world_sizes.append(log.world_size)
-            apply_log(node_ev.node, log, local_to_global, facts, parsed, problem, single_node)
-            launched.update(log.pid_ranks)
-            if f"logs:{path}" not in cut and "output" not in cut:  # the log is held whole
-                start = first_stamp(node_ev.logs[path], node_ev.collected_at)
-                parsed.log_starts += [start] if start else []
-        for path in sorted(node_ev.flight_recorder) if flight_recorder else ():
-            dump = parse_flight_recorder(path, node_ev.flight_recorder[path])
-            for text in dump.problems:
-                problem(node_ev.node, path, text)
-            if dump.entries or not dump.problems:
-                parsed.dumps.append(dump)
-        for name in node_ev.truncated:
-            problem(node_ev.node, name, "cut at the size cap: its head is missing")
-        kernel = LineSource("dmesg.txt", node_ev.node, facts.rank_pids, hosts, when)
-        pids = {**launched, **facts.rank_pids}
-        parsed.raw_signals += kernel_signals(node_ev.node, facts.kernel, pids, kernel)
-        if node_ev.ncclras:
-            parsed.ras_outputs.append((node_ev.node, node_ev.ncclras))
-        # An ncclras report saved among the logs (by hand, or by a job that polls RAS) is a
-        # report all the same: its layout tells, whatever the file is called.
-        parsed.ras_outputs += [
-            (node_ev.node, text) for text in node_ev.logs.values() if _is_ras_report(text)
-        ]
+    hosts = host_map((p.node, p.hostname) for p in parses)
+    for index in sorted(range(len(parses)), key=lambda i: parses[i].node):
+        node_parse = parses[index]
+        log = scheduler_log(scheduler, node_parse.node, node_parse.hostname)
+        context = scheduler_context(
+            scheduler_ranks(scheduler, node_parse.node, node_parse.hostname),
+            log if scheduler_lines else None,
+        )
+        if node_parse.context != context or node_parse.when != (
+            node_parse.collected_at or collected_at
+        ):
+            node_parse = reparse(index, None)
+        facts, rank_pids = _merge_processes(node_parse, parsed, world_sizes, problem)
+        if not still_holds(node_parse, hosts, rank_pids):
+            node_parse = reparse(index, rank_pids)
+        dumps = node_parse.dumps if flight_recorder else []
+        _merge_node(node_parse, dumps, facts, parsed, world_sizes, problem, hosts, single_node)
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
-    expected = evidence.expected_world_size or scheduler_world_size(evidence.scheduler)
+    expected = expected_world_size or scheduler_world_size(scheduler)
     expected = expected or (max(world_sizes) if world_sizes else None)
     expected = _bounded_world(parsed, expected)
     place_comm_inits(parsed, expected)
@@ -145,6 +157,132 @@ def parse_snapshot(evidence: SnapshotEvidence, flight_recorder: bool = True) -> 
     parsed.mentioned.update(parsed.signals.by_rank)
     apply_signal_progress(parsed)
     return parsed
+
+
+def _merge_processes(
+    node_parse: NodeParse, parsed: ParsedSnapshot, world_sizes: list[int], problem
+) -> tuple[NodeFacts, dict[int, int]]:
+    """The node's rank processes joined to the snapshot's ranks (a RANK a live process of an
+    earlier node holds stays that one's); its NodeFacts."""
+    node, ranks = node_parse.node, parsed.ranks
+    status = node_parse.status
+    if not status.gathered:
+        problem(node, "node", f"no evidence: {status.note}")
+    elif status.partial:
+        problem(node, "node", f"evidence stopped short (what came is read): {status.note}")
+    for text in node_parse.ps_problems:
+        problem(node, "ps", text)
+    by_pid: dict[int, PsRow] = {row.pid: row for row in node_parse.ps_rows}
+    for pid, text in node_parse.environ_problems:
+        problem(node, f"environ {pid}", text)
+    rank_pids: dict[int, int] = {}
+    for process in node_parse.processes:
+        pid, rank = process.pid, process.rank
+        if rank in ranks and ranks[rank].process_seen:
+            problem(node, f"environ {pid}", f"RANK={rank} also held by pid {ranks[rank].pid}")
+            continue
+        row = by_pid.get(pid)
+        state = ranks.setdefault(rank, RankState(rank=rank, node=node))
+        state.node = node
+        state.pid = pid
+        state.ppid = row.ppid if row else None
+        state.state = row.state if row else ""
+        state.local_rank = process.local_rank
+        state.world_size = process.world_size
+        state.local_world_size = process.local_world_size
+        # A zombie is a rank that has exited; its environ is still readable.
+        state.process_seen = row is None or row.state != "Z"
+        if row is not None and row.elapsed_s is not None and node_parse.collected_at is not None:
+            state.started_at = node_parse.collected_at - timedelta(seconds=row.elapsed_s)
+        if state.world_size:
+            world_sizes.append(state.world_size)
+        parsed.env[rank] = process.env
+        rank_pids[pid] = rank
+        _apply_stack(node, process, state, problem)
+    environ = set(node_parse.environ_pids)
+    for pid in node_parse.pyspy_pids:
+        if pid in rank_pids or pid in environ:
+            continue  # a rank, or a non-rank process (launcher) that was dumped too
+        problem(node, f"py-spy {pid}", "stack without an environment: rank unknown")
+    gpus = node_parse.gpus
+    for text in gpus.problems:
+        problem(node, "nvidia-smi", text)
+    by_index = {gpu.index: gpu for gpu in gpus.gpus}
+    for gpu_process in gpus.processes:
+        rank = rank_pids.get(gpu_process.pid)
+        if rank is not None and gpu_process.gpu in by_index:
+            state = ranks[rank]
+            state.gpu = gpu_process.gpu
+            state.gpu_util = by_index[gpu_process.gpu].utilization
+            state.gpu_memory_mib = gpu_process.memory_mib
+    for text in node_parse.kernel.problems:
+        problem(node, "dmesg", text)
+    for text in node_parse.shell_problems:
+        problem(node, "shell start-up files", text)
+    facts = NodeFacts(
+        node=node,
+        hostname=node_parse.hostname,
+        status=status,
+        collected_at=node_parse.collected_at,
+        has_process_evidence=node_parse.ps_present or bool(node_parse.environ_pids),
+        ranks_identified=_ranks_identified(node_parse, environ, by_pid, rank_pids),
+        kernel=node_parse.kernel,
+        gpus=gpus,
+        shell_init=node_parse.shell_init,
+        rank_pids=rank_pids,
+        gpu_series=node_parse.gpu_series,
+    )
+    return facts, rank_pids
+
+
+def _merge_node(
+    node_parse: NodeParse,
+    dumps: list,
+    facts: NodeFacts,
+    parsed: ParsedSnapshot,
+    world_sizes: list[int],
+    problem,
+    hosts: dict[str, str],
+    single_node: bool,
+) -> None:
+    """The node's logs, dumps and kernel lines applied to the snapshot's ranks."""
+    node = node_parse.node
+    parsed.nodes[node] = facts
+    local_to_global = {
+        parsed.ranks[rank].local_rank: rank
+        for rank in facts.rank_pids.values()
+        if parsed.ranks[rank].local_rank is not None
+    }
+    launched: dict[int, int] = {}  # pid -> rank, as this node's launchers' lines say
+    for entry in node_parse.logs:
+        log = entry.facts
+        parsed.logs.append((node, log))
+        if log.file_rank is not None and entry.written:
+            parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
+        if entry.master_pods:
+            parsed.mentioned.add(0)  # a PyTorchJob's master pod, listed, is its rank 0
+        for text in log.problems:
+            problem(node, log.path, text)
+        if log.world_size:
+            world_sizes.append(log.world_size)
+        apply_log(node, log, local_to_global, facts, parsed, problem, single_node)
+        launched.update(log.pid_ranks)
+        if entry.start:
+            parsed.log_starts.append(entry.start)
+    for dump in dumps:
+        for text in dump.problems:
+            problem(node, dump.path, text)
+        if dump.entries or not dump.problems:
+            parsed.dumps.append(dump)
+    for name in node_parse.truncated:
+        problem(node, name, "cut at the size cap: its head is missing")
+    kernel = LineSource("dmesg.txt", node, facts.rank_pids, hosts, node_parse.when)
+    facts.log_pids = launched
+    pids = {**launched, **facts.rank_pids}
+    parsed.raw_signals += kernel_signals(node, facts.kernel, pids, kernel)
+    if node_parse.ncclras:
+        parsed.ras_outputs.append((node, node_parse.ncclras))
+    parsed.ras_outputs += [(node, text) for text in node_parse.ras_texts]
 
 
 def _is_ras_report(text: str) -> bool:
@@ -185,166 +323,34 @@ def _latest(values) -> datetime | None:
     return max(present) if present else None
 
 
-# srun's own numbering of its tasks, in every task's environment.
-SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})
-
-
-def _slurm_task_rank(variables: dict[str, str], *, use: bool) -> None:
-    """A job started by `srun` with one task per rank whose script takes its rank from
-    SLURM_PROCID (setting RANK in os.environ, which /proc/PID/environ never shows): the task
-    id is the rank, SLURM_LOCALID the local rank, SLURM_NTASKS the world size. Only on a node
-    where no process has RANK: under `srun torchrun` the launcher's SLURM_PROCID is the node's
-    index, and its children carry RANK. Slurm's variables are dropped either way (they differ
-    between ranks by design: no environment difference)."""
-    task = {name: variables.pop(name) for name in SLURM_TASK_VARIABLES if name in variables}
-    if use and "SLURM_PROCID" in task:
-        variables["RANK"] = task["SLURM_PROCID"]
-        variables.setdefault("LOCAL_RANK", task.get("SLURM_LOCALID", ""))
-        variables.setdefault("WORLD_SIZE", task.get("SLURM_NTASKS", ""))
-
-
-def _process_rank(variables: dict[str, str], assigned: tuple[int, int | None] | None) -> int | None:
-    """The process's RANK (popped), else the rank a scheduler assigned it (its LOCAL_RANK
-    then too, when the environment has none)."""
-    rank = int_or_none(variables.pop("RANK", None))
-    if rank is None and assigned is not None:
-        rank, local = assigned
-        variables.setdefault("LOCAL_RANK", "" if local is None else str(local))
-    return rank
-
-
-def _parse_node(node_ev: NodeEvidence, ranks, env, world_sizes, problem, assigned) -> NodeFacts:
-    """`assigned`: pid -> (rank, local rank) a scheduler gives for processes whose environment
-    has no RANK (Ray Train's workers)."""
-    node = node_ev.node
-    if not node_ev.status.gathered:
-        problem(node, "node", f"no evidence: {node_ev.status.note}")
-    elif node_ev.status.partial:
-        problem(node, "node", f"evidence stopped short (what came is read): {node_ev.status.note}")
-    ps_rows, ps_problems = parse_ps(node_ev.ps)
-    for text in ps_problems:
-        problem(node, "ps", text)
-    by_pid: dict[int, PsRow] = {row.pid: row for row in ps_rows}
-    rank_pids: dict[int, int] = {}
-    # Only what the analysis reads: RANK and its kin, the rendezvous and the comms settings.
-    wanted = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}
-    wanted |= SLURM_TASK_VARIABLES
-    parsed = {}
-    for pid in sorted(node_ev.environ):
-        variables, env_problems = parse_environ_subset(node_ev.environ[pid], wanted, COMMS_PREFIXES)
-        for text in env_problems:
-            problem(node, f"environ {pid}", text)
-        parsed[pid] = variables
-    slurm_tasks = not any("RANK" in variables for variables in parsed.values())
-    for pid, variables in parsed.items():
-        _slurm_task_rank(variables, use=slurm_tasks)
-        rank = _process_rank(variables, assigned.get(pid))
-        if rank is None:
-            continue  # a launcher or helper process, not a rank
-        row = by_pid.get(pid)
-        if row is not None and row.state == "Z":
-            # A zombie is a rank that has exited; its environ is still readable.
-            pass
-        if rank in ranks and ranks[rank].process_seen:
-            problem(node, f"environ {pid}", f"RANK={rank} also held by pid {ranks[rank].pid}")
-            continue
-        state = ranks.setdefault(rank, RankState(rank=rank, node=node))
-        state.node = node
-        state.pid = pid
-        state.ppid = row.ppid if row else None
-        state.state = row.state if row else ""
-        state.local_rank = int_or_none(variables.pop("LOCAL_RANK", None))
-        state.world_size = int_or_none(variables.pop("WORLD_SIZE", None))
-        state.local_world_size = int_or_none(variables.pop("LOCAL_WORLD_SIZE", None))
-        state.process_seen = row is None or row.state != "Z"
-        if row is not None and row.elapsed_s is not None and node_ev.collected_at is not None:
-            state.started_at = node_ev.collected_at - timedelta(seconds=row.elapsed_s)
-        if state.world_size:
-            world_sizes.append(state.world_size)
-        env[rank] = variables  # NCCL_/TORCH_/CUDA_/GLOO_ and MASTER_ADDR/PORT left
-        rank_pids[pid] = rank
-        _apply_stack(node_ev, pid, state, problem)
-    for pid in sorted(set(node_ev.pyspy) - set(rank_pids)):
-        if pid in node_ev.environ:
-            continue  # a non-rank process (launcher) that was dumped too
-        problem(node, f"py-spy {pid}", "stack without an environment: rank unknown")
-    gpus = _gpus(node, node_ev, problem)
-    by_index = {gpu.index: gpu for gpu in gpus.gpus}
-    for process in gpus.processes:
-        rank = rank_pids.get(process.pid)
-        if rank is not None and process.gpu in by_index:
-            state = ranks[rank]
-            state.gpu = process.gpu
-            state.gpu_util = by_index[process.gpu].utilization
-            state.gpu_memory_mib = process.memory_mib
-    return NodeFacts(
-        node=node,
-        hostname=node_ev.hostname,
-        status=node_ev.status,
-        collected_at=node_ev.collected_at,
-        has_process_evidence=node_ev.ps is not None or bool(node_ev.environ),
-        ranks_identified=_ranks_identified(node_ev, by_pid, rank_pids),
-        kernel=_kernel(node, node_ev, problem),
-        gpus=gpus,
-        shell_init=_shell(node, node_ev, problem),
-        rank_pids=rank_pids,
-        gpu_series=node_series(node, node_ev.system),
-    )
-
-
-def _ranks_identified(node_ev: NodeEvidence, by_pid: dict[int, PsRow], rank_pids) -> bool:
+def _ranks_identified(node_parse: NodeParse, environ: set[int], by_pid, rank_pids) -> bool:
     """Is every process ps listed tied to a rank or known not to be one? A process without
     its environ is unknown, unless it is a rank's parent (the launcher, a wrapper script) or
     child (a data-loader worker)."""
-    if node_ev.ps is None:
-        return bool(node_ev.environ)
+    if not node_parse.ps_present:
+        return bool(environ)
     parents = {by_pid[pid].ppid for pid in rank_pids if pid in by_pid}
     return all(
-        pid in node_ev.environ or pid in parents or row.ppid in rank_pids
-        for pid, row in by_pid.items()
+        pid in environ or pid in parents or row.ppid in rank_pids for pid, row in by_pid.items()
     )
 
 
-def _kernel(node, node_ev, problem) -> KernelFacts:
-    kernel = parse_dmesg(node_ev.dmesg)
-    for text in kernel.problems:
-        problem(node, "dmesg", text)
-    return kernel
-
-
-def _gpus(node, node_ev, problem) -> GpuFacts:
-    gpus = parse_nvidia_smi(node_ev.nvidia_smi)
-    for text in gpus.problems:
-        problem(node, "nvidia-smi", text)
-    return gpus
-
-
-def _shell(node, node_ev, problem) -> list[ShellInitSetting]:
-    settings, shell_problems = parse_shell_init(node_ev.shell_init)
-    for text in shell_problems:
-        problem(node, "shell start-up files", text)
-    return settings
-
-
-def _apply_stack(node_ev: NodeEvidence, pid: int, state: RankState, problem) -> None:
-    if pid in node_ev.pyspy_samples:
-        state.window, sample_problems = parse_samples(node_ev.pyspy_samples[pid], pid)
-        for text in sample_problems:
-            problem(node_ev.node, f"py-spy samples {pid}", text)
-    raw = node_ev.pyspy.get(pid)
-    if raw is None:
-        state.stack_error = node_ev.pyspy_errors.get(pid, "no py-spy dump")
+def _apply_stack(node: str, process: RankProcess, state: RankState, problem) -> None:
+    pid = process.pid
+    if process.sampled:
+        state.window = process.window
+        for text in process.sample_problems:
+            problem(node, f"py-spy samples {pid}", text)
+    if not process.dumped:
+        state.stack_error = process.stack_error
         return
-    threads, stack_problems = parse_pyspy(raw)
-    for text in stack_problems:
-        problem(node_ev.node, f"py-spy {pid}", text)
-    thread = main_thread(threads)
-    if thread is None:
+    for text in process.stack_problems:
+        problem(node, f"py-spy {pid}", text)
+    if process.stack is None:
         state.stack_error = "py-spy output had no frames"
         return
-    state.stack = [str(f) for f in thread.frames]
-    state.stack_signature = stack_signature(thread.frames)
-    frame = relevant_frame(thread.frames)
-    state.innermost_frame = str(frame) if frame else ""
-    state.frame_name = frame.name if frame else ""
-    state.frame_kind = frame_kind(frame)
+    state.stack = process.stack
+    state.stack_signature = process.stack_signature
+    state.innermost_frame = process.innermost_frame
+    state.frame_name = process.frame_name
+    state.frame_kind = process.frame_kind

@@ -10,7 +10,7 @@ from analysis.facts import Facts
 from analysis.quotes import why_lost
 from analysis.ranks import RankState
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
-from analysis.verdict import Evidence
+from analysis.verdict import Evidence, EvidenceKind
 
 EVIDENCE_CAP = 40
 _NODE_CAP = 24
@@ -77,20 +77,24 @@ def node_evidence(facts: Facts, suspect_nodes: set[str]) -> list[Evidence]:
     quoted = []
     for node, node_facts in sorted(facts.nodes.items()):
         if not node_facts.status.gathered:
-            quoted.append(Evidence("node_unreachable", node, None, node_facts.status.describe()))
+            quoted.append(
+                Evidence(EvidenceKind.NODE_UNREACHABLE, node, None, node_facts.status.describe())
+            )
         for xid in node_facts.kernel.xids:
             if not facts.before_job(xid.line):
-                quoted.append(Evidence("xid", node, None, f"{xid.line}  [{xid.meaning}]"))
+                quoted.append(
+                    Evidence(EvidenceKind.XID, node, None, f"{xid.line}  [{xid.meaning}]")
+                )
         for kill in facts.job_kills(node_facts):
-            quoted.append(Evidence("dmesg_oom", node, None, kill.line))
+            quoted.append(Evidence(EvidenceKind.DMESG_OOM, node, None, kill.line))
         busy = [g for g in node_facts.gpus.gpus if g.utilization is not None]
         # GPU load says most on the suspects' nodes (100 % idle-spin vs 0 % CPU-side).
         if busy and (node in suspect_nodes or len(facts.nodes) <= 8):
             text = ", ".join(
                 f"GPU {g.index} {g.utilization}% ({g.memory_used_mib}MiB)" for g in busy[:8]
             )
-            quoted.append(Evidence("gpu", node, None, text))
-    quoted += [Evidence("shell_init", i["node"], None, i["line"]) for i in facts.shell]
+            quoted.append(Evidence(EvidenceKind.GPU, node, None, text))
+    quoted += [Evidence(EvidenceKind.SHELL_INIT, i["node"], None, i["line"]) for i in facts.shell]
     return quoted
 
 
@@ -101,7 +105,7 @@ def missing_evidence(facts: Facts, quoted: list[Evidence]) -> list[Evidence]:
     for rank in facts.missing:
         if rank not in named and len(lines) < _MISSING_QUOTED:
             text = f"rank {rank}: {why_lost(facts, rank)}"
-            lines.append(Evidence("missing", facts.node_of(rank), rank, text))
+            lines.append(Evidence(EvidenceKind.MISSING, facts.node_of(rank), rank, text))
     return lines
 
 

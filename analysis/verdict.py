@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from analysis.records import as_ints, as_opt_int, as_opt_str, as_str, as_strs
@@ -15,9 +16,59 @@ EVIDENCE_TEXT_CAP = 2000
 SECOND_SNAPSHOT = "Take a second snapshot in a minute: steps that advance mean slow, not dead."
 
 
+class EvidenceKind(StrEnum):
+    """Every kind of line a diagnosis quotes: the engine's own (a stack, a GPU's load, an exit
+    code, ...) and every kind a signal may have (`analysis.signals.SIGNAL_KINDS`), which a
+    quoted signal keeps. A stored diagnosis reads its kinds back as plain strings, which
+    compare equal to these."""
+
+    STACK = "stack"
+    STACK_GROUP = "stack group"
+    GPU = "gpu"
+    EXIT_CODE = "exit_code"
+    LOG_ERROR = "log_error"
+    WATCHDOG = "watchdog"
+    ENV_DIFF = "env_diff"
+    NCCL_CONFIG = "nccl_config"
+    NCCL_WARN = "nccl_warn"
+    NCCL_PEER = "nccl_peer"
+    XID = "xid"
+    SHELL_INIT = "shell_init"
+    PROGRESS = "progress"
+    STEP_TIME = "step_time"
+    SLOW_RANK = "slow_rank"
+    SAMPLES = "samples"
+    NODE_UNREACHABLE = "node_unreachable"
+    MISSING = "missing"
+    FLIGHT_RECORDER = "flight_recorder"
+    DMESG_OOM = "dmesg_oom"
+    COLLECTIVE = "collective"
+    SEGFAULT = "segfault"
+    RENDEZVOUS = "rendezvous"
+    RAS = "ras"
+    RAS_OK = "ras_ok"
+    DESYNC = "desync"
+    CHECKPOINT = "checkpoint"
+    COMM_INIT = "comm_init"  # a rank still setting up its NCCL communicator
+    EXCEPTION = "exception"
+    FATAL = "fatal"
+    KILLED = "killed"
+    OOM = "oom"
+    GPU_OOM = "gpu_oom"
+    EXIT = "exit"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    INIT = "init"
+    MISMATCH = "mismatch"
+    STRAGGLER = "straggler"
+    LINK = "link"
+    NODE_STATE = "node_state"
+    EVICTED = "evicted"
+
+
 @dataclass(frozen=True)
 class Evidence:
-    kind: str  # stack, gpu, dmesg_oom, exit_code, log_error, watchdog, env_diff, ...
+    kind: str  # an EvidenceKind
     node: str | None
     rank: int | None
     text: str
@@ -26,7 +77,7 @@ class Evidence:
         text = self.text
         if len(text) > EVIDENCE_TEXT_CAP:  # a quoted line is evidence from a node: bounded
             text = text[: EVIDENCE_TEXT_CAP - 1] + "…"
-        return {"kind": self.kind, "node": self.node, "rank": self.rank, "text": text}
+        return {"kind": str(self.kind), "node": self.node, "rank": self.rank, "text": text}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Evidence:

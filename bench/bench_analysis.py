@@ -13,6 +13,14 @@ machine runs.
 
     .venv/bin/python bench/bench_analysis.py [--ranks 4096] [--nodes 512] [--repeat 5]
     .venv/bin/python bench/bench_analysis.py --profile   # where the CPU goes, by function
+    .venv/bin/python bench/bench_analysis.py --map-reduce --ranks 32000 --nodes 4000 --repeat 1
+
+--map-reduce (issue 22): the analysis as the fleet runs it. "map" is each node's parse as its
+worker makes it (summed over nodes: spread over the workers, in parallel, as nodes arrive),
+"store" its JSON and compression; "merge + rules" is what is left after the last node: the
+stored parses read back (decompressed, checked field by field), merged, the facts and the
+rules (`analysis.diagnose_parses`). "one pass" is `analysis.diagnose` on the same evidence,
+the analysis before the split; both verdicts are compared.
 """
 
 from __future__ import annotations
@@ -31,8 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
-from analysis import timeline_figure  # noqa: E402
 from analysis.evidence import NodeEvidence, SnapshotEvidence  # noqa: E402
+from readings.timeline import timeline_figure  # noqa: E402
 
 SAMPLE = REPO / "tests" / "analysis" / "samples" / "outside"
 PUBLIC = REPO / "tests" / "analysis" / "samples" / "public"
@@ -163,16 +171,72 @@ def _report(args: argparse.Namespace, runs: list[Run], load_before: str) -> None
     print(f"summary: {result.get('summary')}")
 
 
+def map_reduce(snapshot: SnapshotEvidence) -> dict[str, float]:
+    """CPU seconds of each half, and the check that both give one verdict."""
+    import dataclasses
+    import gc
+    import zlib
+
+    from analysis import nodemap
+    from analysis.diagnosis import no_cyclic_gc
+    from analysis.signals.place import host_map
+
+    cpu: dict[str, float] = {}
+    hosts = host_map((n.node, n.hostname) for n in snapshot.nodes)
+    gc.collect()
+    started = time.process_time()
+    one_pass = analysis.diagnose(snapshot).to_json()
+    cpu["one pass"] = time.process_time() - started
+    started = time.process_time()
+    parses = [
+        nodemap.map_node(n, hosts=hosts, snapshot_collected_at=snapshot.collected_at)
+        for n in snapshot.nodes
+    ]
+    cpu["map (all nodes)"] = time.process_time() - started
+    started = time.process_time()
+    stored = [zlib.compress(json.dumps(nodemap.to_json(p)).encode(), 1) for p in parses]
+    cpu["store (all nodes)"] = time.process_time() - started
+    cpu["stored bytes per node"] = sum(map(len, stored)) / len(stored)
+    del parses
+    gc.collect()
+    head = dataclasses.replace(snapshot, nodes=[])
+    started = time.process_time()
+    with no_cyclic_gc():  # as collectors/nodeparse.py reads them
+        read = [nodemap.from_json(json.loads(zlib.decompress(b))) for b in stored]
+    cpu["merge: read back"] = time.process_time() - started
+
+    def reparse(index, rank_pids):
+        raise AssertionError("the bench's parses all hold")
+
+    started = time.process_time()
+    merged = analysis.diagnose_parses(head, read, reparse).to_json()
+    cpu["merge: merge + facts + rules"] = time.process_time() - started
+    cpu["merge + rules (total)"] = cpu["merge: read back"] + cpu["merge: merge + facts + rules"]
+    assert merged == one_pass, "map/reduce and one pass disagree"
+    return cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--nodes", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="one run under cProfile")
+    parser.add_argument("--map-reduce", action="store_true", help="each half of the split")
     args = parser.parse_args()
     snapshot = build_snapshot(args.ranks, args.nodes, stuck_rank=args.ranks * 3 // 10)
     if args.profile:
         _profile(snapshot)
+        return
+    if args.map_reduce:
+        for run in range(args.repeat):
+            load_before = _load()
+            figures = map_reduce(snapshot)
+            print(f"ranks={args.ranks} nodes={args.nodes} run {run + 1}:")
+            for name, value in figures.items():
+                unit = "" if "bytes" in name else " s CPU"
+                print(f"  {name:>30}: {value:.3f}{unit}")
+            print(f"  load average before: {load_before}; after: {_load()}")
         return
     load_before = _load()
     runs = [analyse(snapshot) for _ in range(args.repeat)]

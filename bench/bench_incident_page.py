@@ -124,7 +124,7 @@ def _more_pages(snapshot) -> list[tuple[str, str]]:
     from django.urls import NoReverseMatch, reverse
 
     try:
-        ranks = reverse("snapshots:ranks", args=[snapshot.pk])
+        ranks = reverse("collectors:ranks", args=[snapshot.pk])
     except NoReverseMatch:
         return []
     return [

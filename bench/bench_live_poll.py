@@ -72,9 +72,9 @@ def main() -> None:
         return took, len(queries), len(response.content)
 
     unchanged = [timed(url, 204) for _ in range(args.repeat)]
-    stale = url.replace("v=", "v=0", 1)  # an older version: the timeline comes back
+    stale = url.replace("version=", "version=0", 1)  # an older version: the timeline comes back
     changed = [timed(stale, 200) for _ in range(max(5, args.repeat // 10))]
-    new_verdict = stale.replace("&d=", "&d=0", 1)
+    new_verdict = stale.replace("&verdict=", "&verdict=0", 1)
     verdict = [timed(new_verdict, 200) for _ in range(max(5, args.repeat // 10))]
     for name, runs in (
         ("unchanged (204)", unchanged),

@@ -15,7 +15,6 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analysis import guide
 from clusters.models import ClusterSource
 from core.api_auth import TokenAuthentication
 from core.bodycap import BodyCap
@@ -25,6 +24,7 @@ from core.models import ApiToken
 from core.roles import Role, has_role
 from incidents.models import Incident
 from incidents.services import incident_require_open
+from readings import guide
 
 from . import audit, push, selectors, tasks
 from .bundles import read_bundle_fileobj
@@ -55,6 +55,10 @@ class SnapshotSerializer(serializers.ModelSerializer):
         "collective'"
     )
     summary = serializers.SerializerMethodField()
+    provisional = serializers.SerializerMethodField(
+        help_text="while collecting: a first verdict from the nodes in (95 %, or the slowest "
+        "past the visit deadline), with the nodes still out; null once the verdict is in"
+    )
 
     class Meta:
         model = Snapshot
@@ -71,6 +75,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "classification",
             "classification_name",
             "summary",
+            "provisional",
         ]
 
     def get_classification(self, snapshot) -> str | None:
@@ -84,6 +89,9 @@ class SnapshotSerializer(serializers.ModelSerializer):
     def get_summary(self, snapshot) -> str | None:
         diagnosis = snapshot.read_diagnosis()
         return diagnosis.summary if diagnosis else None
+
+    def get_provisional(self, snapshot) -> dict | None:
+        return selectors.read_provisional(snapshot)
 
 
 class SnapshotProgressSerializer(SnapshotSerializer):

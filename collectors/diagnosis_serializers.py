@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from analysis import guide
 from analysis.fr_records import FR_STOP_KINDS
 from analysis.records import GroupKind, RankStatus
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION
-from analysis.verdict import CLASSES
+from readings import classes
 
 
 def _ranks(help_text: str) -> serializers.ListField:
@@ -53,7 +52,7 @@ class EvidenceSerializer(serializers.Serializer):
 
 
 class AlternativeSerializer(serializers.Serializer):
-    classification = serializers.ChoiceField(choices=[(c, guide.class_name(c)) for c in CLASSES])
+    classification = serializers.ChoiceField(choices=classes.choices())
     confidence = serializers.FloatField(min_value=0, max_value=1)
     summary = serializers.CharField()
     suspect_ranks = _ranks("ranks this reading blames")
@@ -237,8 +236,8 @@ class DiagnosisSerializer(serializers.Serializer):
         help_text=f"{DIAGNOSIS_SCHEMA_VERSION}: diagnoses stored by older versions are served "
         "upgraded to it"
     )
-    # The schema lists each code with its plain name (guide.CLASS_NAMES).
-    classification = serializers.ChoiceField(choices=[(c, guide.class_name(c)) for c in CLASSES])
+    # The schema lists each code with its plain name (readings/classes.py).
+    classification = serializers.ChoiceField(choices=classes.choices())
     confidence = serializers.FloatField(min_value=0, max_value=1)
     summary = serializers.CharField()
     next_steps = serializers.ListField(

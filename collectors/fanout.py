@@ -45,6 +45,7 @@ def batch_visit(
     fanout: int,
     steal_until: float,
     clock: Callable[[], float] = time.monotonic,
+    after_store: Callable[[int], None] = lambda snapshot_id: None,
 ) -> BatchOutcome:
     """Visit the batch's nodes `fanout` at a time, store them as they finish; see above."""
     own = services.node_work_claim(task_id=task_id, collection_ids=collection_ids)
@@ -91,10 +92,14 @@ def batch_visit(
                 len(finished) >= FLUSH_NODES or clock() - flushed >= FLUSH_S or not in_flight
             ):
                 due.update(services.node_results_record(task_id=task_id, results=finished))
+                if snapshot_id not in due:
+                    after_store(snapshot_id)  # a provisional verdict may be due
                 visited += len(finished)
                 finished, flushed = [], clock()
     if finished:
         due.update(services.node_results_record(task_id=task_id, results=finished))
+        if snapshot_id not in due:
+            after_store(snapshot_id)
         visited += len(finished)
     return BatchOutcome(visited, taken, tuple(sorted(due)))
 

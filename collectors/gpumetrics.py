@@ -29,7 +29,7 @@ from hangdesk.artifacts import NODE_META
 from incidents.models import EventKind
 from incidents.services import timeline_event_record
 
-from .models import Artifact, NodeCollection, NodeStatus, Snapshot, inflate
+from .models import Artifact, NodeCollection, NodeParseRecord, NodeStatus, Snapshot, inflate
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,8 @@ def snapshot_gpu_metrics_store(*, snapshot_id: int) -> int:
                 name=name,
                 defaults={"compressed": zlib.compress(content, 6), "size": len(content)},
             )
+            # The node's stored parse predates its DCGM series: the merge parses it again.
+            NodeParseRecord.objects.filter(collection=collection).delete()
             stored += 1
     _say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot for {stored} of "
          f"{len({c.pk for c in nodes.values()})} nodes")  # fmt: skip

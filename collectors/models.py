@@ -143,6 +143,9 @@ class Snapshot(models.Model):
     # many it expects, and until when (its upload tokens expire then).
     expected_nodes = models.PositiveIntegerField(null=True, blank=True)
     upload_until = models.DateTimeField(null=True, blank=True)
+    # A verdict before the last node (collectors/provisional.py): {"diagnosis", "nodes_in",
+    # "nodes_total", "missing": [names still out], "at"}; cleared when the verdict is stored.
+    provisional = models.JSONField(null=True, blank=True)
 
     objects = SnapshotQuerySet.as_manager()
 
@@ -280,6 +283,25 @@ class NodeCollection(models.Model):
         if not (self.started_at and self.finished_at):
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+class NodeParseRecord(models.Model):
+    """One node's evidence parsed by the worker that collected it (`analysis.nodemap`): the
+    analysis merges these instead of parsing every node again. JSON, zlib-compressed; read
+    back as untrusted (versioned, size-bounded, checked field by field): a record that fails
+    is parsed again from the node's artifacts."""
+
+    collection = models.OneToOneField(
+        NodeCollection, on_delete=models.CASCADE, related_name="parse_record"
+    )
+    version = models.PositiveSmallIntegerField()
+    hostname = models.CharField(max_length=255, blank=True)
+    compressed = models.BinaryField()
+    size = models.PositiveIntegerField(help_text="bytes before compression")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"parse of {self.collection_id} (v{self.version}, {self.size} bytes)"
 
 
 class Artifact(models.Model):

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, fields
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 import analysis
-from analysis import gpushape, guide
+from analysis import gpushape
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
 from analysis.records import RankRow, RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
+from incidents.guided import Reasked, Standing, guided_state
 from incidents.models import Incident
+from readings import classes, guide, timeline
 
 from .models import (
     ACTIVE_SNAPSHOT_STATUSES,
@@ -93,6 +97,40 @@ def snapshot_reanalysed(snapshot: Snapshot) -> analysis.Diagnosis:
     return Diagnosis.from_json(masked_diagnosis(diagnosis))
 
 
+def provisional_label(stored: dict) -> str:
+    """ "950 of 1,000 nodes": what a provisional verdict (collectors/provisional.py) rests on."""
+    return f"{stored['nodes_in']:,} of {stored['nodes_total']:,} nodes"
+
+
+def read_provisional(snapshot: Snapshot) -> dict | None:
+    """The snapshot's provisional verdict as the progress panel and the API show it, or None
+    (none made, being made, or the final verdict is in)."""
+    stored = snapshot.provisional
+    if snapshot.diagnosis or not isinstance(stored, dict) or "verdict" not in stored:
+        return None
+    verdict = stored["verdict"] if isinstance(stored["verdict"], dict) else {}
+    try:
+        label = f"provisional: {provisional_label(stored)}"
+    except (TypeError, ValueError, KeyError):
+        return None
+    missing = [m for m in stored.get("missing") or [] if isinstance(m, str)]
+    count = stored.get("missing_count")
+    return {
+        "label": label,
+        "nodes_in": stored["nodes_in"],
+        "nodes_total": stored["nodes_total"],
+        "missing": missing,
+        "missing_more": max(0, count - len(missing)) if isinstance(count, int) else 0,
+        "at": stored.get("at"),
+        "classification": verdict.get("classification"),
+        "summary": verdict.get("summary"),
+        "suspect_ranks": verdict.get("suspect_ranks") or [],
+        "suspect_nodes": verdict.get("suspect_nodes") or [],
+        # The ranks of the nodes still out: not seen, so not yet judged.
+        "unobserved_ranks": verdict.get("unobserved_ranks") or [],
+    }
+
+
 # Up to this many nodes the progress panel lists them all; above, only those not yet OK.
 LIST_ALL_NODES_UP_TO = 16
 
@@ -114,6 +152,7 @@ def progress(snapshot: Snapshot) -> dict:
         "percent": percent,
         "collections": list(collections),
         "ok_hidden": counts["total"] > LIST_ALL_NODES_UP_TO and counts["ok"],
+        "provisional": read_provisional(snapshot),
     }
 
 
@@ -181,10 +220,10 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
     return {
         "diagnosis": diagnosis,
         "class_name": guide.class_name(diagnosis.classification),
-        "choices": list(guide.CLASS_NAMES.items()),
+        "choices": classes.choices(),
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
-        "figure": analysis.timeline_figure(diagnosis, ranks),
+        "figure": timeline.timeline_figure(diagnosis, ranks),
         "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
         "ranks": ranks,
         "rank_rows": ordered,
@@ -232,3 +271,48 @@ def with_latest_verdict(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
         "-started_at", "-pk"
     )
     return incidents.annotate(verdict=Subquery(latest.values("diagnosis__classification")[:1]))
+
+
+@dataclass(frozen=True)
+class SnapshotPage:
+    """Everything the snapshot page shows: its progress panel, its nodes and one node's
+    artifacts, the verdict, and the responders' decision and answers standing on it (recorded
+    on it, or carried from an earlier snapshot of the incident)."""
+
+    snapshot: Snapshot
+    counts: dict[str, int]
+    percent: int
+    collections: list
+    ok_hidden: bool
+    nodes: list[dict]
+    node: str  # the node whose artifacts are listed ("" for none)
+    artifacts: list[Artifact] | None
+    view: dict | None
+    decision: Standing | Reasked | None
+    answers: list[dict]
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def snapshot_page(snapshot: Snapshot, *, node: str = "") -> SnapshotPage:
+    node = node[:200]
+    diagnosis = snapshot.read_diagnosis()
+    decision, answers = None, []
+    if diagnosis:
+        events = list(snapshot.incident.events.select_related("author").order_by("at", "pk"))
+        state = guided_state(events, snapshot.pk, diagnosis)
+        decision = state["call"]
+        answers = [
+            {"question": q["question"], "answer": state["answers"].get(q["id"])}
+            for q in state["branch"]["questions"]
+        ]
+    return SnapshotPage(
+        **progress(snapshot),
+        nodes=artifact_summary(snapshot, node=node),
+        node=node,
+        artifacts=artifact_index(snapshot, node) if node else None,
+        view=diagnosis_view(snapshot),
+        decision=decision,
+        answers=answers,
+    )

@@ -20,7 +20,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import analysis
-from analysis import guide, rankview
+from analysis import rankview
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from clusters.models import ClusterSource
@@ -32,8 +32,9 @@ from hangdesk.masking import mask_json, mask_text, masked_diagnosis
 from hangdesk.plan import CollectionPlan
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
+from readings import classes, guide
 
-from . import selectors
+from . import nodeparse, selectors
 from .models import (
     FINISHED_NODE_STATUSES,
     NODE_FLOW,
@@ -366,6 +367,16 @@ def node_results_record(
         _artifacts_insert(
             row for work, visit in mine for row in _artifacts(work.collection_id, visit.evidence)
         )
+    # The map half of the analysis, here on the worker that has the nodes in hand.
+    for snapshot_id in sorted({work.snapshot_id for work, _ in mine}):
+        nodeparse.node_parses_store(
+            snapshot_id=snapshot_id,
+            nodes=[
+                (work.collection_id, work.node_name, visit.evidence)
+                for work, visit in mine
+                if work.snapshot_id == snapshot_id
+            ],
+        )
     snapshots = sorted({work.snapshot_id for work, _ in mine})
     return tuple(i for i in snapshots if snapshot_finish_if_complete(snapshot_id=i))
 
@@ -376,6 +387,9 @@ def node_evidence_store(*, collection: NodeCollection, evidence: NodeEvidence) -
     appends: a redelivered task or a node that sends again stores its evidence once."""
     Artifact.objects.filter(collection=collection).delete()
     _artifacts_insert(_artifacts(collection.pk, evidence))
+    nodeparse.node_parses_store(
+        snapshot_id=collection.snapshot_id, nodes=[(collection.pk, collection.node_name, evidence)]
+    )
 
 
 # Stored compressed once, at level 1: on a farm node's 131 KB of evidence 6 % larger than
@@ -447,12 +461,16 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     snapshot = Snapshot.objects.select_related("incident", "cluster").get(pk=snapshot_id)
     if snapshot.status != SnapshotStatus.ANALYSING:
         return None
-    evidence = selectors.snapshot_evidence(snapshot)
     previous = selectors.previous_snapshot(snapshot)
     previous_evidence = selectors.snapshot_evidence(previous) if previous else None
     try:
+        # The reduce: the nodes' stored parses merged (a node without one is parsed here).
+        merge = nodeparse.snapshot_parses(snapshot)
+        diagnosis = analysis.diagnose_parses(
+            merge.head, merge.parses, merge.reparse, previous=previous_evidence
+        )
         # Stored masked: every reader (pages, API, exports, post-mortems) sees no secret.
-        diagnosis = masked_diagnosis(analysis.diagnose(evidence, previous=previous_evidence))
+        diagnosis = masked_diagnosis(diagnosis)
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
         error = mask_text(f"analysis: {exc}")[:2000]
@@ -483,6 +501,7 @@ def _snapshot_finish(
         rank_overview=rank_overview(diagnosis),
         error=error,
         finished_at=now,
+        provisional=None,  # the final verdict replaces the first one
     )
     if not moved:
         return None
@@ -520,8 +539,8 @@ def snapshot_record_decision(
 ):
     """A responder's call on a snapshot: agree with the verdict or override it, pinned."""
     incident_require_open(snapshot.incident_id)
-    if classification not in guide.CLASS_NAMES:
-        raise Invalid(f"classification must be one of {', '.join(guide.CLASS_NAMES)}")
+    if classification not in classes.CLASSES:
+        raise Invalid(f"classification must be one of {', '.join(classes.CLASSES)}")
     diagnosis = snapshot.read_diagnosis()
     suggested = diagnosis.classification if diagnosis else None
     agreed = classification == suggested

@@ -23,7 +23,7 @@ from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 from incidents.models import Incident
 
-from . import fanout, gpumetrics, jobs, push, rayjob, scheduler, services
+from . import fanout, gpumetrics, jobs, provisional, push, rayjob, scheduler, services
 from .models import Snapshot
 
 NODE_LIMITS = TIME_BUDGET.node_task
@@ -57,8 +57,8 @@ def snapshot_start(
     else:
         created = services.snapshot_create(incident=incident, by=by, source=source)
     if created.created:
-        ids = created.collection_ids
-        transaction.on_commit(lambda: _visit_nodes(ids))
+        ids, snapshot_id = created.collection_ids, created.snapshot.pk
+        transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id))
     return created.snapshot, created.created
 
 
@@ -90,9 +90,14 @@ def push_analyse_now(*, snapshot: Snapshot, by: AbstractBaseUser | None) -> bool
     return started
 
 
-def _visit_nodes(collection_ids: tuple[int, ...]) -> None:
+def _visit_nodes(collection_ids: tuple[int, ...], snapshot_id: int | None = None) -> None:
     for batch in fanout.batches(collection_ids, settings.HANGDESK_SSH_FANOUT):
         collect_nodes.delay(batch)
+    if snapshot_id is not None:
+        # The slowest nodes past a visit's deadline: a first verdict without them.
+        analyse_provisional_at_deadline.apply_async(
+            (snapshot_id,), countdown=TIME_BUDGET.provisional_after_s
+        )
 
 
 def _analyse_once_committed(snapshot_id: int) -> None:
@@ -110,10 +115,17 @@ def collect_nodes(self, collection_ids: list[int]) -> str:
         task_id=self.request.id,
         fanout=settings.HANGDESK_SSH_FANOUT,
         steal_until=time.monotonic() + TIME_BUDGET.steal_s,
+        after_store=_provisional_if_due,
     )
     for snapshot_id in outcome.analysis_due:
         _analyse_once_committed(snapshot_id)
     return f"{outcome.visited} nodes ({outcome.taken} taken from other batches)"
+
+
+def _provisional_if_due(snapshot_id: int) -> None:
+    """After a group of nodes is stored: 95 % in, a first verdict (once per snapshot)."""
+    if provisional.provisional_due(snapshot_id=snapshot_id):
+        analyse_provisional.delay(snapshot_id)
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
@@ -121,6 +133,17 @@ def analyse_snapshot(snapshot_id: int) -> None:
     # The GPU's hour from the cluster's Prometheus first (bounded, never fatal), then the verdict.
     gpumetrics.snapshot_gpu_metrics_store(snapshot_id=snapshot_id)
     services.snapshot_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
+def analyse_provisional(snapshot_id: int) -> None:
+    provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
+def analyse_provisional_at_deadline(snapshot_id: int) -> None:
+    if provisional.provisional_past_deadline(snapshot_id=snapshot_id):
+        provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
 
 
 @shared_task

@@ -2,7 +2,7 @@ from django.urls import path
 
 from . import views
 
-app_name = "snapshots"
+app_name = "collectors"
 urlpatterns = [
     path("incidents/<int:pk>/snapshots/", views.snapshot_start, name="start"),
     path("incidents/<int:pk>/bundles/", views.bundle_import, name="bundle_import"),

@@ -14,7 +14,6 @@ from core.feedback import CHANGED_EVENT, answer, is_htmx
 from core.roles import Role, role_required
 from hangdesk.evidence_kinds import as_text
 from hangdesk.masking import masked_artifact_text
-from incidents.guided import guided_state
 from incidents.models import Incident
 
 from . import audit, evidence_viewer, push, selectors, services, tasks
@@ -130,15 +129,8 @@ def snapshot_detail(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
         Snapshot.objects.for_pages().select_related("incident", "cluster", "requested_by"),
         pk=snapshot_pk,
     )
-    context = selectors.progress(snapshot)
-    context["node"] = request.GET.get("node", "")[:200]
-    context["nodes"] = selectors.artifact_summary(snapshot, node=context["node"])
-    if context["node"]:
-        context["artifacts"] = selectors.artifact_index(snapshot, context["node"])
-    context["view"] = selectors.diagnosis_view(snapshot)
-    if snapshot.read_diagnosis():
-        context.update(_standing(snapshot))
-    return render(request, "collectors/snapshot.html", context)
+    page = selectors.snapshot_page(snapshot, node=request.GET.get("node", ""))
+    return render(request, "collectors/snapshot.html", page.context())
 
 
 def snapshot_ranks(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
@@ -153,20 +145,6 @@ def snapshot_ranks(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     if is_htmx(request):
         return render(request, "collectors/_rank_page.html", context)
     return render(request, "collectors/rank_page.html", context)
-
-
-def _standing(snapshot: Snapshot) -> dict:
-    """The responders' decision and guided answers as they stand on this snapshot (recorded on
-    it, or carried from an earlier snapshot of the incident)."""
-    events = list(snapshot.incident.events.select_related("author").order_by("at", "pk"))
-    state = guided_state(events, snapshot.pk, snapshot.read_diagnosis())
-    return {
-        "decision": state["call"],
-        "answers": [
-            {"question": q["question"], "answer": state["answers"].get(q["id"])}
-            for q in state["branch"]["questions"]
-        ],
-    }
 
 
 @body_cap(MAX_BUNDLE_UPLOAD_BYTES, field="bundle", what="bundle", slack=MULTIPART_SLACK)

@@ -12,10 +12,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics, name="metrics"),
     path("api/", include("console.api_urls")),
-    path("clusters/", include("pages.node_urls")),
     path("clusters/", include("clusters.urls")),
     path("clusters/", include("watch.urls")),
     path("", include("collectors.urls")),
     path("", include("sharing.urls")),
+    path("", include("incidents.urls")),
     path("", include("pages.urls")),
 ]

@@ -123,11 +123,11 @@ def diagnose_command(
     import json
 
     import analysis
-    from analysis import guide
     from analysis.diagnosis import Diagnosis
     from hangdesk import report
     from hangdesk.bundles import BundleRefused, read_bundle
     from hangdesk.masking import masked_diagnosis
+    from readings import guide
 
     stdout = stdout or sys.stdout
     try:
@@ -139,7 +139,7 @@ def diagnose_command(
     masked = masked_diagnosis(analysis.diagnose(evidence, previous=earlier))
     diagnosis = Diagnosis.from_json(masked)
     if output == "json":
-        stdout.write(json.dumps(guide.reading_order(masked), indent=2) + "\n")
+        stdout.write(json.dumps(guide.reading_order(diagnosis), indent=2) + "\n")
     elif output == "markdown":
         stdout.write(report.markdown_report(diagnosis, title=evidence.cluster or bundle.name))
     else:

@@ -8,7 +8,7 @@ Pure: no Django. The exit status says what the verdict means to a script (`exit_
 from __future__ import annotations
 
 from analysis.diagnosis import Diagnosis
-from analysis.guide import class_name
+from readings.guide import class_name
 
 # What a script can test: `hangdesk diagnose B || page-someone`.
 EXIT_MOVING = 0  # healthy or a straggler: steps still complete

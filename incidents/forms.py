@@ -4,8 +4,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.core.validators import MaxLengthValidator
 
-from analysis import guide
 from clusters.models import Cluster
+from readings import classes
 
 from .models import (
     STATUS_TRANSITIONS,
@@ -128,9 +128,7 @@ class IncidentFilterForm(forms.Form):
 class PostMortemForm(forms.ModelForm):
     """The written sections (Markdown), the class, the status, and the version it started from."""
 
-    classification = forms.ChoiceField(
-        choices=[("", "—"), *guide.CLASS_NAMES.items()], required=False
-    )
+    classification = forms.ChoiceField(choices=[("", "—"), *classes.choices()], required=False)
     status = forms.ChoiceField(choices=PostMortemStatus.choices)
     base_version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
 

@@ -12,8 +12,8 @@ from typing import ClassVar
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from analysis import branches
 from analysis.diagnosis import Diagnosis
+from readings import branches
 
 from .models import EventKind, Incident, TimelineEvent
 from .services import incident_require_open, timeline_event_record

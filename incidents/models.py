@@ -72,7 +72,7 @@ class Incident(models.Model):
         return f"{self.reference}: {self.title}"
 
     def get_absolute_url(self) -> str:
-        return reverse("incidents:detail", args=[self.pk])
+        return reverse("pages:incident", args=[self.pk])
 
     @property
     def reference(self) -> str:
@@ -171,7 +171,7 @@ class PostMortem(models.Model):
         return f"post-mortem of {self.incident.reference}"
 
     def get_absolute_url(self) -> str:
-        return reverse("incidents:postmortem", args=[self.incident_id])
+        return reverse("pages:postmortem", args=[self.incident_id])
 
     @property
     def action_item_list(self) -> list[str]:

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from analysis import guide
-from analysis import postmortem as story
 from analysis.diagnosis import Diagnosis
+from readings import guide, stories
+from readings import postmortem as story
 
 from .models import (
     EventKind,
@@ -79,7 +79,7 @@ def postmortem_draft(
 
 def confirmed_cause(decisions: list[TimelineEvent], classification: str) -> str | None:
     """Why the rank left, as the responders last answered it in class A's branch (a key of
-    analysis.postmortem.CAUSES), or None when they did not say."""
+    readings.stories.CAUSES), or None when they did not say."""
     if classification != "A":
         return None
     answers = [
@@ -293,11 +293,11 @@ def _root_cause(
     if concluded:
         parts.append("Responders concluded:\n\n" + "\n".join(concluded))
     if classification == "A" and d:
-        cause = story.departure_cause(d, cause_key)
+        cause = stories.departure_cause(d, cause_key)
         if cause.rank is not None and cause.confirmed:
             text = f"Cause (the responders' answer): rank {cause.rank} was {cause.words}."
             if cause.evidence_key != cause.key:
-                alone = story.CAUSES[cause.evidence_key]
+                alone = stories.CAUSES[cause.evidence_key]
                 text += f" The evidence alone showed: {alone}."
             parts.append(text)
         elif cause.rank is not None:

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from analysis import guide
 from core.errors import Invalid
+from readings import guide
 
 from .models import (
     EventKind,

@@ -2,8 +2,9 @@ from django.urls import path
 
 from . import views
 
-# The incidents app's own routes. pages/urls.py serves them under the `incidents` namespace,
-# beside the incident pages that also show snapshots.
+# The incidents app's own routes: an incident's forms (the pages that show an incident with its
+# snapshots are pages/'s).
+app_name = "incidents"
 urlpatterns = [
     path("incidents/<int:pk>/status/", views.incident_change_status, name="status"),
     path("incidents/<int:pk>/notes/", views.incident_add_note, name="note"),

@@ -13,7 +13,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from analysis import branches, guide
 from analysis.diagnosis import Diagnosis
 from analysis.records import RankRow
 from collectors.models import Artifact, Snapshot
@@ -29,6 +28,7 @@ from incidents.guided import (
 )
 from incidents.models import Incident, Status, TimelineEvent
 from incidents.services import InvalidTransition, incident_change_status
+from readings import guide, questions
 
 # Variables that differ per rank by design: shown, never counted as a difference.
 PER_RANK_VARIABLES = frozenset(
@@ -146,7 +146,7 @@ def guided_resolve(request: HttpRequest, pk: int) -> HttpResponse:
         except InvalidTransition as exc:
             messages.error(request, str(exc))
             return redirect(incident)
-    return redirect("incidents:postmortem", pk=incident.pk)
+    return redirect("pages:postmortem", pk=incident.pk)
 
 
 def _artifacts(snapshot: Snapshot, node: str, *, prefix: str = "", name: str = "") -> list:
@@ -188,8 +188,8 @@ def guided_env(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
     """The suspect rank's environment beside a healthy rank's, on another node if possible."""
     snapshot = _snapshot(pk, snapshot_pk)
     diagnosis = snapshot.read_diagnosis() or Diagnosis.empty()
-    who = branches.suspect(diagnosis)
-    healthy = branches.healthy_rank(diagnosis)
+    who = questions.suspect(diagnosis)
+    healthy = questions.healthy_rank(diagnosis)
     suspect_env = _environ(snapshot, who.row)
     healthy_env = _environ(snapshot, healthy) if healthy else None
     rows = env_rows(suspect_env or {}, healthy_env or {})

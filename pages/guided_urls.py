@@ -2,7 +2,7 @@ from django.urls import path
 
 from . import guided, rank_page
 
-# The guided workflow's verbs and evidence pages, served in the `incidents` namespace.
+# The guided workflow's verbs and evidence pages, served in the `pages` namespace.
 urlpatterns = [
     path(
         "incidents/<int:pk>/snapshots/<int:snapshot_pk>/guided/",

@@ -2,7 +2,7 @@ from django.urls import path
 
 from . import postmortems
 
-# The post-mortem pages, served in the `incidents` namespace by pages/urls.py.
+# The post-mortem pages, served in the `pages` namespace by pages/urls.py.
 urlpatterns = [
     path("incidents/<int:pk>/postmortem/", postmortems.postmortem_page, name="postmortem"),
     path(

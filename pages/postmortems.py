@@ -48,13 +48,13 @@ def postmortem_page(request: HttpRequest, pk: int) -> HttpResponse:
             except postmortem_saving.PublishRefused as exc:
                 # The text is kept as a version: the editor opens on it, saying why.
                 messages.error(request, str(exc))
-                url = reverse("incidents:postmortem", args=[incident.pk])
+                url = reverse("pages:postmortem", args=[incident.pk])
                 return redirect(f"{url}?edit=1#postmortem-editor")
             except AppError as exc:
                 form.add_error(None, str(exc))
             else:
                 messages.success(request, "Post-mortem saved.")
-                return redirect("incidents:postmortem", pk=incident.pk)
+                return redirect("pages:postmortem", pk=incident.pk)
     elif request.method == "POST":
         raise PermissionDenied("This needs the responder role.")
     context.update(

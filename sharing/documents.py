@@ -15,8 +15,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-import analysis
-from analysis import guide
 from analysis.diagnosis import Diagnosis
 from analysis.fr_records import FrMismatch
 from analysis.records import EnvDiff, NcclConfigDiff, ShellInitLine, StackGroup, records
@@ -33,6 +31,7 @@ from incidents.postmortem_text import (
     code_fence,
 )
 from incidents.selectors import latest_published, postmortem_decisions
+from readings import guide, timeline
 
 from . import frozen
 
@@ -100,7 +99,7 @@ def live_parts(incident: Incident) -> dict[str, Any]:
     ranks = snapshot.read_rank_overview() if diagnosis else None
     return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
-        "figure": analysis.timeline_figure(diagnosis, ranks) if diagnosis else None,
+        "figure": timeline.timeline_figure(diagnosis, ranks) if diagnosis else None,
         "evidence": EvidenceSummary.of(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [

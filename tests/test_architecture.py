@@ -2,9 +2,10 @@
 is imported or run) and held to the direction docs/architecture.md draws.
 
 The project's Django apps stand on a ladder, lowest floor first; a package imports only the
-ones below it. `analysis` (pure functions), `hangdesk` (the command line and the bundle format
-and probe it shares with the console, on top of analysis) and `lab` (the test cluster) stand
-apart.
+ones below it. `analysis` (the engine: evidence in, typed diagnosis out, pure functions),
+`readings` (the diagnosis read for people: names, questions, stories, the rank chart, on top of
+analysis' typed diagnosis only), `hangdesk` (the command line and the bundle format and probe it
+shares with the console, on top of both) and `lab` (the test cluster) stand apart.
 """
 
 from __future__ import annotations
@@ -17,21 +18,35 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 LADDER = ("core", "clusters", "incidents", "collectors", "watch", "sharing", "pages", "console")
-APART = ("analysis", "hangdesk", "lab")
+APART = ("analysis", "readings", "hangdesk", "lab")
 # Tools that drive the whole project from outside; held only to the paramiko and cycle rules.
 OUTSIDE = ("bench",)
 
 # What each package may import of the project besides itself.
 ALLOWED = {
-    **{package: {*LADDER[:floor], "analysis", "hangdesk"} for floor, package in enumerate(LADDER)},
+    **{
+        package: {*LADDER[:floor], "analysis", "readings", "hangdesk"}
+        for floor, package in enumerate(LADDER)
+    },
     "analysis": set(),
-    "hangdesk": {"analysis"},
+    "readings": {"analysis"},
+    "hangdesk": {"analysis", "readings"},
     # The farm's capture renders the console's own probe (hangdesk/frames.py) to record it.
     "lab": {"hangdesk"},
 }
 ALLOWED["console"].add("lab")  # the `make run` demo starts a lab
 FRAMEWORKS = ("django", "rest_framework", "drf_spectacular", "celery", "kombu", "paramiko")
 PARAMIKO_HOME = "collectors.remote"
+# What the readings may know of the engine: the typed diagnosis and the records it is made of.
+DIAGNOSIS_CONTRACT = {
+    "analysis.diagnosis",
+    "analysis.records",
+    "analysis.verdict",
+    "analysis.progress",
+    "analysis.fr_records",
+    "analysis.stacks",
+    "analysis.rankview",  # the per-rank table's overview, stored with the diagnosis
+}
 
 
 @dataclass(frozen=True)
@@ -141,7 +156,21 @@ def test_analysis_and_the_command_line_import_no_framework():
     found = [
         imported.where()
         for imported in ALL_IMPORTS
-        if _top(imported.source) in ("analysis", "hangdesk") and _top(imported.target) in FRAMEWORKS
+        if _top(imported.source) in ("analysis", "readings", "hangdesk")
+        and _top(imported.target) in FRAMEWORKS
+    ]
+    assert found == []
+
+
+def test_the_readings_read_only_the_typed_diagnosis():
+    """Names, questions, stories and the chart come from the diagnosis the engine returned,
+    never from the evidence, the facts or the rules behind it."""
+    found = [
+        imported.where()
+        for imported in ALL_IMPORTS
+        if _top(imported.source) == "readings"
+        and _top(imported.target) == "analysis"
+        and imported.target not in DIAGNOSIS_CONTRACT
     ]
     assert found == []
 

@@ -20,7 +20,7 @@ from .selectors import raise_get
 
 
 def incident_url(incident: Incident) -> str:
-    return settings.HANGDESK_BASE_URL + reverse("incidents:detail", args=[incident.pk])
+    return settings.HANGDESK_BASE_URL + reverse("pages:incident", args=[incident.pk])
 
 
 def raise_notify(*, raise_id: int, attempt: int, last_attempt: bool) -> webhooks.Delivery | None:

@@ -39,6 +39,11 @@ def apply_started(facts, reader: SignalReader) -> bool:
     for pid, rank in list(reader.started.items())[:_MAX_STARTED]:
         if pid not in facts.pid_ranks:
             facts.pid_ranks[pid] = rank
+    # NCCL's communicator set-up lines (`host:pid:tid ... rank R nranks N`) tie a pid to its
+    # rank too: in the job-wide (widest) communicator the rank is the global one.
+    for pid, (rank, nranks) in list(reader.learned.items())[:_MAX_STARTED]:
+        if nranks == reader.widest and pid not in facts.pid_ranks:
+            facts.pid_ranks[pid] = rank
     return bool(reader.started)
 
 
@@ -63,13 +68,25 @@ def apply_signals(facts, signals: tuple[Signal, ...], keep, line_fact) -> None:
         if departs and added_exits < _MAX_ADDED and _place_exit(facts, first, text):
             added_exits += 1
             known_exits.add(text)
-        setup = kinds & SETUP and "connection" not in kinds and text not in known_setup
+        setup = kinds & SETUP and text not in known_setup
+        setup = setup and ("connection" not in kinds or _establishing(text))
         if setup and added_setup < _MAX_ADDED:
             local = first.local if first.rank is None else None
             keep(facts.rendezvous_errors, line_fact(first.rank, local, text))
             added_setup += 1
             known_setup.add(text)
     _fill_writers(facts, by_line)
+
+
+# A connection being made, not one lost: `Connect to 10.0.0.2<45763> failed`, c10d's `trying to
+# connect to (host, port)`, NCCL's socket connect calls. Set-up failing, even though the line
+# also speaks of a connection.
+_ESTABLISHING = ("connect to ", "socketstartconnect", "socketpollconnect", "bootstrap")
+
+
+def _establishing(text: str) -> bool:
+    low = text.lower()
+    return any(stem in low for stem in _ESTABLISHING)
 
 
 def _kinds_by_line(signals: tuple[Signal, ...]) -> dict[str, list[Signal]]:

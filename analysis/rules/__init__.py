@@ -37,6 +37,7 @@ from analysis.rules.failures import (
 from analysis.rules.gpu import gpu_cpu_side, gpu_split
 from analysis.rules.likeliest import likeliest
 from analysis.rules.order import (
+    completed_past,
     detail_mismatch,
     different_call_sites,
     fr_all_waiting,
@@ -79,6 +80,7 @@ RULES: tuple[Rule, ...] = (
     peer_named,
     peers_named,
     fr_behind,
+    completed_past,
     lagging,
     nccl_config_differs,
     same_collective,
@@ -103,6 +105,7 @@ __all__ = [
     "RULES",
     "Rule",
     "checkpoint_save",
+    "completed_past",
     "cpu_side",
     "decide",
     "departed",

@@ -7,7 +7,7 @@ from analysis.envdiff import minority_ranks
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.rules.base import step_text
-from analysis.verdict import Evidence, capitalised, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
 
 RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT")
 
@@ -21,9 +21,14 @@ def departed(facts: Facts) -> Finding | None:
     if not facts.node_exits:
         return None
     nodes = sorted({node for node, _ in facts.node_exits})
-    evidence = [Evidence("exit_code", node, None, line) for node, line in facts.node_exits[:4]]
+    evidence = [
+        Evidence(EvidenceKind.EXIT_CODE, node, None, line) for node, line in facts.node_exits[:4]
+    ]
     gone = [r for r in facts.missing if r in facts.departures]
-    evidence += [Evidence("exit_code", facts.node_of(r), r, facts.departures[r].line) for r in gone]
+    evidence += [
+        Evidence(EvidenceKind.EXIT_CODE, facts.node_of(r), r, facts.departures[r].line)
+        for r in gone
+    ]
     then = f"; {ranks_text(gone)} left with it" if gone else ""
     return Finding(
         "A",
@@ -54,18 +59,29 @@ def _left_for_sure(facts: Facts, rank: int) -> bool:
 def init(facts: Facts) -> Finding | None:
     """Nobody ever finished a step and ranks sit in the rendezvous."""
     majority_init = facts.in_init and len(facts.in_init) > facts.with_stack / 2
+    setting_up = _setting_up(facts)
     never_started = (
         not _training_started(facts)
         and not facts.in_collective
-        and (facts.snap.has_process_evidence or facts.in_init or facts.rendezvous_errors)
-        and (facts.ranks or facts.missing or facts.rendezvous_errors)
+        and (
+            facts.snap.has_process_evidence
+            or facts.in_init
+            or facts.rendezvous_errors
+            or setting_up
+        )
+        and (facts.ranks or facts.missing or facts.rendezvous_errors or setting_up)
     )
     if not (majority_init or never_started):
         return None
     waiting = list(facts.in_init)
     lost = list(facts.missing)
     suspects, evidence = list(lost), quotes.stacks(facts, waiting, limit=2)
-    evidence += [Evidence("rendezvous", n, None, line) for n, line in facts.rendezvous_errors]
+    evidence += [
+        Evidence(EvidenceKind.RENDEZVOUS, n, None, line) for n, line in facts.rendezvous_errors
+    ]
+    evidence += [
+        Evidence(EvidenceKind.COMM_INIT, n, r, line) for r, (n, line) in sorted(setting_up.items())
+    ]
     if not lost:
         # Everyone came but to different places: the ranks pointed at another rendezvous.
         for diff in facts.env_diffs:
@@ -73,7 +89,7 @@ def init(facts: Facts) -> Finding | None:
                 odd = sorted(minority_ranks(diff, facts.snap.env, facts.rank_node))
                 suspects += odd
                 rank = odd[0] if len(odd) == 1 else None
-                evidence.append(Evidence("env_diff", None, rank, quotes.diff_text(diff)))
+                evidence.append(Evidence(EvidenceKind.ENV_DIFF, None, rank, quotes.diff_text(diff)))
     for rank in lost[:10]:
         evidence += quotes.departure(facts, rank)[0]
     master = {facts.snap.env[r].get("MASTER_ADDR") for r in facts.snap.env} - {None}
@@ -82,6 +98,12 @@ def init(facts: Facts) -> Finding | None:
         who = f"{ranks_text(lost)} never joined"
     elif suspects:
         who = f"{ranks_text(suspects)} point at a different rendezvous"
+    elif setting_up:
+        who = (
+            f"{ranks_text(sorted(setting_up))} still {'sets' if len(setting_up) == 1 else 'set'}"
+            " up its NCCL communicator (Init START, no COMPLETE) while others wait: start-up is "
+            "slow or stuck on those ranks"
+        )
     else:
         who = "all ranks are present, so the rendezvous itself is failing"
     # No step ever completed: "slow or dead?" does not arise, nothing to damp.
@@ -99,6 +121,19 @@ def init(facts: Facts) -> Finding | None:
         ),
         rule="init",
     )
+
+
+def _setting_up(facts: Facts) -> dict[int, tuple[str, str]]:
+    """Ranks whose NCCL communicator set-up began (`- Init START`) and never completed in
+    their lines: rank -> (node, the START line)."""
+    started: dict[int, tuple[str, str]] = {}
+    done: set[int] = set()
+    for node, fact in facts.snap.comm_inits:
+        if " - Init COMPLETE" in fact.line:
+            done.add(fact.rank)
+        elif " - Init START" in fact.line:
+            started.setdefault(fact.rank, (node, fact.line))
+    return {r: where for r, where in started.items() if r not in done}
 
 
 def _training_started(facts: Facts) -> bool:
@@ -233,7 +268,8 @@ def unreachable(facts: Facts) -> Finding | None:
     if not silent or not (facts.in_collective or facts.unobserved):
         return None
     evidence = [
-        Evidence("node_unreachable", n, None, facts.nodes[n].status.describe()) for n in silent[:5]
+        Evidence(EvidenceKind.NODE_UNREACHABLE, n, None, facts.nodes[n].status.describe())
+        for n in silent[:5]
     ]
     waiting = list(facts.in_collective)
     if waiting:

@@ -19,7 +19,7 @@ from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.parsers.dmesg import FATAL_XIDS, XID_MEANING
 from analysis.signals import Signal
-from analysis.verdict import Evidence, capitalised, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
 
 # Failures that are a rank's own cause; a fatal error or an exception counts only when it
 # does not quote a timeout or a lost peer.
@@ -142,7 +142,9 @@ def gpu_fault(facts: Facts) -> Finding | None:
         "it cannot finish its collectives, the others wait for it.",
         suspects=tuple(ranks),
         suspect_nodes=tuple(sorted({s.node for s in hit.values() if s.node})),
-        evidence=tuple(Evidence("xid", s.node, r, s.text) for r, s in sorted(hit.items())[:4]),
+        evidence=tuple(
+            Evidence(EvidenceKind.XID, s.node, r, s.text) for r, s in sorted(hit.items())[:4]
+        ),
         check=(
             f"`nvidia-smi -q` and `dmesg -T | grep -i xid` on {first.node or 'its node'}: "
             "the GPU's state, and whether the Xid repeats (drain the node if it does)."
@@ -157,8 +159,13 @@ def ras_named(facts: Facts) -> Finding | None:
     lines = [s for s in signals.ras_signals if s.kind == "ras"]
     lines += [s for found in signals.by_node.values() for s in found if s.kind == "ras"]
     lines += [s for found in signals.by_rank.values() for s in found.failures if s.kind == "ras"]
-    pids = {pid: rank for node in facts.nodes.values() for pid, rank in node.rank_pids.items()}
-    # RAS names a process by pid and node when it cannot say its rank: the environ can.
+    pids = {
+        pid: rank
+        for node in facts.nodes.values()
+        for pid, rank in {**node.log_pids, **node.rank_pids}.items()
+    }
+    # RAS names a process by pid and node when it cannot say its rank: the environ can, or
+    # the node's logs (NCCL's set-up lines, a launcher's) for a process that is gone.
     lines = [replace(s, peer=pids[s.pid]) if s.peer is None and s.pid in pids else s for s in lines]
     named = sorted({s.peer for s in lines if s.peer is not None})
     if not named:
@@ -171,7 +178,7 @@ def ras_named(facts: Facts) -> Finding | None:
         f"({lines[0].text.strip()[:160]}): the other ranks wait for "
         f"{'it' if len(named) == 1 else 'them'}.",
         suspects=tuple(named),
-        evidence=tuple(Evidence("ras", s.node, s.peer, s.text) for s in lines[:QUOTED]),
+        evidence=tuple(Evidence(EvidenceKind.RAS, s.node, s.peer, s.text) for s in lines[:QUOTED]),
         check=(
             f"ps and py-spy dump of {ranks_text(named[:3])} on its node (RAS gives the host and "
             "pid): dead, stopped, or stuck outside the collective."
@@ -258,6 +265,14 @@ def node_failure(facts: Facts) -> Finding | None:
     )
 
 
+def _about(reporter: int, peer: int, signal: Signal, not_ready: set[int]) -> int | None:
+    """The rank an evidence line is filed under: its writer, or, for a stall report that names
+    a rank only by leaving it out of the ready ones, the rank it leaves out."""
+    if reporter >= 0:
+        return reporter
+    return peer if id(signal) in not_ready else None
+
+
 def peers_named(facts: Facts) -> Finding | None:
     """Ranks that other ranks' lines name as the ones they wait for or lost (a desync or
     stall report, a monitored barrier, a lost peer): the named are the suspects, the
@@ -267,6 +282,13 @@ def peers_named(facts: Facts) -> Finding | None:
         for signal in found.failures:
             if signal.peer is not None and signal.peer != rank:
                 named.setdefault(signal.peer, []).append((rank, signal))
+    # A report no rank prefix ties to its writer (a coordinator's stdout) still names the peer.
+    for signals in facts.snap.signals.by_node.values():
+        for signal in signals:
+            if signal.peer is not None:
+                named.setdefault(signal.peer, []).append((-1, signal))
+    # Left out of a stall report's ready ranks: the line is about the rank it leaves out.
+    not_ready = {id(line) for line in facts.not_ready.values()}
     for peer, line in facts.not_ready.items():
         named.setdefault(peer, []).append((-1, line))
     if not named:
@@ -276,7 +298,7 @@ def peers_named(facts: Facts) -> Finding | None:
         return None  # half the job named: a broken network, not a culprit
     reporters = sorted({r for lines in named.values() for r, _ in lines} - set(peers) - {-1})
     evidence = [
-        Evidence(signal.kind, signal.node, reporter if reporter >= 0 else None, signal.text)
+        Evidence(signal.kind, signal.node, _about(reporter, peer, signal, not_ready), signal.text)
         for peer in peers[:3]
         for reporter, signal in named[peer][:2]
     ]
@@ -310,14 +332,17 @@ def stalled_apart(facts: Facts) -> Finding | None:
     and the lists share no op: each waits in a collective the others never issue (B)."""
     missing: dict[int, set[str]] = {}
     lines: dict[int, Signal] = {}
-    for found in facts.snap.signals.by_rank.values():
-        for signal in found.failures:
-            listed = _LISTED_OPS.match(signal.text) if signal.kind == "desync" else None
-            if listed and signal.peer is not None:
-                names = listed.group(1).split(", ")[:64]
-                ops = {t.split(".", 1)[0] for t in names if "." in t}
-                missing.setdefault(signal.peer, set()).update(ops)
-                lines.setdefault(signal.peer, signal)
+    reports = [s for found in facts.snap.signals.by_rank.values() for s in found.failures]
+    reports += [s for signals in facts.snap.signals.by_node.values() for s in signals]
+    for signal in reports:
+        listed = _LISTED_OPS.match(signal.text) if signal.kind == "desync" else None
+        if listed and signal.peer is not None:
+            names = listed.group(1).split(", ")[:64]
+            # PyTorch's names lead with the op (`allreduce.c_d1.bias`); TensorFlow's are
+            # the tensor's own (`HorovodBroadcast_dense_kernel_0`).
+            ops = {t.split(".", 1)[0] if "." in t else t.strip() for t in names}
+            missing.setdefault(signal.peer, set()).update(ops)
+            lines.setdefault(signal.peer, signal)
     if len(missing) < 2:
         return None
     ranks = sorted(missing)
@@ -330,7 +355,9 @@ def stalled_apart(facts: Facts) -> Finding | None:
         f"The stall report lists different collectives missing on different ranks ({parts}): "
         "each waits in a collective another never issues. Look for a rank-dependent branch "
         "or an order that differs between ranks.",
-        evidence=tuple(Evidence("desync", s.node, None, s.text) for s in lines.values())[:4],
+        evidence=tuple(Evidence(EvidenceKind.DESYNC, s.node, None, s.text) for s in lines.values())[
+            :4
+        ],
         check=(
             "The code paths that issue these collectives on each rank (HOROVOD_STALL_CHECK's "
             "tensor names): which branch, or which order, differs."

@@ -9,7 +9,7 @@ from __future__ import annotations
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.gpushape import GpuSeries
-from analysis.verdict import Evidence, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, ranks_text
 
 QUOTED = 6
 
@@ -38,7 +38,7 @@ def _quotes(facts: Facts, ranks: list[int]) -> list[Evidence]:
     quoted = []
     for rank in ranks[:QUOTED]:
         series, how = facts.gpu[rank]
-        quoted.append(Evidence("gpu", series.node, rank, gpu_text(rank, series, how)))
+        quoted.append(Evidence(EvidenceKind.GPU, series.node, rank, gpu_text(rank, series, how)))
     return quoted
 
 

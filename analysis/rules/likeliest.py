@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from analysis.facts import Facts
 from analysis.findings import Finding
-from analysis.verdict import Evidence, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, ranks_text
 
 WEAK = 0.3
 
@@ -66,7 +66,9 @@ def likeliest(facts: Facts) -> Finding | None:
 
 def _timed_out(facts: Facts, stuck: dict) -> Finding:
     reporters = sorted({r for _, r, _ in facts.snap.watchdog if r is not None})
-    evidence = [Evidence("watchdog", n, r, f.line) for n, r, f in facts.snap.watchdog[:5]]
+    evidence = [
+        Evidence(EvidenceKind.WATCHDOG, n, r, f.line) for n, r, f in facts.snap.watchdog[:5]
+    ]
     what = f"collective #{stuck['seq']} ({stuck['op'] or 'op unknown'})"
     who = ranks_text(reporters) if reporters else "the reporting ranks"
     stated = facts.snap.expected_world_size is not None
@@ -79,7 +81,10 @@ def _timed_out(facts: Facts, stuck: dict) -> Finding:
             f"({ras_ok[0].text.strip()[:120]}): every rank launched the same operations, so "
             "everyone came, and the collective does not complete. Look at the network and "
             "NCCL's set-up.",
-            evidence=(*evidence, Evidence("ras_ok", ras_ok[0].node, None, ras_ok[0].text)),
+            evidence=(
+                *evidence,
+                Evidence(EvidenceKind.RAS_OK, ras_ok[0].node, None, ras_ok[0].text),
+            ),
             check=(
                 "NCCL WARN lines and `ibstat` / link error counters on the node of "
                 f"{who} and its ring neighbours; `ncclras` again: counts frozen mean a hang."
@@ -116,5 +121,5 @@ def _timed_out(facts: Facts, stuck: dict) -> Finding:
 
 def _observed_lines(facts: Facts) -> list[Evidence]:
     if facts.progress.method != "none":
-        return [Evidence("progress", None, None, facts.progress.describe())]
+        return [Evidence(EvidenceKind.PROGRESS, None, None, facts.progress.describe())]
     return []

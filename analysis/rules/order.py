@@ -11,7 +11,7 @@ from analysis.findings import Finding
 from analysis.groups import disagreements, lagging_in_group
 from analysis.rules.base import step_text
 from analysis.stacks import base_name
-from analysis.verdict import Evidence, capitalised, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
 
 
 def fr_different_collective(facts: Facts) -> Finding | None:
@@ -64,12 +64,12 @@ def _culprits_frame(stop) -> str:
 
 def fr_evidence(facts: Facts, stop) -> list[Evidence]:
     """A flight-recorder stop and the lines behind it, each tied to the rank it is about."""
-    evidence = [Evidence("flight_recorder", None, None, stop.detail)]
+    evidence = [Evidence(EvidenceKind.FLIGHT_RECORDER, None, None, stop.detail)]
     for line in stop.lines:
         head = line.split(":", 1)[0]
         rank = int(head[5:]) if head.startswith("rank ") and head[5:].isdigit() else None
         node = facts.rank_node.get(rank) if rank is not None else None
-        evidence.append(Evidence("flight_recorder", node, rank, line))
+        evidence.append(Evidence(EvidenceKind.FLIGHT_RECORDER, node, rank, line))
     return evidence
 
 
@@ -96,10 +96,11 @@ def _logs_disagree(facts: Facts, sources: frozenset[str], rule: str) -> Finding 
     first = found[0]
     group = f" of group {first.pg}" if first.pg else ""
     odd = first.minority or tuple(r for r in first.majority if first.lines)
-    evidence = [Evidence("collective", None, None, line) for line in first.lines]
+    evidence = [Evidence(EvidenceKind.COLLECTIVE, None, None, line) for line in first.lines]
     for rank in first.majority[:1] if first.minority else ():
         evidence += [
-            Evidence("collective", None, rank, r.line) for r in facts.collectives[rank][:1]
+            Evidence(EvidenceKind.COLLECTIVE, None, rank, r.line)
+            for r in facts.collectives[rank][:1]
         ]
     if first.minority:
         evidence = [Evidence(e.kind, e.node, first.minority[0], e.text) for e in evidence[:1]] + (
@@ -161,7 +162,7 @@ def stacks_different_collective(facts: Facts) -> Finding | None:
         by_op[base_name(facts.ranks[rank].frame_name)].append(rank)
     ordered = sorted(by_op.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     minority = [r for _, ranks in ordered[1:] for r in ranks]
-    evidence = [Evidence("log_error", None, f.rank, f.line) for f in mismatch_lines[:3]]
+    evidence = [Evidence(EvidenceKind.LOG_ERROR, None, f.rank, f.line) for f in mismatch_lines[:3]]
     evidence += quotes.stacks(facts, minority, limit=3)
     if ordered:
         evidence += quotes.stack(facts, ordered[0][1][0])
@@ -285,16 +286,30 @@ def fr_all_waiting(facts: Facts) -> Finding | None:
     )
 
 
+def _end_of_blame(blames) -> list[int]:
+    """The named peers that name nobody themselves. A named rank that in turn reports another
+    peer is a messenger, not the culprit: a monitored barrier's coordinator (rank 0) is blamed
+    by every rank that talks to it when it gives up on the rank that never came, and says
+    which one that was. Follow the chain to its end; if it only goes round (two ranks each
+    naming the other), nothing tells them apart and every named rank stays."""
+    named = {r for b in blames for r in b.peer_ranks}
+    names_another = {
+        b.reporter for b in blames if b.reporter is not None and set(b.peer_ranks) - {b.reporter}
+    }
+    ends = named - names_another
+    return sorted(ends or named)
+
+
 def peer_named(facts: Facts) -> Finding | None:
     """A rank's NCCL/gloo error names the peer it lost: the peer is the culprit, not the
     reporter (a rank reporting a peer's death is its victim)."""
     blames = [b for b in facts.peer_blames if b.peer_ranks or b.peer_node]
     if not blames:
         return None
-    culprits = sorted({r for b in blames for r in b.peer_ranks})
+    culprits = _end_of_blame(blames)
     nodes = sorted({b.peer_node for b in blames if b.peer_node})
     reporters = sorted({b.reporter for b in blames if b.reporter is not None} - set(culprits))
-    evidence = [Evidence("nccl_peer", b.node, b.reporter, b.line) for b in blames[:4]]
+    evidence = [Evidence(EvidenceKind.NCCL_PEER, b.node, b.reporter, b.line) for b in blames[:4]]
     for rank in culprits[:3]:
         evidence += quotes.log_errors(facts, rank)
     who = ranks_text(culprits) if culprits else ", ".join(nodes)
@@ -316,13 +331,60 @@ def peer_named(facts: Facts) -> Finding | None:
     )
 
 
+def completed_past(facts: Facts) -> Finding | None:
+    """A rank times out in collective #P while another rank of the group says it completed
+    #P or later. A collective completes only when every rank of the group issued it, so the
+    two ran something different at #P: their orders parted (B), not one rank late."""
+    done = {int(r): c for r, c in ((facts.watchdog or {}).get("last_completed") or {}).items()}
+    groups = {rec.pg for recs in facts.collectives.values() for rec in recs if rec.pg}
+    if not done or len(groups) > 1:
+        return None  # positions of different groups do not compare
+    waiting = {}  # rank -> the oldest collective its watchdog reports stuck
+    for rank, recs in facts.collectives.items():
+        stuck = [r for r in recs if r.source == "watchdog" and r.seq is not None]
+        if stuck:
+            waiting[rank] = min(stuck, key=lambda r: r.seq)  # type: ignore[arg-type,return-value]
+    past = {
+        rank: (rec, other)
+        for rank, rec in waiting.items()
+        for other, completed in done.items()
+        if other != rank and completed >= rec.seq  # type: ignore[operator]
+    }
+    if not past:
+        return None
+    rank, (rec, other) = min(past.items())
+    theirs = waiting.get(other)
+    evidence = [Evidence(EvidenceKind.COLLECTIVE, facts.rank_node.get(rank), rank, rec.line)]
+    if theirs is not None:
+        evidence.append(
+            Evidence(EvidenceKind.COLLECTIVE, facts.rank_node.get(other), other, theirs.line)
+        )
+    return Finding(
+        "B",
+        0.8,
+        f"Rank {rank} waits in collective #{rec.seq} ({rec.op or 'its op'}) that rank {other} "
+        f"reports completed (its last completed is #{done[other]}): a collective completes only "
+        "when every rank issued it, so the two ran different collectives at that position and "
+        "their orders parted. Look for a branch (a save, an evaluation, a rank-0-only step) "
+        "that issues collectives on some ranks only.",
+        evidence=tuple(evidence),
+        check=(
+            f"Flight-recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE) of ranks {rank} and {other}: "
+            f"the collective each ran at #{rec.seq}."
+        ),
+        rule="completed_past",
+    )
+
+
 def lagging(facts: Facts) -> Finding | None:
     """A rank's last completed collective or step is behind its group's: it stopped first."""
     behind = _lagging(facts)
     if not behind:
         return None
     ranks = sorted(behind)
-    evidence = [Evidence("watchdog", facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]]
+    evidence = [
+        Evidence(EvidenceKind.WATCHDOG, facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]
+    ]
     return Finding(
         "A",
         0.6,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from analysis import quotes
 from analysis.facts import Facts
 from analysis.findings import Finding
-from analysis.verdict import Evidence, ranks_text
+from analysis.verdict import Evidence, EvidenceKind, ranks_text
 
 # A straggler is a few slow ranks; when half the job is "slow", the job is just slow.
 STRAGGLER_SHARE = 8
@@ -87,12 +87,16 @@ def _measured(facts: Facts, rank: int, how: str, typical: float | None) -> list[
             f"({window.wait_share:.0%}; the others {typical:.0%}), most often in "
             f"{window.busiest or 'its own code'}"
         )
-        return [Evidence("samples", node, rank, text)]
+        return [Evidence(EvidenceKind.SAMPLES, node, rank, text)]
     if how == "detector":
         lines = facts.slow_reports.get(rank, (0, ()))[1][:2]
-        return [Evidence("slow_rank", node, rank, line) for line in lines]
+        return [Evidence(EvidenceKind.SLOW_RANK, node, rank, line) for line in lines]
     if state is not None and state.step_time:
-        return [Evidence("step_time", node, rank, f"rank {rank}: {state.step_time:g} s per step")]
+        return [
+            Evidence(
+                EvidenceKind.STEP_TIME, node, rank, f"rank {rank}: {state.step_time:g} s per step"
+            )
+        ]
     return []
 
 

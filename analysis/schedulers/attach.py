@@ -56,14 +56,25 @@ def with_scheduler_evidence(evidence: SnapshotEvidence) -> SnapshotEvidence:
     lines = scheduler_lines(evidence.scheduler)
     if not lines:
         return evidence
-    path = SCHEDULER_LOGS[_kind(evidence.scheduler)]
     nodes: list[NodeEvidence] = []
     for node in evidence.nodes:
-        said = lines.get(node.node) or lines.get(node.hostname)
-        if said:
-            node = replace(node, logs={**node.logs, path: "\n".join(said) + "\n"})
+        log = _node_log(evidence.scheduler, lines, node.node, node.hostname)
+        if log is not None:
+            node = replace(node, logs={**node.logs, log[0]: log[1]})
         nodes.append(node)
     return replace(evidence, nodes=nodes)
+
+
+def scheduler_log(scheduler: object, node: str, hostname: str = "") -> tuple[str, str] | None:
+    """The scheduler's lines about one node as the log `with_scheduler_evidence` adds to it,
+    (path, text), or None."""
+    lines = scheduler_lines(scheduler)
+    return _node_log(scheduler, lines, node, hostname) if lines else None
+
+
+def _node_log(scheduler, lines, node: str, hostname: str) -> tuple[str, str] | None:
+    said = lines.get(node) or lines.get(hostname)
+    return (SCHEDULER_LOGS[_kind(scheduler)], "\n".join(said) + "\n") if said else None
 
 
 def scheduler_ranks(

@@ -18,8 +18,11 @@ _PORT_STATE = re.compile(r"^(?:physical )?state:\s{0,16}(?:\d{1,2}: )?(\w{1,32})
 _PORT_BAD = frozenset({"down", "disabled", "polling", "init", "armed", "linkerror"})
 
 
-# Horovod's stall inspector: `Missing ranks:`, then one `<rank>: [<tensor>, ...]` a line.
-_MISSING_LINE = re.compile(r"(\d{1,7}): \[")
+# Horovod's stall inspector: `Missing ranks:` (`Stalled ranks:` in older releases), then one
+# `<rank>: [<tensor>, ...]` a line: the tensors that rank has not submitted (`<rank>!: [` when
+# that rank has already shut down).
+_LIST_HEADINGS = ("Missing ranks:", "Stalled ranks:")
+_MISSING_LINE = re.compile(r"(\d{1,7})!?: \[")
 # MPICH Hydra's banner: its `EXIT CODE: 9` is the signal that ended the process.
 _HYDRA_CODE = re.compile(r"=\s{1,8}exit code: (\d{1,3})\b")
 
@@ -36,8 +39,13 @@ class Blocks:
         """Lines of this block say something though none of them names a failure."""
         return self.missing
 
+    def listed(self, message: str) -> bool:
+        """Inside a stall report's list, `1: [` opens the line of rank 1's missing tensors
+        (not an srun `--label` prefix)."""
+        return self.missing and _MISSING_LINE.match(message) is not None
+
     def see(self, message: str, indented: bool) -> None:
-        if message == "Missing ranks:":
+        if message in _LIST_HEADINGS:
             self.missing = True
             return
         if self.missing and _MISSING_LINE.match(message):

@@ -161,6 +161,8 @@ _INIT = (
     "operation=connect",
     "proxy call to rank",
 )
+# Functions of NCCL's socket layer (misc/socket.cc): their names are NCCL's alone.
+_NCCL_SOCKET_CALLS = ("socketstartconnect", "socketpollconnect", "socketfinalizeaccept")
 # NCCL's error unwinding (`NCCL INFO init.cc:1089 -> 3`): through the set-up code, set-up failed.
 _UNWIND = re.compile(r"\b(?:init|bootstrap|proxy|transport|group)\.cc:\d{1,6} -> ([1-9]\d{0,2})\b")
 
@@ -174,12 +176,20 @@ def rendezvous(message: str, low: str) -> list[Found]:
     return [("rendezvous", None, fact.peer_rank if fact else None)]
 
 
+# A WARN raised from NCCL's set-up code itself (`init.cc:981 NCCL WARN Invalid rank requested`,
+# `bootstrap.cc:131 NCCL WARN ...`): whatever it says, the communicator's set-up failed there.
+_SETUP_WARN = re.compile(r"\b(?:init|bootstrap)\.cc:\d{1,6} nccl warn ")
+
+
 def communicator_init(message: str, low: str) -> list[Found]:
     """NCCL's set-up of a communicator failing: its internal and system errors, bootstrap and
-    socket set-up, ncclCommInitRank. A line needs both NCCL and a failure in it."""
-    if "nccl" not in low:
+    socket set-up, ncclCommInitRank. A line needs both NCCL and a failure in it; NCCL's own
+    socket functions name NCCL by themselves (a paste that dropped the `NCCL WARN` prefix)."""
+    if "nccl" not in low and not any(name in low for name in _NCCL_SOCKET_CALLS):
         return []
     if " -> " in low and _UNWIND.search(low):
+        return [("init", None, None)]
+    if "nccl warn" in low and _SETUP_WARN.search(low):
         return [("init", None, None)]
     if "nccl warn" not in low and not any(word in low for word in _FAILED):
         return []
@@ -274,7 +284,7 @@ READERS = (
     (("tim", "deadline", "monitoredbarrier", "watchdog"), timeouts),
     (_CONNECTION_STEMS, connections),
     (_RENDEZVOUS, rendezvous),
-    (("nccl",), communicator_init),
+    (("nccl", *_NCCL_SOCKET_CALLS), communicator_init),
     (_DESYNC_STEMS, desync),
     (("problematic ranks",), comm_check),
     (("mismatch", "inconsistent", "different collectives", "fingerprint"), mismatch),

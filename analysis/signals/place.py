@@ -93,8 +93,8 @@ def _unique_pids(parsed) -> dict[int, int]:
     of every node, by pid and address)."""
     seen: dict[int, int | None] = {}
     for facts in parsed.nodes.values():
-        for pid, rank in facts.rank_pids.items():
-            seen[pid] = rank if pid not in seen else None
+        for pid, rank in {**facts.log_pids, **facts.rank_pids}.items():
+            seen[pid] = rank if pid not in seen or seen[pid] == rank else None
     return {pid: rank for pid, rank in seen.items() if rank is not None}
 
 

@@ -101,3 +101,35 @@ def _bar(head: str) -> int | None:
         return int(match.group(1))  # as printed: a per-epoch bar starts again at 0
     match = _BAR_NO_TOTAL.search(head)
     return int(match.group(1)) if match else None
+
+
+# tqdm's measured pace at the end of its bar: `3.52it/s]`, `11.06s/it]` (with `, loss=...` after
+# it on Lightning's bars).
+_RATE = re.compile(r"(\d{1,9}(?:\.\d{1,6})?)(it/s|s/it)[],]")
+
+
+def bar_end(message: str) -> int | None:
+    """Where a progress bar's own text ends (after its rate's `]`), when more follows it on the
+    same line: a terminal's carriage return ran the bar into the next log line."""
+    head = message[:HEAD]
+    if _bar(head) is None:
+        return None
+    match = _RATE.search(head)
+    if not match:
+        return None
+    end = head.find("]", match.end() - 1)
+    return end + 1 if 0 <= end < len(head) - 1 else None
+
+
+def bar_step_time(message: str) -> float | None:
+    """The seconds per step a progress bar reports (`2.43it/s` -> 0.41), or None."""
+    head = message[:HEAD]
+    if _bar(head) is None:
+        return None
+    match = _RATE.search(head)
+    if not match:
+        return None
+    value = float(match.group(1))
+    if value <= 0:
+        return None
+    return 1 / value if match.group(2) == "it/s" else value

@@ -37,7 +37,7 @@ from analysis.signals.blocks import Blocks
 from analysis.signals.exceptions import exception_line, in_rendezvous
 from analysis.signals.kinds import classify, may_say_anything
 from analysis.signals.model import TEXT_CAP, LineSource, Signal
-from analysis.signals.progress import progress
+from analysis.signals.progress import bar_end, progress
 from analysis.signals.ras import event_signal, ras_signals
 from analysis.signals.times import line_time
 
@@ -96,6 +96,7 @@ class SignalReader:
         self.started: dict[int, int] = {}  # pid -> rank, from a launcher's start lines
         self.masters: frozenset[str] = frozenset()  # Kubeflow jobs whose master pod is named
         self.widest = 0
+        self.data_threads: set[tuple[str, str, str]] = set()  # NCCL host:pid:tid past set-up
         self.kept = _Kept()
         self.line_no = 0
         self.previous: tuple[int | None, int | None, str | None, int | None] | None = None
@@ -223,6 +224,8 @@ class SignalReader:
             self._quiet(window, low, indented)  # most lines of a log: nothing to say
             return
         found = self._writer(window, indented)
+        if self.blocks.listed(window.strip()):
+            found = who.Writer()  # the list's own `1: [`, not srun's label
         message = window[found.start :].strip()
         if not message:
             return
@@ -265,6 +268,7 @@ class SignalReader:
         failures = classify(message) if triggered else []
         failures += self.blocks.kinds(low, {kind for kind, _, _ in failures})
         failures = self.blocks.adjust(message, low, failures)
+        failures = self._data_path(line, low, failures)
         event = self._ras_event(message)
         if triggered and exception_line(message):
             failures = self._exception((found.rank, found.local, found.host), failures)
@@ -274,6 +278,10 @@ class SignalReader:
         stripped = line.strip()
         text = stripped[:TEXT_CAP]
         at = line_time(stripped, self.source.collected_at)
+        if at is None and is_progress:
+            # A bar the terminal ran into the next log line: that line's stamp is the bar's.
+            end = bar_end(stripped)
+            at = line_time(stripped[end:], self.source.collected_at) if end else None
         made: list[Signal] = []
         for rank, local, node, pid in self._targets(found, message, line, bool(failures)):
             base = dict(rank=rank, text=text, at=at, local=local, pid=pid, line_no=self.line_no)
@@ -285,6 +293,20 @@ class SignalReader:
         if event is not None:
             made.append(replace(event, text=text, at=at, line_no=self.line_no))
         self.pending.extend(made)
+
+    def _data_path(self, line: str, low: str, failures: list) -> list:
+        """NCCL unwinds an error through the same files (proxy.cc, transport.cc) whether set-up
+        or the data path failed. A thread that moved data (an IB completion, NCCL's proxy
+        `[Progress Thread]`) is past set-up: its unwinding is no communicator init failure."""
+        thread = _nccl_thread(line)
+        if thread is None:
+            return failures
+        moved_data = "[progress thread]" in low or "got completion" in low
+        if moved_data and len(self.data_threads) < MAX_LEARNED:
+            self.data_threads.add(thread)
+        if thread in self.data_threads:
+            return [f for f in failures if f[0] != "init"]
+        return failures
 
     def _ras_event(self, message: str) -> Signal | None:
         if "PEER_" not in message:
@@ -418,6 +440,15 @@ class SignalReader:
             rank, local = who.file_rank(path) if path else (None, None)
             self._file = (rank, local, who.pod_name(path) if path else None)
         return self._file
+
+
+# NCCL's own prefix, `host:pid:tid [cudaDev] `, wherever a launcher's prefix put it.
+_NCCL_THREAD = re.compile(r"(?<![\w.:-])([\w.-]{1,253}):(\d{1,9}):(\d{1,9}) \[\d{1,4}\] ")
+
+
+def _nccl_thread(line: str) -> tuple[str, str, str] | None:
+    match = _NCCL_THREAD.search(line, 0, 300)
+    return (match.group(1), match.group(2), match.group(3)) if match else None
 
 
 def _runs(line: str) -> list[str]:

@@ -109,6 +109,7 @@ TRIGGERS = (
     "stopiteration",
     "with lowest",
     "missing ranks",
+    "stalled ranks",
     "lagging",
     "subset of",
     "remote pro",

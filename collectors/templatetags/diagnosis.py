@@ -6,8 +6,8 @@ from django import template
 from django.utils.safestring import mark_safe
 
 from analysis.records import RankRow, RankStatus
-from analysis.timeline import STATUS_STYLE
 from analysis.verdict import Evidence
+from readings.timeline import STATUS_STYLE
 
 register = template.Library()
 

@@ -158,7 +158,7 @@ SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 SESSION_COOKIE_AGE = 12 * 3600
 SESSION_IDLE_SECONDS = env_minutes("HANGDESK_SESSION_IDLE_MINUTES", 60) * 60
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "incidents:list"
+LOGIN_REDIRECT_URL = "pages:incident_list"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
@@ -252,6 +252,8 @@ CELERY_TASK_ROUTES = {
     "watch.tasks.watch_cluster": {"queue": "ssh"},
     "watch.tasks.preflight_cluster": {"queue": "ssh"},
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
+    "collectors.tasks.analyse_provisional": {"queue": "analysis"},
+    "collectors.tasks.analyse_provisional_at_deadline": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
 # one, and an analysis only ever occupies the analysis worker's processes, so a large one

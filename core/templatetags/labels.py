@@ -2,8 +2,8 @@
 
 from django import template
 
-from analysis import guide
-from analysis.facts import Progress
+from analysis.progress import Progress
+from readings import classes, guide
 
 register = template.Library()
 
@@ -15,12 +15,12 @@ def class_name(code: str | None) -> str:
 
 @register.filter
 def class_hint(code: str | None) -> str:
-    return guide.CLASS_HINTS.get(code or "", "")
+    return classes.reading(code).hint
 
 
 @register.filter
 def class_subtitle(code: str | None) -> str:
-    return guide.CLASS_SUBTITLES.get(code or "", "")
+    return classes.reading(code).subtitle
 
 
 @register.filter

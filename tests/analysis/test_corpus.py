@@ -163,19 +163,22 @@ def test_case_states_the_naive_reading(case: Path):
     assert len(naive.get("why", "")) >= 10, f"{case.name}: naive.why says what was read"
 
 
-@pytest.mark.xfail(
-    len(CASES) < TARGET_CASES,
-    reason=f"issue 17: the corpus is still growing to {TARGET_CASES} cases (31-45 by corpa, "
-    "46-60 by corpb); the bar applies to the grown corpus",
-    strict=False,
-)
 def test_enough_cases_where_the_naive_reading_is_wrong():
     names = [c.name for c in NAIVE_WRONG]
-    assert len(CASES) >= TARGET_CASES, f"{len(CASES)} cases, want >= {TARGET_CASES}"
     assert len(NAIVE_WRONG) >= MIN_NAIVE_WRONG, (
         f"{len(NAIVE_WRONG)} cases where the naive reading is wrong ({names}), "
         f"want >= {MIN_NAIVE_WRONG}"
     )
+
+
+@pytest.mark.xfail(
+    len(CASES) < TARGET_CASES,
+    reason=f"issue 17: the corpus is still growing to {TARGET_CASES} cases (31-45 by corpa, "
+    "46-60 by corpb)",
+    strict=False,
+)
+def test_the_corpus_has_the_size_issue_17_asks_for():
+    assert len(CASES) >= TARGET_CASES, f"{len(CASES)} cases, want >= {TARGET_CASES}"
 
 
 @pytest.mark.parametrize("case", NAIVE_WRONG, ids=[c.name for c in NAIVE_WRONG])

@@ -291,3 +291,19 @@ def test_it_reads_nvidia_smi_rows_without_backtracking_on_hostile_ones():
     usage = "| N/A 52C P0 71W / 70W |    6049MiB /  15360MiB |    100%      Default |\n"
     gpu = parse_nvidia_smi(row + usage + "|" + "1" * 100_000 + "MiB / 2MiB | 9% |\n").gpus[0]
     assert (gpu.name, gpu.memory_used_mib, gpu.utilization) == ("Tesla T4", 6049, 100)
+
+
+def test_a_connection_that_could_not_be_made_is_a_set_up_failure():
+    # NVIDIA/nccl-tests#166: NCCL's socket layer failing to connect while the communicator is
+    # set up is a set-up (init) failure, though the line also speaks of a connection; the same
+    # log's "Connection closed by remote peer" is a connection lost, not set-up by itself.
+    made = (
+        "ubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+        "10.0.0.2<45763> failed : Software caused connection abort\n"
+    )
+    lost = (
+        "ubuntu:39964:40044 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed "
+        "by remote peer node1<57557>\n"
+    )
+    assert len(parse_log("nccl.log", made).rendezvous_errors) == 1
+    assert parse_log("nccl.log", lost).rendezvous_errors == []

@@ -559,6 +559,57 @@ def test_peer_named_blames_the_peer_not_the_rank_that_reports_it():
     assert verdict.suspect_nodes == ("node-1",)
 
 
+def test_peer_named_follows_the_blame_to_the_rank_that_names_nobody():
+    # A monitored barrier is coordinated by rank 0: when rank 0 gives up on the rank that
+    # never came, the other ranks blame rank 0. Rank 0's own line (hiyouga/LlamaFactory#6000)
+    # names rank 6; rank 2's (InternLM/xtuner#457, its title) names rank 0. Rank 0 is the
+    # messenger, rank 6 the one to look at.
+    texts = {
+        0: "[rank0]: RuntimeError: [Rank 0]: Ranks 6 failed to pass monitoredBarrier in "
+        "180000000000 ms\n",
+        2: "[rank2]: RuntimeError: Rank 2 successfully reached monitoredBarrier, but received "
+        "errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty "
+        "rank.\n",
+    }
+    verdict = rules.peer_named(facts_of(logs_only(texts, 8, T0)))
+    assert verdict is not None and verdict.classification == "A"
+    assert verdict.suspects == (6,)
+
+
+def test_peer_named_keeps_both_when_two_ranks_name_each_other():
+    # Both ends of a broken connection report the other: nothing says which one failed.
+    texts = {
+        0: "[rank0]: RuntimeError: Rank 0 successfully reached monitoredBarrier, but received "
+        "errors while waiting for send/recv from rank 1. Please check rank 1 logs for faulty "
+        "rank.\n",
+        1: "[rank1]: RuntimeError: Rank 1 successfully reached monitoredBarrier, but received "
+        "errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty "
+        "rank.\n",
+    }
+    verdict = rules.peer_named(facts_of(logs_only(texts, 2, T0)))
+    assert verdict is not None and verdict.suspects == (0, 1)
+
+
+def test_ras_names_a_gone_process_through_nccl_s_start_up_line_on_its_node():
+    # NCCL's RAS documentation (troubleshooting/ras.html) on a crashed process: it names a pid
+    # and a node, no rank. The process is gone, so no environ says its rank; the NCCL INFO
+    # set-up line its log kept (NCCL's format, `host:pid:tid [dev] ... rank R nranks N`) does.
+    ras = (
+        "Errors\n======\n\nDEAD\n"
+        "  1 job process is considered dead (unreachable via the RAS network)\n"
+        "  Process 3487984 on node 172.16.64.213 managing GPU 5\n"
+    )
+    init = (
+        "172.16.64.213:3487984:3488011 [5] NCCL INFO comm 0x55d1c0 rank 21 nranks 32 cudaDev 5 "
+        "nvmlDev 5 busId b5000 commId 0x1f2e3d4c5b6a7988 - Init COMPLETE\n"
+    )
+    evidence = logs_only({}, 32, T0, nodes=2)
+    evidence.nodes[0].ncclras = ras
+    evidence.nodes[1].logs["/logs/train.log"] = init
+    verdict = rules.ras_named(facts_of(evidence))
+    assert verdict is not None and verdict.suspects == (21,)
+
+
 def test_peer_named_is_silent_when_the_address_belongs_to_no_known_node():
     warn = "misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.9.9.9<58355> failed : "
     texts = {

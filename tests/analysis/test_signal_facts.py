@@ -142,3 +142,19 @@ def test_a_launcher_s_start_line_ties_a_dead_rank_s_pid_for_the_kernel_s_oom_kil
     parsed = parse_snapshot(snapshot)
     assert parsed.signals.by_rank[3].first_failure.kind == "oom"
     assert not [p for p in parsed.problems if p["source"].endswith("launcher.log")]
+
+
+def test_one_bar_line_times_its_steps_with_the_bar_s_own_pace():
+    # hiyouga/LlamaFactory#8261's bar as published, run into a Trainer line in LlamaFactory's
+    # format (constructed): one tqdm line, no second one to time it against.
+    node = NodeEvidence(node="n0", hostname="n0")
+    node.logs["/var/log/train/rank5.log"] = (
+        "  1%|▏         | 24/1752 [01:08<1:22:56,  2.88s/it][INFO|2025-06-02 11:17:52] "
+        "trainer.py:2103 >> Saving model checkpoint to saves/checkpoint-24\n"
+    )
+    snapshot = SnapshotEvidence(
+        nodes=[node], collected_at=datetime(2025, 6, 2, 11, 17, 53, tzinfo=UTC)
+    )
+    parsed = parse_snapshot(snapshot)
+    state = parsed.ranks[5]
+    assert (state.last_step, state.step_time) == (24, 2.88)

@@ -435,9 +435,90 @@ def test_horovod_s_missing_ranks_and_hydra_s_exit_code():
     # Horovod's stall inspector under mpirun --tag-output (horovod/horovod stall reports)
     stall = read_text("[1,0]<stderr>:Missing ranks:\n[1,0]<stderr>:3: [allreduce.fc1.weight]\n")
     assert [(s.kind, s.rank, s.peer) for s in stall] == [("desync", 0, 3)]
+    # Horovod 0.19's heading for the same list, unprefixed, as horovod/common/operations.cc
+    # writes it (`<rank>!` for a rank already shut down): `2: [` is the list, not srun's label.
+    old = read_text(
+        "Stalled ranks:\n2: [HorovodAllreduce_Const_9_0]\n5!: [HorovodAllreduce_Const_9_0]\n"
+    )
+    assert [(s.kind, s.rank, s.peer) for s in old] == [("desync", None, 2), ("desync", None, 5)]
     hydra = read_text(
         "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
         "=   PID 4242 RUNNING AT node-3\n"
         "=   EXIT CODE: 11\n"
     )
     assert ("segfault", 11) in {(s.kind, s.code) for s in hydra}
+
+
+def test_nccl_unwinding_in_the_data_path_is_no_init_failure():
+    # NVIDIA/nccl-tests#252: an IB completion error on kolyoz2, then NCCL unwinding it through
+    # transport/net.cc and proxy.cc in its proxy's progress thread: the communicator was up and
+    # moving data, so none of it says set-up failed.
+    text = (
+        "kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.35.1<49189> with error 4, opcode 5327, len 5327, vendor err 81 (Send)\n"
+        "kolyoz2:25146:25854 [0] NCCL INFO transport/net.cc:1137 -> 6\n"
+        "kolyoz2:25146:25854 [0] NCCL INFO proxy.cc:698 -> 6\n"
+        "kolyoz2:25146:25854 [0] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]\n"
+    )
+    kinds = {s.kind for s in read_text(text, LineSource(path="logs/nccl.log", node="kolyoz2"))}
+    assert "init" not in kinds
+    assert "connection" in kinds
+
+
+def test_nccl_unwinding_through_set_up_is_still_an_init_failure():
+    # NVIDIA/nccl-tests#166: a socket connect failing while the communicator is set up, then
+    # NCCL unwinding it through init.cc in the same thread.
+    text = (
+        "ubuntu:39964:40044 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed "
+        "by remote peer node1<57557>\n"
+        "ubuntu:39964:40044 [0] NCCL INFO transport/net.cc:288 -> 3\n"
+        "ubuntu:39964:40044 [0] NCCL INFO init.cc:1089 -> 3\n"
+    )
+    kinds = {s.kind for s in read_text(text, LineSource(path="logs/nccl.log", node="ubuntu"))}
+    assert "init" in kinds
+
+
+# A tqdm bar a terminal's carriage return ran into the next log line (hiyouga/LlamaFactory#8261,
+# pytorch/pytorch#118369): the bar is progress, and the stamp of the line it runs into is its time.
+BAR_INTO_WATCHDOG = (
+    "  1%|▏         | 24/1752 [01:08<1:22:56,  2.88s/it][rank5]:[E602 11:17:52.185053341 "
+    "ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=5389, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+    "for 600003 milliseconds before timing out."
+)
+LIGHTNING_BAR_INTO_WATCHDOG = (
+    "Epoch 0:   6%|██                               | 32040/500150 [6:28:43<94:39:17,  "
+    "1.37it/s, loss=2.6, v_num=95nc, reduced_train_loss=2.590, global_step=3.2e+4, "
+    "consumed_samples=2.56e+7][E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+    "25624887 milliseconds before timing out."
+)
+
+
+def test_a_bar_run_into_a_stamped_line_takes_that_line_s_time_and_gives_its_pace():
+    from analysis.signals.progress import bar_end, bar_step_time
+
+    source = LineSource(collected_at=datetime(2025, 6, 2, 12, 0, tzinfo=UTC))
+    bar = next(s for s in read_text(BAR_INTO_WATCHDOG, source) if s.kind == "progress")
+    assert (bar.step, bar.at) == (24, datetime(2025, 6, 2, 11, 17, 52, 185053, tzinfo=UTC))
+    assert bar_step_time(BAR_INTO_WATCHDOG) == 2.88
+    assert round(bar_step_time(LIGHTNING_BAR_INTO_WATCHDOG), 3) == round(1 / 1.37, 3)
+    end = bar_end(LIGHTNING_BAR_INTO_WATCHDOG)
+    assert LIGHTNING_BAR_INTO_WATCHDOG[end:].startswith("[E ProcessGroupNCCL.cpp:458]")
+    assert bar_end("  1%|▏         | 24/1752 [01:08<1:22:56,  2.88s/it]") is None  # bar alone
+
+
+def test_a_warn_from_nccl_s_set_up_code_is_an_init_failure_whatever_it_says():
+    # horovod/horovod#3929 (mpirun --tag-output): the WARN alone, without the `-> 5` unwinding.
+    line = (
+        "[1,2]<stdout>:smc-gpu-03:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected "
+        ": rank 2 and rank 0 both on CUDA device 1000\n"
+    )
+    assert "init" in {s.kind for s in read_text(line)}
+    # A WARN from the transport code mid-run is a link problem, not set-up (constructed in
+    # NCCL's format for an IB completion error).
+    ib = (
+        "gpu-a04:1243335:1244249 [6] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion "
+        "from peer 10.148.54.241<56130> with error 12, opcode 0, len 0, vendor err 129\n"
+    )
+    assert "init" not in {s.kind for s in read_text(ib)}

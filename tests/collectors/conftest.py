@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import pickle
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -127,10 +126,11 @@ def sshd(tmp_path_factory) -> Sshd:
             hostile_port = free_port()
         config = _sshd_config(directory, port, hostile_port)
         with open(log_path, "ab") as log:
+            since = log.tell()  # this attempt's lines only
             process = subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT
             )
-        if _wait_listening(port, process) and _wait_listening(hostile_port, process):
+        if _wait_listening(log_path, since, (port, hostile_port), process):
             break
         stop(process)
     else:
@@ -139,15 +139,21 @@ def sshd(tmp_path_factory) -> Sshd:
     stop(process)
 
 
-def _wait_listening(port: int, process: subprocess.Popen) -> bool:
-    deadline = time.monotonic() + 10
+def _wait_listening(log_path: Path, since: int, ports, process: subprocess.Popen) -> bool:
+    """Until this sshd says it listens on every port (sshd -e logs `Server listening on
+    127.0.0.1 port N.` once bound): a connect alone could reach another process's sshd that
+    took a port between choosing it and binding it. False when it cannot bind and exits."""
+    wanted = {f"Server listening on 127.0.0.1 port {port}.".encode() for port in ports}
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and process.poll() is None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                if sock.recv(8).startswith(b"SSH-"):
-                    return True
-        except OSError:
-            time.sleep(0.05)
+        with open(log_path, "rb") as log:
+            log.seek(since)
+            text = log.read()
+        if all(line in text for line in wanted):
+            return True
+        if b"Bind to port" in text:  # `... failed: Address already in use.`: try other ports
+            return False
+        time.sleep(0.05)
     return False
 
 

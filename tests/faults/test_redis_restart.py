@@ -46,7 +46,7 @@ def test_redis_restarted_mid_snapshot(tmp_path, bob, client, sshd, ranks):
         )
         redis.restart()  # mid-snapshot
         client.force_login(bob)
-        assert client.get(reverse("incidents:detail", args=[incident.pk])).status_code == 200
+        assert client.get(reverse("pages:incident", args=[incident.pk])).status_code == 200
         wait_for(
             lambda: Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.DONE,
             timeout=180,

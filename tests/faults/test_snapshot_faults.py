@@ -78,7 +78,7 @@ def test_a_snapshot_of_broken_nodes_finishes_with_a_clear_status_each(
     }).cluster  # fmt: skip
     incident = incident_open(opened_by=bob, title="t", cluster=cluster)
     client.force_login(bob)
-    page = reverse("incidents:detail", args=[incident.pk])
+    page = reverse("pages:incident", args=[incident.pk])
 
     snapshot, _ = snapshot_start(incident=incident, by=bob)
     assert client.get(page).status_code == 200  # while collecting

@@ -99,7 +99,7 @@ def test_the_whole_ssh_worker_gone_the_sweep_fails_its_nodes(tmp_path, bob, clie
         assert "fail_stale_collections" in worker.log_path.read_text()
         assert "soft_time_limit" not in worker.log_path.read_text()
         client.force_login(bob)
-        page = client.get(reverse("incidents:detail", args=[incident.pk]))
+        page = client.get(reverse("pages:incident", args=[incident.pk]))
         assert page.status_code == 200
     finally:
         procs.stop(beat)

@@ -91,7 +91,7 @@ def test_postgres_restarted_between_requests(tmp_path, session, bob, cluster):
     try:
         incident = incident_open(opened_by=bob, title="database restart drill", cluster=cluster)
         incident_add_note(incident=incident, by=bob, text="written before the restart")
-        page = reverse("incidents:detail", args=[incident.pk])
+        page = reverse("pages:incident", args=[incident.pk])
         status, _, body = web.get(page, session)
         assert status == 200 and b"written before the restart" in body
 
@@ -132,8 +132,8 @@ def test_fifty_concurrent_page_views_during_a_snapshot(
     try:
         cluster = _slow_cluster(sshd, ranks, tmp_path, "busy")
         incident = incident_open(opened_by=bob, title="t", cluster=cluster)
-        page = reverse("incidents:detail", args=[incident.pk])
-        live = reverse("incidents:live", args=[incident.pk])
+        page = reverse("pages:incident", args=[incident.pk])
+        live = reverse("pages:incident_live", args=[incident.pk])
         web.get(page, session)  # warm
         snapshot, _ = snapshot_start(incident=incident, by=bob)
         wait_for(

@@ -11,10 +11,10 @@ from django.urls import reverse
 
 from analysis.diagnosis import Diagnosis
 from analysis.rankview import FIRST_ROWS, RankOverview, overview
-from analysis.timeline import timeline_figure
 from collectors.models import Snapshot
 from collectors.selectors import RANK_PAGE_ROWS
 from incidents.services import incident_open
+from readings.timeline import timeline_figure
 from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -62,14 +62,14 @@ def test_the_incident_page_lists_suspects_first_and_not_every_rank(client, bob, 
     assert _ranks_in(flagged)[:2] == [SUSPECT, MISSING]
     assert len(_ranks_in(html)) == 2  # no other rank row: those come a page at a time
     assert f"{MISSING + 1}-{WORLD - 1}" in html  # the ranges of every state
-    assert f'hx-get="{reverse("snapshots:ranks", args=[snapshot.pk])}?page=1"' in html
+    assert f'hx-get="{reverse("collectors:ranks", args=[snapshot.pk])}?page=1"' in html
     assert "Every rank (2000), 10 pages" in html
 
 
 def test_the_rank_pages_slice_the_table_in_rank_order(client, bob, fleet):
     _, snapshot, _ = fleet
     client.force_login(bob)
-    url = reverse("snapshots:ranks", args=[snapshot.pk])
+    url = reverse("collectors:ranks", args=[snapshot.pk])
     second = client.get(f"{url}?page=2", HTTP_HX_REQUEST="true").content.decode()
     assert _ranks_in(second) == list(range(RANK_PAGE_ROWS, 2 * RANK_PAGE_ROWS))
     assert "<html" not in second  # the fragment htmx swaps in
@@ -89,7 +89,7 @@ def test_a_diagnosis_stored_before_overviews_still_shows_its_table(client, bob, 
     client.force_login(bob)
     html = client.get(incident.get_absolute_url()).content.decode()
     assert _ranks_in(html[html.index('id="flagged-ranks"') :])[:2] == [7, 9]
-    page = client.get(reverse("snapshots:ranks", args=[snapshot.pk]) + "?page=2").content.decode()
+    page = client.get(reverse("collectors:ranks", args=[snapshot.pk]) + "?page=2").content.decode()
     assert _ranks_in(page) == list(range(200, 300))
 
 

@@ -100,7 +100,7 @@ def test_a_closed_incident_is_read_only_through_the_pages(bob, closed, as_user):
     assert not closed.events.filter(kind=EventKind.NOTE).exists()
     shown = client.get(page)
     assert "is closed: it is read-only" in shown.content.decode()
-    client.post(reverse("snapshots:start", args=[closed.pk]))
+    client.post(reverse("collectors:start", args=[closed.pk]))
     assert not Snapshot.objects.exists()
 
 

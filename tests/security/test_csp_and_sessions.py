@@ -45,11 +45,11 @@ def pages(bob, cluster):
         collection=collection, name="dmesg.txt", compressed=zlib.compress(b"ok\n"), size=3
     )
     return [
-        reverse("incidents:list"),
+        reverse("pages:incident_list"),
         incident.get_absolute_url(),
         f"/incidents/{incident.pk}/postmortem/",
-        reverse("snapshots:detail", args=[snapshot.pk]),
-        reverse("snapshots:artifact_view", args=[snapshot.pk, artifact.pk]),
+        reverse("collectors:detail", args=[snapshot.pk]),
+        reverse("collectors:artifact_view", args=[snapshot.pk, artifact.pk]),
         reverse("clusters:list"),
         cluster.get_absolute_url(),
         reverse("api-docs"),

@@ -43,14 +43,14 @@ def test_a_viewer_cannot_read_a_responders_token_from_an_environ_artifact(
     artifact = _environ_artifact(leaky_snapshot)
     assert bobs_token.encode() in artifact.content  # it was collected, as in the report
     client = as_user(carol)
-    url = reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk])
+    url = reverse("collectors:artifact", args=[leaky_snapshot.pk, artifact.pk])
     assert client.get(url).status_code == 403
     assert client.get(url + "?raw=1").status_code == 403
     assert client.post(url, {"raw": "1"}).status_code == 403
     pages = [
         client.get(leaky_snapshot.incident.get_absolute_url()),
-        client.get(reverse("snapshots:detail", args=[leaky_snapshot.pk])),
-        client.get(reverse("snapshots:detail", args=[leaky_snapshot.pk]) + "?node=gpu-0"),
+        client.get(reverse("collectors:detail", args=[leaky_snapshot.pk])),
+        client.get(reverse("collectors:detail", args=[leaky_snapshot.pk]) + "?node=gpu-0"),
     ]
     for page in pages:
         assert page.status_code == 200
@@ -70,7 +70,7 @@ def test_the_stolen_token_cannot_be_had_from_the_api_or_an_export(
         assert answer.status_code == 200
         assert _leaks(answer.content, bobs_token, HF, PASSWORD) == []
     assert api.get(f"/api/v1/snapshots/{leaky_snapshot.pk}/bundle/").status_code == 403
-    page = as_user(carol).get(reverse("snapshots:bundle_export", args=[leaky_snapshot.pk]))
+    page = as_user(carol).get(reverse("collectors:bundle_export", args=[leaky_snapshot.pk]))
     assert page.status_code == 403
 
 
@@ -79,7 +79,7 @@ def test_a_responder_reads_evidence_masked_and_raw_only_on_purpose_and_audited(
 ):
     artifact = _environ_artifact(leaky_snapshot)
     client = as_user(bob)
-    url = reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk])
+    url = reverse("collectors:artifact", args=[leaky_snapshot.pk, artifact.pk])
     masked = client.get(url)
     assert masked.status_code == 200
     assert _leaks(masked.content, bobs_token, HF) == []
@@ -96,7 +96,7 @@ def test_a_responder_reads_evidence_masked_and_raw_only_on_purpose_and_audited(
 
 def test_a_ps_artifact_is_masked_for_responders_too(leaky_snapshot, bob, as_user):
     ps = Artifact.objects.get(collection__snapshot=leaky_snapshot, name="ps.txt")
-    shown = as_user(bob).get(reverse("snapshots:artifact", args=[leaky_snapshot.pk, ps.pk]))
+    shown = as_user(bob).get(reverse("collectors:artifact", args=[leaky_snapshot.pk, ps.pk]))
     assert _leaks(shown.content, HF, PASSWORD) == []
     assert b"python train.py --password=[REDACTED:" in shown.content
 
@@ -104,7 +104,7 @@ def test_a_ps_artifact_is_masked_for_responders_too(leaky_snapshot, bob, as_user
 def test_an_export_is_masked_unless_raw_and_both_are_audited(
     leaky_snapshot, bobs_token, bob, as_user
 ):
-    page = as_user(bob).get(reverse("snapshots:bundle_export", args=[leaky_snapshot.pk]))
+    page = as_user(bob).get(reverse("collectors:bundle_export", args=[leaky_snapshot.pk]))
     api = _api(bob).get(f"/api/v1/snapshots/{leaky_snapshot.pk}/bundle/")
     for body in (page.content, api.content):
         with tarfile.open(fileobj=io.BytesIO(body)) as tar:

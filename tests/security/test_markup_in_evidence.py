@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from analysis import timeline_figure
 from analysis.diagnosis import Diagnosis
+from readings.timeline import timeline_figure
 from tests.analysis.sample_evidence import diagnosis_json, drop_rank_process, load_snapshot
 
 LINK = '<a href="https://evil.example/login">gpu-7</a>'

@@ -36,10 +36,10 @@ def test_a_cross_site_get_reads_no_raw_evidence_and_blames_nobody(
 ):
     artifact = _environ_artifact(leaky_snapshot)
     urls = [
-        reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk]) + "?raw=1",
-        reverse("snapshots:artifact_view", args=[leaky_snapshot.pk, artifact.pk]) + "?raw=1",
-        reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk]) + "?raw=1&download=1",
-        reverse("snapshots:bundle_export", args=[leaky_snapshot.pk]) + "?raw=1",
+        reverse("collectors:artifact", args=[leaky_snapshot.pk, artifact.pk]) + "?raw=1",
+        reverse("collectors:artifact_view", args=[leaky_snapshot.pk, artifact.pk]) + "?raw=1",
+        reverse("collectors:artifact", args=[leaky_snapshot.pk, artifact.pk]) + "?raw=1&download=1",
+        reverse("collectors:bundle_export", args=[leaky_snapshot.pk]) + "?raw=1",
     ]
     for url in urls:
         answer = browser_of_bob.get(url)
@@ -50,9 +50,9 @@ def test_a_cross_site_get_reads_no_raw_evidence_and_blames_nobody(
 
 def test_a_raw_read_without_the_csrf_token_is_refused(leaky_snapshot, browser_of_bob):
     artifact = _environ_artifact(leaky_snapshot)
-    url = reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk])
+    url = reverse("collectors:artifact", args=[leaky_snapshot.pk, artifact.pk])
     assert browser_of_bob.post(url, {"raw": "1"}).status_code == 403
-    export = reverse("snapshots:bundle_export", args=[leaky_snapshot.pk])
+    export = reverse("collectors:bundle_export", args=[leaky_snapshot.pk])
     assert browser_of_bob.post(export, {"raw": "1"}).status_code == 403
     assert _raw_reads() == 0
 
@@ -61,7 +61,7 @@ def test_the_button_reads_it_raw_and_the_audit_log_has_it(
     leaky_snapshot, bobs_token, browser_of_bob
 ):
     artifact = _environ_artifact(leaky_snapshot)
-    url = reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk])
+    url = reverse("collectors:artifact", args=[leaky_snapshot.pk, artifact.pk])
     confirm = browser_of_bob.get(url + "?raw=1")
     token = confirm.context["csrf_token"]
     raw = browser_of_bob.post(url, {"raw": "1", "csrfmiddlewaretoken": str(token)})
@@ -92,11 +92,11 @@ def test_an_artifact_named_by_a_node_downloads_under_its_name(
         collection=collection, name=name, compressed=zlib.compress(b"line\n"), size=5
     )
     client = as_user(bob)
-    for view in ("snapshots:artifact", "snapshots:artifact_view"):
+    for view in ("collectors:artifact", "collectors:artifact_view"):
         answer = client.get(reverse(view, args=[leaky_snapshot.pk, artifact.pk]) + "?download=1")
         assert answer.status_code == 200
     download = client.get(
-        reverse("snapshots:artifact", args=[leaky_snapshot.pk, artifact.pk]) + "?download=1"
+        reverse("collectors:artifact", args=[leaky_snapshot.pk, artifact.pk]) + "?download=1"
     )
     header = download["Content-Disposition"]
     assert header == f"attachment; {expected}" and "\r" not in header and "\n" not in header

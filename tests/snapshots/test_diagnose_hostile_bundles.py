@@ -17,8 +17,8 @@ import subprocess
 import pytest
 from django.conf import settings
 
-from analysis.guide import CLASS_NAMES
 from hangdesk import report
+from readings.classes import CLASSES
 from tests import hostile
 from tests.snapshots.test_diagnose_offline import NO_SERVICES
 
@@ -55,7 +55,7 @@ def _clean(status: int, stdout: str, stderr: str) -> bool:
         return False
     if status in VERDICT_STATUSES:
         first = stdout.splitlines()[0] if stdout else ""
-        return any(first.startswith(name + "  (confidence ") for name in CLASS_NAMES.values())
+        return any(first.startswith(c.name + "  (confidence ") for c in CLASSES.values())
     return (
         status == report.EXIT_USAGE
         and stderr.startswith("hangdesk diagnose: bundle refused: ")

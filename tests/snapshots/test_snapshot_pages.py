@@ -16,7 +16,7 @@ def incident(bob, cluster):
 
 def test_the_button_starts_one_snapshot_and_a_second_click_reuses_it(as_user, bob, incident):
     client = as_user(bob)
-    url = reverse("snapshots:start", args=[incident.pk])
+    url = reverse("collectors:start", args=[incident.pk])
     client.post(url)
     response = client.post(url, follow=True)
     assert Snapshot.objects.count() == 1
@@ -27,7 +27,7 @@ def test_the_button_starts_one_snapshot_and_a_second_click_reuses_it(as_user, bo
 
 
 def test_a_viewer_cannot_take_a_snapshot(as_user, carol, incident):
-    response = as_user(carol).post(reverse("snapshots:start", args=[incident.pk]))
+    response = as_user(carol).post(reverse("collectors:start", args=[incident.pk]))
     assert response.status_code == 403
     assert not Snapshot.objects.exists()
 
@@ -36,9 +36,9 @@ def test_polling_stops_and_the_page_fetches_the_verdict_once_the_snapshot_is_don
     as_user, bob, incident
 ):
     client = as_user(bob)
-    client.post(reverse("snapshots:start", args=[incident.pk]))
+    client.post(reverse("collectors:start", args=[incident.pk]))
     snapshot = Snapshot.objects.get()
-    url = reverse("snapshots:progress", args=[snapshot.pk])
+    url = reverse("collectors:progress", args=[snapshot.pk])
     running = client.get(url, headers={"HX-Request": "true"})
     assert "HX-Trigger" not in running
     Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.DONE)
@@ -51,14 +51,14 @@ def test_polling_stops_and_the_page_fetches_the_verdict_once_the_snapshot_is_don
 
 def test_raw_evidence_is_served_as_plain_text(as_user, bob, incident):
     client = as_user(bob)
-    client.post(reverse("snapshots:start", args=[incident.pk]))
+    client.post(reverse("collectors:start", args=[incident.pk]))
     snapshot = Snapshot.objects.get()
     collection = NodeCollection.objects.filter(snapshot=snapshot).first()
     hostile = b"<script>alert(1)</script>\xff\xfe"
     artifact = Artifact.objects.create(
         collection=collection, name="dmesg.txt", compressed=zlib.compress(hostile), size=9
     )
-    url = reverse("snapshots:artifact", args=[snapshot.pk, artifact.pk])
+    url = reverse("collectors:artifact", args=[snapshot.pk, artifact.pk])
     response = client.post(url, {"raw": "1"})  # as collected (the default view masks secrets)
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response["X-Content-Type-Options"] == "nosniff"

@@ -4,10 +4,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis import guide
 from collectors.models import Snapshot
 from collectors.selectors import snapshot_reanalysed
 from hangdesk.cli import diagnose_command
+from readings import guide
 
 
 class Command(BaseCommand):
@@ -59,6 +59,6 @@ class Command(BaseCommand):
         if diagnosis is None:
             raise CommandError(f"Snapshot {snapshot_id} is {snapshot.status}; no diagnosis yet")
         if options["json"]:
-            self.stdout.write(json.dumps(guide.reading_order(diagnosis.to_json()), indent=2))
+            self.stdout.write(json.dumps(guide.reading_order(diagnosis), indent=2))
         else:
             self.stdout.write(f"{diagnosis.classification}: {diagnosis.summary}")

@@ -1,0 +1,408 @@
+"""Typed JSON for the engine's own records: a dataclass (and what its fields hold) to plain
+JSON and back, by its type hints.
+
+What it is for: a node's parse, stored by the worker that made it and read back by the one
+that merges a snapshot (analysis/nodemap.py). What is read back is untrusted (a table anyone
+with the database can write): every value is checked against the type its field declares, and
+anything else is a `CodecError`, never a half-built record. A dataclass is a JSON list of its
+fields in order (the type says which class it is); a dict a list of [key, value] pairs (JSON
+keys are strings only); a datetime its ISO text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+MAX_DEPTH = 32  # of a plain JSON value held in an untyped field (`tuple`, `list`, `dict`)
+
+
+class CodecError(ValueError):
+    """A stored record does not have the shape its type declares."""
+
+
+Encode = Callable[[Any], Any]
+Decode = Callable[[Any], Any]
+
+_encoders: dict[Any, Encode] = {}
+_decoders: dict[Any, Decode] = {}
+
+
+def encode(value: Any, hint: Any) -> Any:
+    return _encoder(hint)(value)
+
+
+def decode(data: Any, hint: Any) -> Any:
+    try:
+        return _decoder(hint)(data)
+    except CodecError:
+        raise
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError) as exc:
+        raise CodecError(f"{_name(hint)}: {exc}") from None
+
+
+def _name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint)
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+
+def _encoder(hint: Any) -> Encode:
+    found = _encoders.get(hint)
+    if found is None:
+        found = _encoders[hint] = _make_encoder(hint)
+    return found
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _make_encoder(hint: Any) -> Encode:
+    if hint in (int, str, bool, float, type(None), Any):
+        return _identity
+    if hint is datetime:
+        return lambda value: value.isoformat()
+    if hint in (tuple, list, dict, object):
+        # An untyped field holds plain JSON, kept as its text: read back through a cache, as
+        # the same few values (a collective's shapes, its call site) repeat on every rank.
+        return lambda value: json.dumps(_plain_encode(value), separators=(",", ":"))
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return lambda value: value.value
+    if dataclasses.is_dataclass(hint):
+        return _dataclass_encoder(hint)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _union_encoder(args)
+    if origin is tuple and args == (int, Ellipsis):
+        return _runs_encode
+    if origin in (list, tuple, set, frozenset):
+        item = _encoder(args[0]) if args else _plain_encode
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            parts = [_encoder(a) for a in args]
+            return lambda value: [p(v) for p, v in zip(parts, value, strict=True)]
+        if item is _identity:
+            return sorted if origin in (set, frozenset) else list
+        if origin in (set, frozenset):
+            return lambda value: sorted(item(v) for v in value)
+        return lambda value: [item(v) for v in value]
+    if origin in (dict, Mapping):
+        key, val = _encoder(args[0]), _encoder(args[1])
+        return lambda value: [[key(k), val(v)] for k, v in value.items()]
+    raise TypeError(f"no JSON form for {hint!r}")
+
+
+def _union_encoder(args: tuple) -> Encode:
+    options = [a for a in args if a is not type(None)]
+    if len(options) == 1:
+        inner = _encoder(options[0])
+        return lambda value: None if value is None else inner(value)
+    if all(a in (int, str, bool, float) for a in options):
+        return _identity
+    raise TypeError(f"no JSON form for a union of {options!r}")
+
+
+def _dataclass_encoder(cls: type) -> Encode:
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    parts = [(f.name, _encoder(hints[f.name])) for f in dataclasses.fields(cls)]
+
+    def encode_record(value: Any) -> list:
+        return [part(getattr(value, name)) for name, part in parts]
+
+    return encode_record
+
+
+def _plain_encode(value: Any) -> Any:
+    """An untyped field's value as JSON (tuples become lists; `_plain_decode` turns a
+    `tuple` field's lists back into tuples)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain_encode(v) for k, v in value.items()}
+    raise TypeError(f"no JSON form for a {type(value).__name__}")
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def _decoder(hint: Any) -> Decode:
+    found = _decoders.get(hint)
+    if found is None:
+        found = _decoders[hint] = _make_decoder(hint)
+    return found
+
+
+def _exact(kind: type) -> Decode:
+    def check(value: Any) -> Any:
+        if type(value) is not kind:
+            raise CodecError(f"{kind.__name__} expected, got {type(value).__name__}")
+        return value
+
+    return check
+
+
+def _number(value: Any) -> Any:
+    # An int stays an int: a field typed float may hold one, and the verdict's JSON shows it.
+    if type(value) not in (int, float):
+        raise CodecError(f"number expected, got {type(value).__name__}")
+    return value
+
+
+def _none(value: Any) -> None:
+    if value is not None:
+        raise CodecError("null expected")
+    return None
+
+
+def _when(value: Any) -> datetime:
+    if type(value) is not str or len(value) > 40:
+        raise CodecError("a time as ISO text expected")
+    return datetime.fromisoformat(value)
+
+
+def _make_decoder(hint: Any) -> Decode:
+    if hint in (int, str, bool):
+        return _exact(hint)
+    if hint is float:
+        return _number
+    if hint is type(None):
+        return _none
+    if hint is datetime:
+        return _when
+    if hint is tuple:
+        return _cached_tuple
+    if hint in (list, dict, object):
+        # Shared by every record that stored the same text: such fields are read, never changed.
+        return _cached_plain
+    if hint is Any:
+        return _plain_decode
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return hint
+    if dataclasses.is_dataclass(hint):
+        return _dataclass_decoder(hint)
+    return _generic_decoder(hint)
+
+
+def _generic_decoder(hint: Any) -> Decode:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _union_decoder(args)
+    if origin is tuple and args == (int, Ellipsis):
+        return _runs_decode
+    if origin in (list, tuple, set, frozenset):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return _fixed_tuple_decoder(args)
+        item = _decoder(args[0]) if args else _plain_decode
+        build = origin
+
+        def decode_items(value: Any) -> Any:
+            if type(value) is not list:
+                raise CodecError(f"list expected, got {type(value).__name__}")
+            return build([item(v) for v in value])
+
+        return decode_items
+    if origin in (dict, Mapping):
+        key, val = _decoder(args[0]), _decoder(args[1])
+
+        def decode_pairs(value: Any) -> dict:
+            if type(value) is not list:
+                raise CodecError(f"list of pairs expected, got {type(value).__name__}")
+            out = {}
+            for pair in value:
+                if type(pair) is not list or len(pair) != 2:
+                    raise CodecError("a [key, value] pair expected")
+                out[key(pair[0])] = val(pair[1])
+            return out
+
+        return decode_pairs
+    raise TypeError(f"no JSON form for {hint!r}")
+
+
+def _union_decoder(args: tuple) -> Decode:
+    options = [a for a in args if a is not type(None)]
+    nullable = len(options) < len(args)
+    if len(options) == 1:
+        inner = _decoder(options[0])
+        if not nullable:
+            return inner
+        return lambda value: None if value is None else inner(value)
+    kinds = {int if a is float else a for a in options} | ({float} if float in options else set())
+    kinds |= {type(None)} if nullable else set()
+
+    def decode_scalar(value: Any) -> Any:
+        if type(value) not in kinds:
+            raise CodecError(f"one of {sorted(k.__name__ for k in kinds)} expected")
+        return value
+
+    return decode_scalar
+
+
+def _fixed_tuple_decoder(args: tuple) -> Decode:
+    parts = [_decoder(a) for a in args]
+
+    def decode_tuple(value: Any) -> tuple:
+        if type(value) is not list or len(value) != len(parts):
+            raise CodecError(f"a list of {len(parts)} expected")
+        return tuple(p(v) for p, v in zip(parts, value, strict=True))
+
+    return decode_tuple
+
+
+_SCALARS = {int: ("int",), str: ("str",), bool: ("bool",), float: ("int", "float")}
+
+
+def _scalar_kinds(hint: Any) -> tuple[tuple[str, ...], bool] | None:
+    """(type names, nullable) when the hint is a scalar or an optional scalar, else None."""
+    if hint in _SCALARS:
+        return _SCALARS[hint], False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        options = [a for a in args if a is not type(None)]
+        if all(a in _SCALARS for a in options):
+            names = tuple(dict.fromkeys(n for a in options for n in _SCALARS[a]))
+            return names, len(options) < len(args)
+    return None
+
+
+def _dataclass_decoder(cls: type) -> Decode:
+    """A decoder written for the class (its checks inline, one call to build it): a stored
+    snapshot holds hundreds of thousands of these records."""
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    fields = dataclasses.fields(cls)
+    count = len(fields)
+    env: dict[str, Any] = {"CodecError": CodecError, "cls": cls, "new": object.__new__}
+    env["set_attr"] = object.__setattr__
+    lines = [
+        "def decode_record(v):",
+        f"    if type(v) is not list or len(v) != {count}:",
+        f"        raise CodecError('{cls.__name__}: a list of its {count} fields expected')",
+    ]
+    names = []
+    for index, f in enumerate(fields):
+        name = f"x{index}"
+        names.append(name)
+        lines.append(f"    {name} = v[{index}]")
+        scalar = _scalar_kinds(hints[f.name])
+        if scalar is not None:
+            kinds, nullable = scalar
+            test = " and ".join(f"type({name}) is not {k}" for k in kinds)
+            if nullable:
+                test = f"{name} is not None and {test}"
+            lines += [f"    if {test}:", f"        raise CodecError('{cls.__name__}.{f.name}')"]
+        else:
+            env[f"d{index}"] = _decoder(hints[f.name])
+            lines.append(f"    {name} = d{index}({name})")
+    plain = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
+    if plain:
+        lines.append(f"    return cls({', '.join(names)})")
+    else:  # built field by field: no __post_init__ runs on stored data
+        lines.append("    r = new(cls)")
+        lines += [f"    set_attr(r, {f.name!r}, x{i})" for i, f in enumerate(fields)]
+        lines.append("    return r")
+    exec("\n".join(lines), env)  # noqa: S102 - the source is made here from field names only
+    return env["decode_record"]
+
+
+_TUPLES: dict[str, Any] = {}
+_TUPLES_CACHED = 65_536
+MAX_PLAIN_TEXT = 64 * 1024  # characters of one untyped field's JSON
+
+
+def _plain_text(value: Any, tuples: bool = False) -> Any:
+    if type(value) is not str or len(value) > MAX_PLAIN_TEXT:
+        raise CodecError("an untyped field's JSON text expected")
+    return _plain_decode(json.loads(value), tuples)
+
+
+def _cached_tuple(value: Any) -> Any:
+    found = _TUPLES.get(value) if type(value) is str else None
+    if found is None:
+        found = _plain_text(value, tuples=True)
+        if len(_TUPLES) >= _TUPLES_CACHED:
+            _TUPLES.clear()
+        _TUPLES[value] = found
+    return found
+
+
+_PLAIN: dict[str, Any] = {}
+
+
+def _cached_plain(value: Any) -> Any:
+    found = _PLAIN.get(value, _PLAIN) if type(value) is str else _PLAIN
+    if found is _PLAIN:
+        found = _plain_text(value)
+        if len(_PLAIN) >= _TUPLES_CACHED:
+            _PLAIN.clear()
+        _PLAIN[value] = found
+    return found
+
+
+# A tuple of ints (a group's members: the whole world, on every rank's dump) as runs,
+# "0-4095,4097": linear in the runs, not the ranks, and read once per distinct text.
+_RUNS: dict[str, tuple[int, ...]] = {}
+MAX_RUN_INTS = 1 << 20  # ints one text may stand for
+
+
+def _runs_encode(value: tuple[int, ...]) -> str | list[int]:
+    if any(item < 0 for item in value):
+        return list(value)  # runs are of non-negative ints
+    parts: list[str] = []
+    start = previous = None
+    for item in value:
+        if start is not None and item == previous + 1:
+            previous = item
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = item
+    if start is not None:
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+    return ",".join(parts)
+
+
+def _runs_decode(value: Any) -> tuple[int, ...]:
+    found = _RUNS.get(value) if type(value) is str else None
+    if found is not None:
+        return found
+    if type(value) is list and len(value) <= MAX_RUN_INTS and all(type(v) is int for v in value):
+        return tuple(value)
+    if type(value) is not str or len(value) > MAX_PLAIN_TEXT * 16:
+        raise CodecError("a tuple of ints as runs expected")
+    out: list[int] = []
+    for part in value.split(",") if value else ():
+        first, dash, last = part.partition("-")
+        if not (first.isdecimal() and (not dash or last.isdecimal())):
+            raise CodecError("a run of ints expected")
+        low, high = int(first), int(last or first)
+        if high < low or len(out) + high - low >= MAX_RUN_INTS:
+            raise CodecError("a run of ints out of bounds")
+        out.extend(range(low, high + 1))
+    found = tuple(out)
+    if len(_RUNS) >= _TUPLES_CACHED:
+        _RUNS.clear()
+    _RUNS[value] = found
+    return found
+
+
+def _plain_decode(value: Any, tuples: bool = False, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        raise CodecError("nested too deep")
+    kind = type(value)
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    if kind is list:
+        items = [_plain_decode(v, tuples, depth + 1) for v in value]
+        return tuple(items) if tuples else items
+    if kind is dict:
+        return {k: _plain_decode(v, tuples, depth + 1) for k, v in value.items()}
+    raise CodecError(f"no JSON value: {kind.__name__}")

@@ -1,0 +1,374 @@
+"""The map half of a snapshot's parse: one node's evidence read into a `NodeParse`, alone.
+
+Every parser that reads one node's text runs here (ps, environ, py-spy, nvidia-smi, dmesg,
+shell start-up files, logs, flight-recorder dumps), so the worker that collected a node can
+parse it as it arrives, in parallel with the others; `analysis.ranks.parse_snapshot` is the
+reduce: it merges the nodes' parses in node order and does what crosses nodes (a RANK held on
+two nodes, a rank's log on another node than its process, the world size, the line reader's
+sums, then the facts and the rules).
+
+A node's parse depends on two things beyond its own evidence: the host names of the other
+nodes (a line that names a host is tied to that node) and which of its pids hold a rank (a
+RANK another node already holds is not this node's). What the parse asked of either is
+recorded (`asked_hosts`, `asked_pids`), so the reduce knows whether the answers still hold
+once every node is in; when one does not, that node is parsed again from its evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from analysis import codec
+from analysis.evidence import EvidenceStatus, NodeEvidence
+from analysis.gpushape import GpuSeries, node_series
+from analysis.jobtime import first_stamp
+from analysis.parsers.dmesg import KernelFacts, parse_dmesg
+from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
+from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
+from analysis.parsers.logs import LogFacts, parse_log
+from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
+from analysis.parsers.ps import PsRow, parse_ps
+from analysis.parsers.pyspy import main_thread, parse_pyspy
+from analysis.parsers.pyspy_samples import WindowSample, parse_samples
+from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
+from analysis.rankmodel import RENDEZVOUS
+from analysis.signals import LineSource
+from analysis.signals.who import master_pods
+from analysis.stacks import frame_kind, relevant_frame, stack_signature
+
+# The stored form's version: a parse stored by another version is parsed again, never read.
+NODE_PARSE_VERSION = 1
+
+# srun's own numbering of its tasks, in every task's environment.
+SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})
+_WANTED = RENDEZVOUS | {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}
+_WANTED |= SLURM_TASK_VARIABLES
+
+_MISSING = object()
+
+
+@dataclass
+class RankProcess:
+    """A process of the node whose environment names a rank, as far as the node alone says."""
+
+    pid: int
+    rank: int
+    local_rank: int | None
+    world_size: int | None
+    local_world_size: int | None
+    env: dict[str, str]  # NCCL_/TORCH_/CUDA_/GLOO_ and MASTER_ADDR/PORT left
+    sampled: bool  # py-spy's sampling window was taken of it
+    window: WindowSample | None
+    sample_problems: list[str]
+    dumped: bool  # py-spy gave a dump
+    stack_problems: list[str]
+    stack: list[str] | None  # the main thread's frames; None: the dump had none
+    stack_signature: str = ""
+    innermost_frame: str = ""
+    frame_name: str = ""
+    frame_kind: str = ""
+    stack_error: str = ""  # why there is no dump
+
+
+@dataclass
+class LogParse:
+    facts: LogFacts
+    written: bool  # the file holds any line (a rank that wrote one was observed)
+    master_pods: bool  # it lists a PyTorchJob's master pod (its rank 0)
+    start: datetime | None  # its first stamped line, when the log is held whole
+
+
+@dataclass
+class NodeParse:
+    """One node's evidence, parsed: what the reduce needs of it, and nothing of the raw text
+    but the ncclras reports (read once every node's addresses are known)."""
+
+    node: str
+    hostname: str
+    status: EvidenceStatus
+    collected_at: datetime | None
+    when: datetime | None  # the time the line reader gave stamps without a year
+    context: str  # digest of what the scheduler said of this node (its lines, its pids' ranks)
+    ps_present: bool
+    ps_rows: list[PsRow]
+    ps_problems: list[str]
+    environ_pids: list[int]
+    environ_problems: list[tuple[int, str]]
+    processes: list[RankProcess]
+    pyspy_pids: list[int]
+    gpus: GpuFacts
+    kernel: KernelFacts
+    shell_init: list[ShellInitSetting]
+    shell_problems: list[str]
+    gpu_series: list[GpuSeries]
+    logs: list[LogParse]
+    dumps: list[FrDump]
+    truncated: list[str]
+    ncclras: str | None
+    ras_texts: list[str]
+    # What the logs' parse asked of the snapshot: host -> node ("" when unknown), pid -> rank
+    # (-1 when none); None when it read the whole map.
+    asked_hosts: dict[str, str] | None = field(default_factory=dict)
+    asked_pids: dict[int, int] | None = field(default_factory=dict)
+    assumed_pids: dict[int, int] = field(default_factory=dict)  # pid -> rank the logs saw
+
+
+def scheduler_context(
+    assigned: Mapping[int, tuple[int, int | None]], log: tuple[str, str] | None
+) -> str:
+    """A digest of what a scheduler said of one node: the map and the merge compare it."""
+    text = json.dumps([sorted(assigned.items()), log])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def map_node(
+    node_ev: NodeEvidence,
+    *,
+    hosts: Mapping[str, str],
+    snapshot_collected_at: datetime | None = None,
+    assigned: Mapping[int, tuple[int, int | None]] | None = None,
+    scheduler_log: tuple[str, str] | None = None,
+    rank_pids: Mapping[int, int] | None = None,
+    flight_recorder: bool = True,
+) -> NodeParse:
+    """Parse one node. `hosts`: how lines spell the snapshot's nodes, as far as known
+    (`signals.place.host_map`); `assigned`: pid -> (rank, local rank) a scheduler gives;
+    `scheduler_log`: its words about this node, (path, text), read as one more log;
+    `rank_pids`: which pids hold a rank, when the merge knows better than the node (a RANK
+    another node holds)."""
+    assigned = assigned or {}
+    if scheduler_log is not None:
+        node_ev = replace(node_ev, logs={**node_ev.logs, scheduler_log[0]: scheduler_log[1]})
+    ps_rows, ps_problems = parse_ps(node_ev.ps)
+    environ_problems: list[tuple[int, str]] = []
+    parsed: dict[int, dict[str, str]] = {}
+    for pid in sorted(node_ev.environ):
+        variables, problems = parse_environ_subset(node_ev.environ[pid], _WANTED, COMMS_PREFIXES)
+        environ_problems += [(pid, text) for text in problems]
+        parsed[pid] = variables
+    slurm_tasks = not any("RANK" in variables for variables in parsed.values())
+    processes = []
+    for pid, variables in parsed.items():
+        _slurm_task_rank(variables, use=slurm_tasks)
+        rank = _process_rank(variables, assigned.get(pid))
+        if rank is not None:
+            processes.append(_process(node_ev, pid, rank, variables))
+    if rank_pids is None:
+        rank_pids = own_rank_pids(processes, {row.pid: row for row in ps_rows})
+    when = node_ev.collected_at or snapshot_collected_at
+    asked_hosts, asked_pids = _Asked(hosts), _Asked(rank_pids)
+    cut = set(node_ev.truncated)
+    logs = []
+    for path in sorted(node_ev.logs):
+        text = node_ev.logs[path]
+        source = LineSource(path, node_ev.node, asked_pids, asked_hosts, when, single_node=False)
+        whole = f"logs:{path}" not in cut and "output" not in cut
+        logs.append(
+            LogParse(
+                facts=parse_log(path, text, source),
+                written=bool(text.strip()),
+                master_pods=bool(master_pods(text)),
+                start=first_stamp(text, node_ev.collected_at) if whole else None,
+            )
+        )
+    return NodeParse(
+        node=node_ev.node,
+        hostname=node_ev.hostname,
+        status=node_ev.status,
+        collected_at=node_ev.collected_at,
+        when=when,
+        context=scheduler_context(assigned, scheduler_log),
+        ps_present=node_ev.ps is not None,
+        ps_rows=ps_rows,
+        ps_problems=ps_problems,
+        environ_pids=sorted(node_ev.environ),
+        environ_problems=environ_problems,
+        processes=processes,
+        pyspy_pids=sorted(node_ev.pyspy),
+        gpus=parse_nvidia_smi(node_ev.nvidia_smi),
+        kernel=parse_dmesg(node_ev.dmesg),
+        shell_init=(shell := parse_shell_init(node_ev.shell_init))[0],
+        shell_problems=shell[1],
+        gpu_series=node_series(node_ev.node, node_ev.system),
+        logs=logs,
+        dumps=[
+            _compact_dump(parse_flight_recorder(path, node_ev.flight_recorder[path]))
+            for path in sorted(node_ev.flight_recorder if flight_recorder else ())
+        ],
+        truncated=list(node_ev.truncated),
+        ncclras=node_ev.ncclras,
+        # An ncclras report saved among the logs (by hand, or by a job that polls RAS) is a
+        # report all the same: its layout tells, whatever the file is called.
+        # In path order: however the evidence was read (a bundle's listing, the database).
+        ras_texts=[
+            node_ev.logs[p] for p in sorted(node_ev.logs) if _is_ras_report(node_ev.logs[p])
+        ],
+        asked_hosts=asked_hosts.answers(),
+        asked_pids=asked_pids.answers(),
+        assumed_pids=dict(rank_pids),
+    )
+
+
+def own_rank_pids(processes: list[RankProcess], by_pid: Mapping[int, PsRow]) -> dict[int, int]:
+    """pid -> rank as the node alone says: a RANK two of its processes hold is the first
+    live one's (the merge applies the same rule across nodes)."""
+    live: set[int] = set()
+    out: dict[int, int] = {}
+    for process in processes:
+        if process.rank in live:
+            continue
+        row = by_pid.get(process.pid)
+        if row is None or row.state != "Z":
+            live.add(process.rank)
+        out[process.pid] = process.rank
+    return out
+
+
+def still_holds(parse: NodeParse, hosts: Mapping[str, str], rank_pids: Mapping[int, int]) -> bool:
+    """Do the answers the node's parse was given hold in the whole snapshot?"""
+    if parse.asked_hosts is None or parse.asked_pids is None:
+        return False
+    for host, node in parse.asked_hosts.items():
+        if hosts.get(host, "") != node:
+            return False
+    return all(rank_pids.get(pid, -1) == rank for pid, rank in parse.asked_pids.items())
+
+
+# --- the stored form ------------------------------------------------------------------------
+
+MAX_STORED_BYTES = 64 * 1024 * 1024  # of one node's parse as JSON: past it, parsed again
+
+
+def to_json(parse: NodeParse) -> dict[str, Any]:
+    return {"version": NODE_PARSE_VERSION, "parse": codec.encode(parse, NodeParse)}
+
+
+def from_json(data: object) -> NodeParse:
+    """A stored parse, checked field by field; `codec.CodecError` for anything else."""
+    if not isinstance(data, dict) or data.get("version") != NODE_PARSE_VERSION:
+        raise codec.CodecError("not a node parse of this version")
+    return codec.decode(data.get("parse"), NodeParse)
+
+
+# --- one node's parts -------------------------------------------------------------------------
+
+
+class _Asked(Mapping):
+    """A mapping that remembers every key it was asked for and its answer."""
+
+    def __init__(self, data: Mapping) -> None:
+        self._data = data
+        self._asked: dict = {}
+        self._whole = False
+
+    def __getitem__(self, key):
+        value = self._data.get(key, _MISSING)
+        self._asked[key] = value
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator:
+        self._whole = True
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        self._whole = True
+        return len(self._data)
+
+    def answers(self) -> dict | None:
+        if self._whole:
+            return None
+        missing = "" if all(isinstance(k, str) for k in self._asked) else -1
+        return {k: missing if v is _MISSING else v for k, v in self._asked.items()}
+
+
+def _compact_dump(dump: FrDump) -> FrDump:
+    """Each entry keeps only the frame its call site is read from (`FrEntry.frame`), as text:
+    the rest of a dump's raw frames is never read and is not plain data."""
+    for entry in dump.entries:
+        if entry.raw_frames:
+            chosen = _chosen_frame(entry.raw_frames)
+            entry.raw_frames = [chosen] if chosen is not None else []
+    return dump
+
+
+def _chosen_frame(frames: list) -> dict | None:
+    from analysis.parsers.flight_recorder import _text
+
+    usable = [f for f in frames if isinstance(f, dict)]
+    chosen = next((f for f in usable if "/torch/" not in _text(f.get("filename", ""))), None)
+    chosen = chosen or (usable[0] if usable else None)
+    if chosen is None:
+        return None
+    return {k: _text(chosen[k]) for k in ("filename", "name", "line") if k in chosen}
+
+
+def _is_ras_report(text: str) -> bool:
+    head = text[:4096]
+    return "Job summary" in head and "Communicators" in head and "NCCL version" in head
+
+
+def _slurm_task_rank(variables: dict[str, str], *, use: bool) -> None:
+    """A job started by `srun` with one task per rank whose script takes its rank from
+    SLURM_PROCID (setting RANK in os.environ, which /proc/PID/environ never shows): the task
+    id is the rank, SLURM_LOCALID the local rank, SLURM_NTASKS the world size. Only on a node
+    where no process has RANK: under `srun torchrun` the launcher's SLURM_PROCID is the node's
+    index, and its children carry RANK. Slurm's variables are dropped either way (they differ
+    between ranks by design: no environment difference)."""
+    task = {name: variables.pop(name) for name in SLURM_TASK_VARIABLES if name in variables}
+    if use and "SLURM_PROCID" in task:
+        variables["RANK"] = task["SLURM_PROCID"]
+        variables.setdefault("LOCAL_RANK", task.get("SLURM_LOCALID", ""))
+        variables.setdefault("WORLD_SIZE", task.get("SLURM_NTASKS", ""))
+
+
+def _process_rank(variables: dict[str, str], assigned: tuple[int, int | None] | None) -> int | None:
+    """The process's RANK (popped), else the rank a scheduler assigned it (its LOCAL_RANK
+    then too, when the environment has none)."""
+    rank = int_or_none(variables.pop("RANK", None))
+    if rank is None and assigned is not None:
+        rank, local = assigned
+        variables.setdefault("LOCAL_RANK", "" if local is None else str(local))
+    return rank
+
+
+def _process(node_ev: NodeEvidence, pid: int, rank: int, variables: dict) -> RankProcess:
+    local = int_or_none(variables.pop("LOCAL_RANK", None))
+    world = int_or_none(variables.pop("WORLD_SIZE", None))
+    local_world = int_or_none(variables.pop("LOCAL_WORLD_SIZE", None))
+    process = RankProcess(
+        pid=pid,
+        rank=rank,
+        local_rank=local,
+        world_size=world,
+        local_world_size=local_world,
+        env=variables,
+        sampled=pid in node_ev.pyspy_samples,
+        window=None,
+        sample_problems=[],
+        dumped=pid in node_ev.pyspy,
+        stack_problems=[],
+        stack=None,
+    )
+    if process.sampled:
+        process.window, process.sample_problems = parse_samples(node_ev.pyspy_samples[pid], pid)
+    if not process.dumped:
+        process.stack_error = node_ev.pyspy_errors.get(pid, "no py-spy dump")
+        return process
+    threads, process.stack_problems = parse_pyspy(node_ev.pyspy[pid])
+    thread = main_thread(threads)
+    if thread is None:
+        return process
+    process.stack = [str(f) for f in thread.frames]
+    process.stack_signature = stack_signature(thread.frames)
+    frame = relevant_frame(thread.frames)
+    process.innermost_frame = str(frame) if frame else ""
+    process.frame_name = frame.name if frame else ""
+    process.frame_kind = frame_kind(frame)
+    return process

@@ -1,0 +1,106 @@
+"""Each page's one read: a typed record of everything the page shows, put together here from
+the apps' selectors (the view validates, calls this, renders; templates only format)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from django.db.models import Q
+
+from collectors import selectors as snapshot_selectors
+from collectors.models import Snapshot
+from incidents import selectors as incident_selectors
+from incidents.forms import IncidentEditForm
+from incidents.guided import Reasked, Standing
+from incidents.models import EventKind, Incident, TimelineEvent
+
+from .guided import guided_context
+
+_CALLS = (EventKind.DECISION, EventKind.ANSWER)
+
+
+@dataclass(frozen=True)
+class LiveKeys:
+    """What the page shows, as keys its live poll sends back: each region is re-rendered only
+    when its own key moved (typing in the note box survives a colleague's note)."""
+
+    version: int  # Incident.version: anything changed at all
+    head: str  # status, severity, commander, the snapshot's status, the title
+    verdict: str  # the snapshot, its status, the newest call on it, the diagnosed snapshot
+    seen: int  # the newest timeline event the page shows
+
+
+@dataclass(frozen=True)
+class IncidentPage:
+    incident: Incident
+    snapshot: Snapshot | None  # the newest snapshot (it may still be collecting)
+    diagnosed: Snapshot | None  # the snapshot whose verdict the page shows
+    events: list[TimelineEvent]
+    edit_form: IncidentEditForm
+    live: LiveKeys
+    # Read only with the evidence (the live poll's cheap answer leaves them out):
+    progress: dict | None = None
+    view: dict | None = None
+    decision: Standing | Reasked | None = None  # the responders' call standing on `diagnosed`
+    guided: dict | None = None
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def incident_page(incident: Incident, user=None, *, evidence: bool = True) -> IncidentPage:
+    """What the incident page shows; without `evidence`, the snapshot and verdict are read
+    only as far as the live keys need (no diagnosis JSON, no chart, no progress table)."""
+    snapshots = incident.snapshots.order_by("-started_at", "-pk")
+    if evidence:  # the verdict without the per-rank table (its overview stands in)
+        snapshots = snapshots.for_pages()
+    else:
+        snapshots = snapshots.defer("diagnosis").annotate(has_diagnosis=Q(diagnosis__isnull=False))
+    snapshot = snapshots.first()
+    diagnosed = snapshot
+    has_diagnosis = snapshot is not None and snapshot.has_diagnosis
+    if snapshot is not None and not has_diagnosis:
+        # While a new snapshot collects, the last verdict stays on the page (and says which).
+        diagnosed = snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=evidence)
+    events = list(incident_selectors.incident_timeline(incident))
+    page = IncidentPage(
+        incident=incident,
+        snapshot=snapshot,
+        diagnosed=diagnosed,
+        events=events,
+        edit_form=IncidentEditForm(instance=incident),
+        live=_live_keys(incident, snapshot, diagnosed, events),
+    )
+    if not evidence:
+        return page
+    guided = guided_context(incident, diagnosed, events, user) if diagnosed else None
+    return IncidentPage(
+        **{f.name: getattr(page, f.name) for f in fields(page)}
+        | {
+            "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
+            "view": snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
+            # The verdict's head and the guided panel show the same call, read once.
+            "decision": guided["call"] if guided else None,
+            "guided": guided,
+        }
+    )
+
+
+def _live_keys(
+    incident: Incident,
+    snapshot: Snapshot | None,
+    diagnosed: Snapshot | None,
+    events: list[TimelineEvent],
+) -> LiveKeys:
+    # Any decision or guided answer (this snapshot's, or one carried to it) moves the verdict's key.
+    answered = max((e.pk for e in events if e.kind in _CALLS), default=0)
+    return LiveKeys(
+        version=incident.version,
+        head=f"{incident.status}:{incident.severity}:{incident.commander_id or 0}:"
+        f"{snapshot.status if snapshot else '-'}:{incident.title}",
+        verdict=f"{snapshot.pk}:{snapshot.status}:{answered}:{diagnosed.pk if diagnosed else 0}"
+        if snapshot
+        else "-",
+        seen=events[-1].pk if events else 0,
+    )

@@ -1,0 +1,185 @@
+"""The analysis as map and reduce: each node parsed alone, stored as JSON, read back and merged,
+gives the very diagnosis the one-pass `diagnose` gives, on every corpus case and lab sample.
+
+Each node is mapped as a worker maps it when its node arrives: knowing only the host names of
+the nodes that came before it (here, in reverse order), so the merge has to tell which parses
+no longer hold. `collectors.bundles` imports Django settings: this file runs under
+pytest-django; it uses no database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis import codec, diagnose
+from analysis.diagnosis import diagnose_parses
+from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.nodemap import NodeParse, from_json, map_node, to_json
+from analysis.schedulers.attach import scheduler_log, scheduler_ranks
+from analysis.signals.place import host_map
+from collectors.bundles import read_bundle
+from tests.analysis.sample_evidence import load_snapshot, split_nodes
+
+CORPUS = Path(__file__).parent / "corpus"
+CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir())
+SAMPLES = ["outside", "crash", "init", "mismatch", "tp-mismatch", "tp-rank-stall"]
+SAMPLES += ["healthy", "straggler"]
+
+
+def _map(evidence: SnapshotEvidence, index: int, known: list[NodeEvidence], rank_pids=None):
+    node = evidence.nodes[index]
+    return map_node(
+        node,
+        hosts=host_map((n.node, n.hostname) for n in known),
+        snapshot_collected_at=evidence.collected_at,
+        assigned=scheduler_ranks(evidence.scheduler, node.node, node.hostname),
+        scheduler_log=scheduler_log(evidence.scheduler, node.node, node.hostname),
+        rank_pids=rank_pids,
+    )
+
+
+def _map_reduce(
+    evidence: SnapshotEvidence, previous: SnapshotEvidence | None = None
+) -> tuple[dict, int]:
+    """The diagnosis from stored per-node parses, and how many nodes the merge parsed again."""
+    stored: list[str] = [""] * len(evidence.nodes)
+    arrived: list[NodeEvidence] = []
+    for index in reversed(range(len(evidence.nodes))):  # the last node first
+        arrived.append(evidence.nodes[index])
+        stored[index] = json.dumps(to_json(_map(evidence, index, arrived)))
+    parses = [from_json(json.loads(text)) for text in stored]
+    again = []
+
+    def reparse(index: int, rank_pids):
+        again.append(index)
+        return _map(evidence, index, evidence.nodes, rank_pids)
+
+    head = dataclasses.replace(evidence, nodes=[])
+    return diagnose_parses(head, parses, reparse, previous).to_json(), len(again)
+
+
+def _corpus(case: Path) -> SnapshotEvidence:
+    return read_bundle(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_case_merged_equals_one_pass(case: Path):
+    evidence = _corpus(case)
+    merged, _ = _map_reduce(evidence)
+    assert merged == diagnose(evidence).to_json()
+
+
+def _lab_cases() -> list:
+    """Each captured scenario as one node (healthy and straggler: the second look, compared
+    with the first), and spread over 2 and 4 nodes where every rank has its process."""
+    cases = [pytest.param(s, None, id=f"{s}-one-node") for s in SAMPLES]
+    cases += [
+        pytest.param(s, n, id=f"{s}-{n}-per-node")
+        for s in ("outside", "mismatch", "tp-mismatch", "tp-rank-stall", "healthy", "straggler")
+        for n in (2, 1)
+    ]
+    return cases
+
+
+def _lab(scenario: str) -> tuple[SnapshotEvidence, SnapshotEvidence | None]:
+    if scenario in ("healthy", "straggler"):
+        return load_snapshot(scenario, "snap1"), load_snapshot(scenario, "snap0")
+    return load_snapshot(scenario), None
+
+
+@pytest.mark.parametrize(("scenario", "per_node"), _lab_cases())
+def test_lab_sample_merged_equals_one_pass(scenario: str, per_node: int | None):
+    evidence, previous = _lab(scenario)
+    if per_node:
+        evidence = split_nodes(evidence, ranks_per_node=per_node)
+        previous = split_nodes(previous, ranks_per_node=per_node) if previous else None
+    merged, _ = _map_reduce(evidence, previous)
+    one_pass = diagnose(evidence, previous=previous).to_json()
+    assert merged == one_pass
+    assert merged["suspect_ranks"] == one_pass["suspect_ranks"]
+
+
+def test_multi_node_sample_uses_the_stored_parses():
+    """The merge reads the stored parses, it does not quietly parse every node again: with the
+    lab's lines (no other node's host named) no node needs a second parse."""
+    evidence = split_nodes(load_snapshot("outside"), ranks_per_node=1)
+    assert len(evidence.nodes) == 4
+    merged, again = _map_reduce(evidence)
+    assert again == 0
+    assert merged["suspect_ranks"] == diagnose(evidence).to_json()["suspect_ranks"] == [3]
+
+
+def test_a_rank_another_node_holds_stays_the_first_nodes():
+    """Two nodes whose processes both say RANK=0: the first node (in order) keeps it, the
+    second's copy is named as a problem, as the one pass does (its logs never asked for that
+    pid's rank, so their parse holds)."""
+    evidence = split_nodes(load_snapshot("outside"), ranks_per_node=2)
+    first, second = evidence.nodes
+    pid = next(iter(first.environ))
+    second.environ[pid + 1000] = first.environ[pid]
+    merged, again = _map_reduce(evidence)
+    assert again == 0
+    assert merged == diagnose(evidence).to_json()
+    assert any("also held by pid" in p["problem"] for p in merged["parse_problems"])
+
+
+def _stored(scenario: str = "outside") -> dict:
+    evidence = load_snapshot(scenario)
+    return json.loads(json.dumps(to_json(_map(evidence, 0, evidence.nodes))))
+
+
+def test_stored_parse_round_trips_whole():
+    stored = _stored()
+    parse = from_json(stored)
+    assert isinstance(parse, NodeParse)
+    assert json.loads(json.dumps(to_json(parse))) == stored
+    assert {p.rank for p in parse.processes} == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d.update(version=99),
+        lambda d: d.update(parse="not a list"),
+        lambda d: d["parse"].pop(),
+        lambda d: d["parse"].__setitem__(0, 12),  # node: a number, not a name
+        lambda d: d["parse"][11][0].__setitem__(1, "3"),  # a process's rank as text
+        lambda d: d["parse"].__setitem__(4, "yesterday"),  # `when`, not a time
+        lambda d: d["parse"][19].append([]),  # a log parse with no fields
+    ],
+)
+def test_damaged_stored_parse_is_refused(damage):
+    """A stored parse is untrusted: every field is checked against its type, and anything
+    else is refused whole (the merge then parses the node's evidence again)."""
+    stored = _stored()
+    damage(stored)
+    with pytest.raises(codec.CodecError):
+        from_json(stored)
+
+
+def test_untyped_fields_hold_plain_json_only():
+    deep: list = []
+    for _ in range(codec.MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(codec.CodecError):
+        codec.decode(json.dumps(deep), tuple)
+    with pytest.raises(codec.CodecError):
+        codec.decode({"a": 1}, dict)  # the JSON text of a value, not the value
+    with pytest.raises(codec.CodecError):
+        codec.decode("[" * 10 + "]" * 10 + " " * codec.MAX_PLAIN_TEXT, list)
+    assert codec.decode("[[8,16],[8]]", tuple) == ((8, 16), (8,))
+
+
+def test_a_tuple_of_ints_is_stored_as_runs():
+    hint = tuple[int, ...]
+    world = tuple(range(32_000))
+    assert codec.encode(world, hint) == "0-31999"
+    for value in [(), (5,), (0, 2, 3, 4, 9), (3, 1, 2), (4, 4), (-1, 2)]:
+        assert codec.decode(json.loads(json.dumps(codec.encode(value, hint))), hint) == value
+    for bad in ["1-", "3-1", "a", f"0-{codec.MAX_RUN_INTS}", ["1"], 7]:
+        with pytest.raises(codec.CodecError):
+            codec.decode(bad, hint)
