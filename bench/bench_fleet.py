@@ -132,7 +132,7 @@ def _purge(queue: str) -> None:
 
 def _run(running, cluster, workers: int, timeout: float) -> dict:
     from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-    from collectors.tasks import snapshot_start
+    from collectors.starts import snapshot_start
     from incidents.services import incident_open
 
     ssh = _start_worker("ssh", workers)
