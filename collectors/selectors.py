@@ -284,6 +284,7 @@ class SnapshotPage:
     percent: int
     collections: list
     ok_hidden: bool
+    provisional: dict | None  # a verdict before the last node (read_provisional)
     nodes: list[dict]
     node: str  # the node whose artifacts are listed ("" for none)
     artifacts: list[Artifact] | None
