@@ -25,7 +25,7 @@ from analysis.progress import Progress, progress_of
 from analysis.ranks import (
     MAX_WORLD,
     TERMINATED_BY_LAUNCHER,
-    NodeFacts,
+    ParsedNode,
     ParsedSnapshot,
     RankState,
 )
@@ -91,7 +91,7 @@ class Facts:
         return self.snap.ranks
 
     @property
-    def nodes(self) -> dict[str, NodeFacts]:
+    def nodes(self) -> dict[str, ParsedNode]:
         return self.snap.nodes
 
     @property
@@ -121,7 +121,7 @@ class Facts:
             return self.prev.ranks[rank].node
         return None
 
-    def job_kills(self, node: NodeFacts) -> list:
+    def job_kills(self, node: ParsedNode) -> list:
         return job_kills(node, self.job_started)
 
     def before_job(self, line: str) -> bool:
@@ -129,7 +129,7 @@ class Facts:
         return jobtime.line_before_job(line, self.job_started, self.snap.collected_at)
 
 
-def job_kills(node: NodeFacts, job_started: datetime | None) -> list:
+def job_kills(node: ParsedNode, job_started: datetime | None) -> list:
     """OOM kills that can belong to this job: not stamped before its first rank started
     (dmesg keeps kills from days ago; they explain nothing about tonight's hang)."""
     return [k for k in node.kernel.oom_kills if not jobtime.before_job(k.at, job_started)]

@@ -15,7 +15,7 @@ from analysis.parsers.nccl import SlowFact
 from analysis.rankmodel import (
     TERMINATED_BY_LAUNCHER,
     WARMUP_STEPS,
-    NodeFacts,
+    ParsedNode,
     ParsedSnapshot,
     RankState,
 )
@@ -24,7 +24,7 @@ from analysis.signals.progress import bar_step_time
 
 
 def apply_log(
-    node, log: LogFacts, local_to_global, facts: NodeFacts, parsed, problem, single_node: bool
+    node, log: LogFacts, local_to_global, facts: ParsedNode, parsed, problem, single_node: bool
 ) -> None:
     _learn_local_ranks(node, log, local_to_global, facts)
 
@@ -48,7 +48,7 @@ def apply_log(
     _apply_sources(node, log, resolve, parsed)
 
 
-def _learn_local_ranks(node, log: LogFacts, local_to_global, facts: NodeFacts) -> None:
+def _learn_local_ranks(node, log: LogFacts, local_to_global, facts: ParsedNode) -> None:
     """The launcher's own maps place [defaultN] lines even when no process is left to read
     LOCAL_RANK from: torchrun's rendezvous result and failure summary, DeepSpeed's world
     info, an exit line naming both ranks."""
@@ -116,7 +116,7 @@ def _median_step_time(times: list[float]) -> float:
     return recent[len(recent) // 2]
 
 
-def _apply_exit(node, exit_fact, resolve, facts: NodeFacts, ranks, pid_ranks) -> bool:
+def _apply_exit(node, exit_fact, resolve, facts: ParsedNode, ranks, pid_ranks) -> bool:
     """Record a launcher-reported exit on its rank; False when no rank can be named."""
     rank = exit_fact.rank
     if rank is None and exit_fact.pid is not None:

@@ -1,4 +1,4 @@
-"""The shapes one parse of a snapshot produces: one `RankState` per rank, `NodeFacts` per node,
+"""The shapes one parse of a snapshot produces: one `RankState` per rank, `ParsedNode` per node,
 and the whole `ParsedSnapshot` the facts are built from (analysis/ranks.py builds them).
 """
 
@@ -66,7 +66,7 @@ class RankState:
 
 
 @dataclass
-class NodeFacts:
+class ParsedNode:
     node: str
     hostname: str
     status: EvidenceStatus
@@ -91,7 +91,7 @@ class NodeFacts:
 class ParsedSnapshot:
     ranks: dict[int, RankState]
     env: dict[int, dict[str, str]]  # rank -> NCCL_/TORCH_/CUDA_/GLOO_ variables only
-    nodes: dict[str, NodeFacts]
+    nodes: dict[str, ParsedNode]
     logs: list[tuple[str, LogFacts]]  # (node, facts)
     watchdog: list[tuple[str, int | None, WatchdogFact]]  # (node, global rank, fact)
     dumps: list[FrDump]

@@ -27,7 +27,7 @@ from analysis.rankmodel import (
     RENDEZVOUS,
     TERMINATED_BY_LAUNCHER,
     WARMUP_STEPS,
-    NodeFacts,
+    ParsedNode,
     ParsedSnapshot,
     RankState,
 )
@@ -41,7 +41,7 @@ __all__ = [
     "RENDEZVOUS",
     "TERMINATED_BY_LAUNCHER",
     "WARMUP_STEPS",
-    "NodeFacts",
+    "ParsedNode",
     "ParsedSnapshot",
     "RankState",
     "extract_ranks",
@@ -161,9 +161,9 @@ def merge_parses(
 
 def _merge_processes(
     node_parse: NodeParse, parsed: ParsedSnapshot, world_sizes: list[int], problem
-) -> tuple[NodeFacts, dict[int, int]]:
+) -> tuple[ParsedNode, dict[int, int]]:
     """The node's rank processes joined to the snapshot's ranks (a RANK a live process of an
-    earlier node holds stays that one's); its NodeFacts."""
+    earlier node holds stays that one's); its ParsedNode."""
     node, ranks = node_parse.node, parsed.ranks
     status = node_parse.status
     if not status.gathered:
@@ -219,7 +219,7 @@ def _merge_processes(
         problem(node, "dmesg", text)
     for text in node_parse.shell_problems:
         problem(node, "shell start-up files", text)
-    facts = NodeFacts(
+    facts = ParsedNode(
         node=node,
         hostname=node_parse.hostname,
         status=status,
@@ -238,7 +238,7 @@ def _merge_processes(
 def _merge_node(
     node_parse: NodeParse,
     dumps: list,
-    facts: NodeFacts,
+    facts: ParsedNode,
     parsed: ParsedSnapshot,
     world_sizes: list[int],
     problem,

@@ -67,9 +67,11 @@ def main() -> None:
     print("|" + "---|" * 16)
     for r in rows:
         print(
-            f"| {r['nodes']} | {r['workers']} | {r['fault']} | {r['collected_s']:.1f} s "
-            f"| {r['first_s']:.1f} s "
-            f"| {r['final_s']:.1f} s | {'yes' if r['right'] else 'NO: ' + r['verdict']} "
+            f"| {r['nodes']} | {r['workers']} | {r['fault']} "
+            f"| {_seconds(r['collected_s'], r['timeout_s'])} "
+            f"| {_seconds(r['first_s'], r['timeout_s'])} "
+            f"| {_seconds(r['final_s'], r['timeout_s'])} "
+            f"| {'yes' if r['right'] else 'no: ' + r['verdict']} "
             f"| {r['failed']} | {r['worker_ms_per_node']:.1f} ms | {r['analysis_cpu_s']:.1f} s "
             f"| {r['farm_ms_per_node']:.1f} ms | {r['rows_per_node']:.1f} "
             f"| {r['kb_per_node']:.1f} | {r['page_s']:.2f} s | {r['html_kib']:.0f} KiB "
@@ -103,11 +105,20 @@ def _farm_runs(nodes: int, fault: str, args) -> list[dict]:
 
 
 def _import(info: dict, name: str):
+    """The farm's cluster through the import, its first node too (validated as any node is);
+    the rest inserted at once: 4,000 imports one by one take minutes, and are not measured."""
     from clusters.importing import cluster_import
+    from clusters.models import Node
 
     started = time.perf_counter()
-    cluster = cluster_import({**info, "cluster": {**info["cluster"], "name": name}}).cluster
-    _purge("ssh")  # the import asked for a check of every new node: not what is measured
+    first, *rest = info["nodes"]
+    data = {**info, "cluster": {**info["cluster"], "name": name}, "nodes": [first]}
+    cluster = cluster_import(data).cluster
+    fields = ("name", "address", "port", "username", "key_path", "host_key")
+    Node.objects.bulk_create(
+        (Node(cluster=cluster, **{k: n[k] for k in fields}) for n in rest), batch_size=1000
+    )
+    _purge("ssh")  # the import asked for a check of its node: not what is measured
     print(f"{name}: imported in {time.perf_counter() - started:.1f} s", flush=True)
     return cluster
 
@@ -121,7 +132,7 @@ def _purge(queue: str) -> None:
 
 def _run(running, cluster, workers: int, timeout: float) -> dict:
     from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-    from collectors.tasks import snapshot_start
+    from collectors.starts import snapshot_start
     from incidents.services import incident_open
 
     ssh = _start_worker("ssh", workers)
@@ -137,7 +148,7 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
         first = final = collected = None
         while final is None:
             if time.perf_counter() - started > timeout:
-                raise RuntimeError(f"no verdict within {timeout:g} s")
+                break  # reported as no verdict within the timeout
             status, diagnosis = (
                 Snapshot.objects.filter(pk=snapshot.pk).values_list("status", "diagnosis").get()
             )
@@ -168,8 +179,8 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     page_s, html = _page(incident)
     return {
         "nodes": nodes, "workers": workers, "fault": running.info["expected"]["fault"],
-        "collected_s": round(collected or final, 2), "first_s": round(first or final, 2),
-        "final_s": round(final, 2), "right": right,
+        "collected_s": _round(collected), "first_s": _round(first or final),
+        "final_s": _round(final), "right": right, "timeout_s": timeout,
         "verdict": verdict, "failed": failed, "status": snapshot.status,
         "worker_ms_per_node": round(1000 * ssh_cpu / nodes, 2),
         "analysis_cpu_s": round(analysis_cpu, 2),
@@ -178,6 +189,14 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
         "page_s": round(page_s, 3), "html_kib": round(html / 1024, 1),
         "load": [round(load_before, 1), round(load_after, 1)],
     }  # fmt: skip
+
+
+def _round(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 2)
+
+
+def _seconds(seconds: float | None, timeout: float) -> str:
+    return f">{timeout:g} s" if seconds is None else f"{seconds:.1f} s"
 
 
 def _provisional(snapshot_id: int) -> bool:

@@ -56,7 +56,7 @@ def main() -> None:
     from clusters.services import cluster_create
     from collectors.models import Snapshot
     from collectors.services import snapshot_analyse
-    from collectors.tasks import snapshot_import_bundle
+    from collectors.starts import snapshot_import_bundle
     from incidents.services import incident_open
 
     reused = None

@@ -44,7 +44,7 @@ def main() -> None:
 
     from clusters.services import cluster_create
     from collectors.services import snapshot_analyse
-    from collectors.tasks import snapshot_import_bundle
+    from collectors.starts import snapshot_import_bundle
     from incidents.services import incident_add_note, incident_open
     from tests.analysis.sample_evidence import load_snapshot
 

@@ -120,7 +120,7 @@ def _measure(nodes: int, concurrency: int, repeat: int) -> dict:
 def _hangdesk(info: dict, state: Path, concurrency: int) -> tuple[float, float]:
     from clusters.importing import cluster_import
     from collectors.models import NodeCollection, Snapshot
-    from collectors.tasks import snapshot_start
+    from collectors.starts import snapshot_start
     from incidents.services import incident_open
 
     cluster = cluster_import({**info, "cluster": {**info["cluster"], "name": "bench"}}).cluster

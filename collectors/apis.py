@@ -26,7 +26,7 @@ from incidents.models import Incident
 from incidents.services import incident_require_open
 from readings import guide
 
-from . import audit, push, selectors, tasks
+from . import audit, push, selectors, starts
 from .bundles import read_bundle_fileobj
 from .diagnosis_serializers import DiagnosisSerializer
 from .models import NodeCollection, Snapshot
@@ -155,7 +155,7 @@ class SnapshotStartApi(APIView):
         push cluster's snapshot waits for its nodes' bundles: the answer carries an upload
         token for them and the command they run."""
         incident = get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
-        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user)
+        snapshot, created = starts.snapshot_start(incident=incident, by=request.user)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(started_snapshot_data(snapshot, request.user), status=code)
 
@@ -203,7 +203,7 @@ class BundleImportApi(APIView):
         if upload.size > MAX_BUNDLE_UPLOAD_BYTES:
             raise TooLarge(_over_cap_message(upload.size), field="bundle")
         evidence = read_bundle_fileobj(upload)  # BundleRefused answers 400 {"bundle": why}
-        snapshot = tasks.snapshot_import_bundle(
+        snapshot = starts.snapshot_import_bundle(
             incident=incident, evidence=evidence, by=request.user
         )
         return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
@@ -371,7 +371,7 @@ class PushUploadApi(APIView):
         _refuse_over_cap(request)
         evidence = read_bundle_fileobj(_spooled_body(request))  # refused: 400 {"bundle": why}
         by = request.user if request.user is not None and request.user.is_authenticated else None
-        received = tasks.push_bundle_receive(snapshot=snapshot, evidence=evidence, by=by)
+        received = starts.push_bundle_receive(snapshot=snapshot, evidence=evidence, by=by)
         return Response(PushReceiptSerializer(received).data, status=status.HTTP_201_CREATED)
 
     def _snapshot(self, request, incident: Incident) -> Snapshot:
@@ -390,7 +390,7 @@ class PushUploadApi(APIView):
             )
         snapshot = push.waiting_snapshot(incident)
         if snapshot is None:
-            snapshot, _ = tasks.snapshot_start(incident=incident, by=request.user, source="push")
+            snapshot, _ = starts.snapshot_start(incident=incident, by=request.user, source="push")
         if not snapshot.waits_for_uploads:
             state = snapshot.get_status_display()
             raise push.UploadRefused(

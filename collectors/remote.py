@@ -250,9 +250,7 @@ def _connect(
         ) from exc
     except paramiko.AuthenticationException as exc:
         client.close()
-        raise CollectionError(
-            FailureKind.AUTH, f"auth failed: {target.username}@{target.name}: {exc}"
-        ) from exc
+        raise _auth_failure(exc, target, timeout) from exc
     except paramiko.SSHException as exc:
         client.close()
         raise _ssh_failure(str(exc), target, timeout, time.monotonic() - started) from exc
@@ -263,6 +261,19 @@ def _connect(
             f"connection lost: during SSH handshake: {exc or type(exc).__name__}",
         ) from exc
     return client
+
+
+def _auth_failure(exc: Exception, target: NodeTarget, timeout: float) -> CollectionError:
+    """A refused key is final; an answer that did not come in time (paramiko's
+    "Authentication timeout.": an sshd too busy to answer, many visits at once) is not a
+    refusal: unreachable, so the visit is tried again."""
+    if str(exc).strip().lower() == "authentication timeout.":
+        return CollectionError(
+            FailureKind.UNREACHABLE,
+            f"unreachable: {target.address}:{target.port} did not answer the login within "
+            f"{timeout:g}s",
+        )
+    return CollectionError(FailureKind.AUTH, f"auth failed: {target.username}@{target.name}: {exc}")
 
 
 def _ssh_failure(

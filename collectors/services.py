@@ -79,7 +79,7 @@ def snapshot_create(
 ) -> SnapshotCreated:
     """Create a snapshot of the incident's cluster with one pending visit per node (or per
     node of `nodes`: a scheduler's job), or return the one already running. Queues nothing:
-    tasks.snapshot_start does, once committed."""
+    starts.snapshot_start does, once committed."""
     incident_require_open(incident)
     cluster = incident.cluster
     if cluster.source == ClusterSource.PUSH:
@@ -177,7 +177,7 @@ def snapshot_store_bundle(
     *, incident: Incident, evidence: SnapshotEvidence, by: AbstractBaseUser | None = None
 ) -> Snapshot:
     """Store a bundle's evidence as a snapshot of the incident, ready for analysis (which
-    tasks.snapshot_import_bundle queues)."""
+    starts.snapshot_import_bundle queues)."""
     incident_require_open(incident)
     if not evidence.nodes:
         raise SnapshotRefused("The bundle holds no node directories: nothing to analyse.")

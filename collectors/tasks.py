@@ -1,4 +1,4 @@
-"""The snapshot pipeline: its Celery tasks, and the two ways in that queue them.
+"""The snapshot pipeline: its Celery tasks, and what the ways in (collectors/starts.py) queue.
 
 Services do one step each and say what happened (outcomes.py); this module alone decides what
 runs next — the node visits in batches after a snapshot is created (each batch visits its
@@ -14,80 +14,31 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 import core.celery  # noqa: F401  (the configured app, before any task is sent)
-from analysis.evidence import SnapshotEvidence
 from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
-from incidents.models import Incident
 
-from . import fanout, gpumetrics, jobs, provisional, push, rayjob, scheduler, services
-from .models import Snapshot
+from . import fanout, gpumetrics, provisional, push, rayjob, scheduler, services
 
 NODE_LIMITS = TIME_BUDGET.node_task
 ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
 
 
-# --- the ways in -------------------------------------------------------------------------
+# --- what the ways in queue (collectors/starts.py) ---------------------------------------
 
 
-def snapshot_start(
-    *,
-    incident: Incident,
-    by: AbstractBaseUser | None = None,
-    source: str = "",
-    job_plan: dict | None = None,
-) -> tuple[Snapshot, bool]:
-    """Start a snapshot of the incident's cluster, or return the one already running.
-
-    A cluster whose nodes a scheduler names snapshots the incident's job: `job_plan` is what
-    a worker read from the scheduler (`job_plan_on_worker`); without it, it is read here.
-    Returns (snapshot, created); a new snapshot's node visits are queued once committed."""
-    if incident.cluster.uses_scheduler:
-        if job_plan is None:
-            if not incident.scheduler_job:
-                raise services.SnapshotRefused(
-                    f"Cluster {incident.cluster.name} snapshots a {job_kind(incident.cluster)} "
-                    "job: give its id."
-                )
-            job_plan = job_plan_here(incident.cluster, incident.scheduler_job)
-        created = jobs.job_snapshot_create(incident=incident, plan=job_plan, by=by, source=source)
-    else:
-        created = services.snapshot_create(incident=incident, by=by, source=source)
-    if created.created:
-        ids, snapshot_id = created.collection_ids, created.snapshot.pk
-        transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id))
-    return created.snapshot, created.created
+def snapshot_visits_queue(created: services.SnapshotCreated) -> None:
+    """A new snapshot's node visits, queued once its transaction commits (and its first
+    verdict without the slowest nodes, past a visit's deadline)."""
+    ids, snapshot_id = created.collection_ids, created.snapshot.pk
+    transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id))
 
 
-def snapshot_import_bundle(
-    *, incident: Incident, evidence: SnapshotEvidence, by: AbstractBaseUser | None = None
-) -> Snapshot:
-    """Store a bundle's evidence as a snapshot of the incident and queue its analysis."""
-    snapshot = services.snapshot_store_bundle(incident=incident, evidence=evidence, by=by)
-    _analyse_once_committed(snapshot.pk)
-    return snapshot
-
-
-def push_bundle_receive(
-    *, snapshot: Snapshot, evidence: SnapshotEvidence, by: AbstractBaseUser | None = None
-) -> push.Received:
-    """Store a node's pushed bundle in the snapshot waiting for it; queue the analysis once
-    the last expected node is in."""
-    received = push.push_bundle_store(snapshot=snapshot, evidence=evidence, by=by)
-    if received.analysis_due:
-        _analyse_once_committed(snapshot.pk)
-    return received
-
-
-def push_analyse_now(*, snapshot: Snapshot, by: AbstractBaseUser | None) -> bool:
-    """A responder ends a push snapshot's wait: the nodes that sent their bundle are analysed."""
-    started = push.push_snapshot_analyse_now(snapshot=snapshot, by=by)
-    if started:
-        _analyse_once_committed(snapshot.pk)
-    return started
+def analysis_queue(snapshot_id: int) -> None:
+    """The snapshot's analysis, queued once the transaction commits."""
+    _analyse_once_committed(snapshot_id)
 
 
 def _visit_nodes(collection_ids: tuple[int, ...], snapshot_id: int | None = None) -> None:

@@ -16,7 +16,7 @@ from hangdesk.evidence_kinds import as_text
 from hangdesk.masking import masked_artifact_text
 from incidents.models import Incident
 
-from . import audit, evidence_viewer, push, selectors, services, tasks
+from . import audit, evidence_viewer, push, selectors, services, starts, tasks
 from .bundles import BundleRefused, read_bundle_fileobj
 from .models import Artifact, Snapshot
 from .scheduler import JobRefused
@@ -36,7 +36,7 @@ def snapshot_start(request: HttpRequest, pk: int) -> HttpResponse:
         if incident.cluster.uses_scheduler and incident.scheduler_job:
             # The job is read on a worker (keys, known_hosts), as when the incident opened.
             plan = tasks.job_plan_on_worker(incident.cluster, incident.scheduler_job)
-        snapshot, created = tasks.snapshot_start(incident=incident, by=request.user, job_plan=plan)
+        snapshot, created = starts.snapshot_start(incident=incident, by=request.user, job_plan=plan)
     except (services.SnapshotRefused, JobRefused) as exc:
         return answer(request, to=to, text=str(exc), level="error", changed=False)
     about = f"snapshot-{snapshot.pk}"
@@ -88,7 +88,7 @@ def snapshot_analyse_now(request: HttpRequest, snapshot_pk: int) -> HttpResponse
     snapshot = get_object_or_404(Snapshot.objects.select_related("incident"), pk=snapshot_pk)
     to = f"{snapshot.incident.get_absolute_url()}#snapshot"
     try:
-        started = tasks.push_analyse_now(snapshot=snapshot, by=request.user)
+        started = starts.push_analyse_now(snapshot=snapshot, by=request.user)
     except Conflict as exc:
         return answer(request, to=to, text=str(exc), level="error", changed=False)
     if not started:
@@ -162,7 +162,7 @@ def bundle_import(request: HttpRequest, pk: int) -> HttpResponse:
         return answer(request, to=to, text=text, level="error", changed=False)
     try:
         evidence = read_bundle_fileobj(upload)
-        snapshot = tasks.snapshot_import_bundle(
+        snapshot = starts.snapshot_import_bundle(
             incident=incident, evidence=evidence, by=request.user
         )
     except (BundleRefused, services.SnapshotRefused) as exc:

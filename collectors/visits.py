@@ -107,7 +107,7 @@ def run_script(
         return ScriptRun({}, exc.failure, False, 0, time.monotonic() - started)
     failure = _failure(run)
     if failure is None and not run.reader.ended:
-        failure = NodeFailure(FailureKind.PROBE, _gathered_status(run))
+        failure = NodeFailure(FailureKind.PROBE, _gathered_status(run).note)
     return ScriptRun(
         dict(run.reader.frames),
         failure,

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from collectors import tasks as snapshot_tasks
+from collectors import starts
 from collectors.apis import started_snapshot_data
 from incidents import apis as incident_apis
 from incidents import services as incident_services
@@ -62,7 +62,7 @@ class IncidentListApi(incident_apis.IncidentListApi):
             incident = incident_services.incident_open(opened_by=request.user, **fields)
             body = incident_apis.IncidentDetailSerializer(incident).data
             if plan is not None or take_snapshot:
-                snapshot, _ = snapshot_tasks.snapshot_start(
+                snapshot, _ = starts.snapshot_start(
                     incident=incident, by=request.user, job_plan=plan
                 )
                 # A push cluster's snapshot carries an upload token for its nodes (once).

@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from clusters.models import ClusterSource
+from collectors import starts
 from collectors import tasks as snapshot_tasks
 from core.errors import Invalid
 from core.roles import Role, role_required
@@ -58,7 +59,7 @@ def incident_open(request: HttpRequest) -> HttpResponse:
             with transaction.atomic():
                 incident = incident_services.incident_open(opened_by=request.user, **fields)
                 if plan is not None:
-                    snapshot_tasks.snapshot_start(incident=incident, by=request.user, job_plan=plan)
+                    starts.snapshot_start(incident=incident, by=request.user, job_plan=plan)
             kind = snapshot_tasks.job_kind(fields["cluster"])
             started = f" Snapshot of its {kind} job started." if plan is not None else ""
             messages.success(request, f"{incident.reference} opened.{started}")

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 import core.celery  # noqa: F401  (the configured app, before any task is sent)
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from hangdesk.budget import TIME_BUDGET
 
 from . import claims, limits, paging, period, preflight_runs, raises, selectors

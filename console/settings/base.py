@@ -360,7 +360,7 @@ WORKER_STALE_AFTER_SECONDS = 120
 METRICS_ALLOWED_NETWORKS = env_list("HANGDESK_METRICS_NETWORKS", ["127.0.0.0/8", "::1/128"])
 METRICS_TOKEN = os.environ.get("HANGDESK_METRICS_TOKEN", "")
 # The sweep fails a node visit still unfinished this long after it began (hangdesk/budget.py:
-# the broker's redelivery plus a full run of the redelivered task; 13 minutes by default).
+# the broker's redelivery plus a full run of the redelivered task; 15 minutes by default).
 SNAPSHOT_STALE_AFTER_SECONDS = TIME_BUDGET.stale_after.total_seconds()
 
 LOGGING = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from incidents.models import EventKind, PostMortem
 from incidents.postmortem_saving import postmortem_save
 from incidents.services import incident_open

@@ -87,7 +87,7 @@ def test_the_form_offers_every_source(alice, as_user, cluster):
 
 
 def test_a_ray_cluster_needs_its_ray_job_and_takes_no_slurm_job_and_opens_nothing(bob):
-    from collectors.tasks import snapshot_start
+    from collectors.starts import snapshot_start
 
     cluster = cluster_create(name="ray-b", **{**SLURM, "source": "ray"})
     incident = incident_open(cluster=cluster, title="stuck", opened_by=bob)

@@ -239,3 +239,19 @@ def test_only_network_failures_are_worth_a_retry():
         FailureKind.CONNECTION_LOST,
         FailureKind.SSH_ERROR,
     }
+
+
+def test_a_login_not_answered_in_time_is_unreachable_and_a_refused_key_is_auth():
+    # paramiko's words when the server never answers the login within auth_timeout (a node's
+    # sshd too busy: many visits at once) against its words for a refused key.
+    import paramiko
+
+    from clusters.sshspec import NodeTarget
+    from collectors.remote import _auth_failure
+
+    target = NodeTarget("n1", "127.0.0.9", 2222, "root", key_path=None, host_key="")
+    slow = _auth_failure(paramiko.AuthenticationException("Authentication timeout."), target, 10)
+    assert slow.failure.kind is FailureKind.UNREACHABLE and slow.failure.transient
+    assert slow.failure.text == "unreachable: 127.0.0.9:2222 did not answer the login within 10s"
+    refused = _auth_failure(paramiko.AuthenticationException("Authentication failed."), target, 10)
+    assert refused.failure.kind is FailureKind.AUTH and not refused.failure.transient

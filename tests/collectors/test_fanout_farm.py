@@ -12,7 +12,7 @@ import pytest
 from clusters.importing import cluster_import
 from collectors import selectors
 from collectors.models import NodeStatus, Snapshot, SnapshotStatus
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from incidents.services import incident_open
 from tests.farm.farmkit import (
     assert_planted_fault,

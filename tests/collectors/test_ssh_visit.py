@@ -8,7 +8,7 @@ import time
 import pytest
 
 from analysis.evidence import GATHERED
-from collectors.visits import ssh_visit
+from collectors.visits import run_script, ssh_visit
 
 from .conftest import FLIGHT_RECORDER_DUMP, NON_UTF8_LOG, WORLD_SIZE
 
@@ -134,3 +134,16 @@ def test_it_samples_each_training_process_over_the_window(collected, ranks):
         assert main and all(line.rsplit(" ", 1)[1].isdigit() for line in main)
         assert any("fake_all_gather" in line for line in main)
     assert ranks.not_python_pid not in evidence.pyspy_samples  # its dump failed: no window
+
+
+def test_a_script_that_stops_before_its_end_is_a_failure_said_in_words(sshd, ranks):
+    # run_script (the watch's reads, the Slurm and Ray reads): a script that ends well but before
+    # its end frame fails the node with the probe's own words, a text for the page and the log.
+    run = run_script(
+        sshd.target(),
+        ranks.plan(),
+        lambda nonce: f"printf 'HDPROBE1 %s\\nHD1 one 2\\nhi' {nonce}\n".encode(),
+    )
+    assert run.failure is not None and not run.complete
+    assert isinstance(run.failure.text, str)
+    assert "exited with status 0 before finishing" in run.failure.text, run.failure.text

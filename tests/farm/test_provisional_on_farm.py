@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from clusters.importing import cluster_import
 from collectors import selectors
 from collectors.models import NodeParseRecord, Snapshot, SnapshotStatus
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from core.services import api_token_create
 from incidents.services import incident_open
 from tests.helpers import wait_for

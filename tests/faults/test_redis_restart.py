@@ -16,7 +16,7 @@ import pytest
 from django.urls import reverse
 
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from incidents.services import incident_open
 from tests.helpers import wait_for
 

@@ -23,7 +23,7 @@ from django.urls import reverse
 
 from clusters.importing import cluster_import
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from hangdesk.plan import CollectionPlan
 from incidents.services import incident_open
 from tests.collectors.conftest import keygen

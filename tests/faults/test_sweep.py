@@ -26,7 +26,7 @@ from django.urls import reverse
 
 from clusters.importing import cluster_import
 from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from core.celery import app
 from incidents.services import incident_open
 from tests.conftest import HOST_KEY

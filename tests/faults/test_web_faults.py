@@ -26,7 +26,7 @@ from django.urls import reverse
 
 from clusters.importing import cluster_import
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from incidents.services import incident_add_note, incident_open
 from tests.helpers import free_port, wait_for
 

@@ -11,7 +11,7 @@ import pytest
 
 from collectors.models import Artifact, Snapshot
 from collectors.services import snapshot_analyse, snapshot_record_decision
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from incidents.models import EventKind, Incident
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from collectors.services import snapshot_analyse, snapshot_record_decision
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from core.services import api_token_create
 from incidents.markdown import render_markdown
 from incidents.models import EventKind, PostMortem, PostMortemVersion

@@ -12,7 +12,7 @@ from collectors.evidence_viewer import (
     usable_quotes,
 )
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot
 

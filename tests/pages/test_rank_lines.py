@@ -13,7 +13,7 @@ from analysis.ranklines import Rank, Text, lines_about
 from collectors.evidence_viewer import render_lines
 from collectors.models import Artifact
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import drop_rank_process, load_snapshot, pid_of_rank
 

@@ -27,7 +27,7 @@ def bobs_token(bob):
 @pytest.fixture
 def leaky_snapshot(incident, bobs_token, django_capture_on_commit_callbacks):
     from collectors.services import snapshot_analyse
-    from collectors.tasks import snapshot_import_bundle
+    from collectors.starts import snapshot_import_bundle
     from tests.analysis.sample_evidence import load_snapshot
 
     evidence = load_snapshot("mismatch")

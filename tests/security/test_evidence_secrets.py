@@ -13,7 +13,7 @@ from analysis.evidence import not_gathered
 from collectors.bundles import read_bundle_bytes
 from collectors.models import Artifact
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from core.models import AuditAction, AuditEvent
 from core.services import api_token_create
 from tests.security.conftest import HF, PASSWORD

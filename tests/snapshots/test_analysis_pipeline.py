@@ -10,7 +10,7 @@ from collectors.bundles import write_bundle
 from collectors.models import Snapshot, SnapshotStatus
 from collectors.selectors import snapshot_bundle
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from core.services import api_token_create
 from incidents.models import EventKind
 from incidents.services import incident_open

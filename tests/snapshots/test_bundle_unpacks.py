@@ -13,7 +13,7 @@ from django.core.management import call_command
 from collectors.bundles import read_bundle_bytes, write_bundle
 from collectors.models import Snapshot
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from hangdesk.bundles import MemberNames
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot

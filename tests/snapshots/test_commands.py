@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from collectors.models import Snapshot
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from incidents.models import EventKind
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot

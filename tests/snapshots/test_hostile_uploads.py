@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from collectors.bundles import read_bundle_bytes
 from collectors.models import Snapshot, SnapshotStatus
 from collectors.services import snapshot_analyse
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from core.services import api_token_create
 from incidents.services import incident_open
 from tests import hostile

@@ -12,7 +12,8 @@ from django.db import connection
 from clusters.services import cluster_create, node_create
 from collectors import services
 from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.tasks import analyse_snapshot, snapshot_start
+from collectors.starts import snapshot_start
+from collectors.tasks import analyse_snapshot
 from console.celery import app
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot

@@ -10,7 +10,8 @@ from clusters.services import cluster_create
 from collectors import fanout
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.services import SnapshotRefused, node_collection_fail_stale, node_work_claim
-from collectors.tasks import collect_nodes, snapshot_start
+from collectors.starts import snapshot_start
+from collectors.tasks import collect_nodes
 from hangdesk.budget import TIME_BUDGET
 from incidents.models import EventKind
 from incidents.services import incident_open

@@ -18,7 +18,7 @@ from collectors.models import (
     Snapshot,
     SnapshotStatus,
 )
-from collectors.tasks import snapshot_start
+from collectors.starts import snapshot_start
 from incidents.services import incident_open
 
 COLLECTORS = Path(__file__).resolve().parents[2] / "collectors"

@@ -6,7 +6,7 @@ from collectors import selectors
 from collectors.bundles import BundleRefused, read_bundle
 from collectors.models import Snapshot
 from collectors.services import SnapshotRefused
-from collectors.tasks import snapshot_import_bundle
+from collectors.starts import snapshot_import_bundle
 from core.models import AuditAction
 from core.services import audit_record
 from incidents.models import Incident

@@ -7,7 +7,8 @@ from clusters.models import Cluster, ClusterSource
 from collectors import selectors
 from collectors.scheduler import JobRefused
 from collectors.services import SnapshotRefused
-from collectors.tasks import job_kind, job_plan_here, snapshot_start
+from collectors.starts import snapshot_start
+from collectors.tasks import job_kind, job_plan_here
 from incidents.models import Incident
 from incidents.services import incident_open
 
