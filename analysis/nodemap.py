@@ -299,14 +299,22 @@ def _compact_dump(dump: FrDump) -> FrDump:
 
 
 def _chosen_frame(frames: list) -> dict | None:
-    from analysis.parsers.flight_recorder import _text
+    # The frame `FrEntry.frame` reads (flight_recorder._call_site), found in one plain loop:
+    # this runs for every entry of every dump, and _short is _text with the common case first.
+    from analysis.parsers.flight_recorder import _short
 
-    usable = [f for f in frames if isinstance(f, dict)]
-    chosen = next((f for f in usable if "/torch/" not in _text(f.get("filename", ""))), None)
-    chosen = chosen or (usable[0] if usable else None)
+    chosen = first = None
+    for frame in frames:
+        if isinstance(frame, dict):
+            if first is None:
+                first = frame
+            if "/torch/" not in _short(frame.get("filename", "")):
+                chosen = frame
+                break
+    chosen = chosen or first
     if chosen is None:
         return None
-    return {k: _text(chosen[k]) for k in ("filename", "name", "line") if k in chosen}
+    return {k: _short(chosen[k]) for k in ("filename", "name", "line") if k in chosen}
 
 
 def _is_ras_report(text: str) -> bool:

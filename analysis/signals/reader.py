@@ -185,6 +185,8 @@ class SignalReader:
     def _started(self, window: str) -> None:
         """`started rank 3 (local_rank 3) pid 6` (the lab's launcher), `Launched rank 3 with
         pid 6`: the pid is that rank's, wherever its environment went."""
+        if not who.may_name_subject(window):
+            return  # no rank named: the writer's prefixes need not be read
         message = window[who.writer(window).start :]
         rank, _local = who.subject(message)
         pid = who.named_pid(message)

@@ -224,6 +224,18 @@ def _tag_in_message(line: str, at: int, found: Writer) -> None:
         found.local = int(local.group(1))
 
 
+# What every match of _SUBJECT, _SETTING_UP and _LOCAL_SUBJECT contains, without their
+# boundary checks: where it is absent from a line, no part of the line names a subject.
+_SUBJECT_WORDS = re.compile(
+    r"(?:[Rr]ank|RANK|[Ww]orker|[Tt]asks?)[ =:#]{1,3}\d|\] is setting up NCCL communicator"
+)
+
+
+def may_name_subject(line: str) -> bool:
+    """False when `subject` finds nothing in any part of the line (a cheap test first)."""
+    return _SUBJECT_WORDS.search(line) is not None
+
+
 def subject(message: str) -> tuple[int | None, int | None]:
     """(rank, local rank) a message speaks of: `rank 3 (pid 6) exited`, `Worker 3 has failed.`,
     `task 3: Killed`, `local_rank: 3 (pid: 812917)`."""
