@@ -60,6 +60,11 @@ def test_redis_restarted_mid_snapshot(tmp_path, bob, client, sshd, ranks):
             assert stacks.exists() and len(names) == len(set(names))
         log = workers[0].log_path.read_text()
         assert "Connection to broker lost" in log  # the restart really reached the worker
+        # ...and every worker lived through it: holding an unacknowledged message (the running
+        # visit; the provisional verdict's countdown) no longer makes kombu end the worker.
+        for worker in workers:
+            assert worker.poll() is None, worker.log_path.read_text()[-3000:]
+            assert "Unrecoverable error" not in worker.log_path.read_text()
     finally:
         for worker in workers:
             procs.stop(worker)
