@@ -23,7 +23,6 @@ from incidents.services import timeline_event_record
 
 from . import nodeparse, selectors
 from .models import FINISHED_NODE_STATUSES, NodeCollection, Snapshot, SnapshotStatus
-from .selectors import provisional_label
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +106,8 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     timeline_event_record(
         incident=snapshot.incident,
         kind=EventKind.SNAPSHOT,
-        summary=f"Snapshot {snapshot_id}: provisional verdict, {provisional_label(stored)}: "
-        f"{masked.get('summary')}",
+        summary=f"Snapshot {snapshot_id}: provisional verdict, "
+        f"{selectors.provisional_label(stored)}: {masked.get('summary')}",
         source="worker",
         details={
             "snapshot": snapshot_id,

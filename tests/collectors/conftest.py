@@ -239,3 +239,15 @@ def _read(path: Path) -> str:
         return path.read_text()
     except FileNotFoundError:
         return ""
+
+
+def pyspy_call_starts(directory: Path) -> list[tuple[float, int]]:
+    """(start time, pid asked for) of each call of a py-spy stand-in that appends
+    `$(date +%s.%N) $*` to `directory/starts`, in start order: calls side by side start
+    together, calls one after another start a call's length apart, whatever the load."""
+    calls = []
+    for line in (directory / "starts").read_text().splitlines():
+        stamp, *args = line.split()
+        pid = args[args.index("--pid") + 1] if "--pid" in args else "-1"
+        calls.append((float(stamp), int(pid)))
+    return sorted(calls)

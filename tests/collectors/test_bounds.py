@@ -10,7 +10,7 @@ from pathlib import Path
 from analysis.evidence import GATHERED, stopped_short
 from collectors.visits import ssh_visit
 
-from .conftest import wait_for
+from .conftest import pyspy_call_starts, wait_for
 
 
 def _hanging_pyspy(directory: Path) -> Path:
@@ -20,16 +20,6 @@ def _hanging_pyspy(directory: Path) -> Path:
     script.write_text(f'#!/bin/sh\necho "$(date +%s.%N) $*" >> {directory}/starts\nsleep 3600\n')
     script.chmod(0o755)
     return script
-
-
-def call_starts(directory: Path) -> list[tuple[float, int]]:
-    """(start time, pid asked for) of each py-spy call a stand-in wrote to `starts`."""
-    calls = []
-    for line in (directory / "starts").read_text().splitlines():
-        stamp, *args = line.split()
-        pid = args[args.index("--pid") + 1] if "--pid" in args else "-1"
-        calls.append((float(stamp), int(pid)))
-    return sorted(calls)
 
 
 def _processes_running(path: Path) -> list[int]:
@@ -55,7 +45,7 @@ def test_it_bounds_a_hanging_py_spy_per_command(sshd, ranks, tmp_path):
     assert evidence.status == GATHERED, evidence.status
     # Five hung py-spy calls bounded together, not one by one: each started before the one
     # before it could have been stopped (2 s), whatever the machine's load made the wall.
-    starts = [stamp for stamp, _ in call_starts(tmp_path)]
+    starts = [stamp for stamp, _ in pyspy_call_starts(tmp_path)]
     assert len(starts) == len(ranks.pids) + 1, starts
     assert max(starts) - min(starts) < 2, starts
     for pid in [*ranks.pids, ranks.not_python_pid]:

@@ -10,7 +10,7 @@ import pytest
 from analysis.evidence import GATHERED
 from collectors.visits import run_script, ssh_visit
 
-from .conftest import FLIGHT_RECORDER_DUMP, NON_UTF8_LOG, WORLD_SIZE
+from .conftest import FLIGHT_RECORDER_DUMP, NON_UTF8_LOG, WORLD_SIZE, pyspy_call_starts
 
 
 @pytest.fixture(scope="module")
@@ -118,9 +118,8 @@ def test_it_runs_py_spy_for_all_processes_side_by_side(sshd, ranks, tmp_path):
     # Side by side, whatever the load: every process's first call started before the first
     # call could have ended (1 s). One after another, they would start >= 1 s apart.
     first_calls = {}
-    for line in (tmp_path / "starts").read_text().splitlines():
-        stamp, *args = line.split()
-        first_calls.setdefault(args[args.index("--pid") + 1], float(stamp))
+    for stamp, pid in pyspy_call_starts(tmp_path):
+        first_calls.setdefault(pid, stamp)
     assert len(first_calls) == len(ranks.pids) + 1, first_calls
     assert max(first_calls.values()) - min(first_calls.values()) < 1, first_calls
 
