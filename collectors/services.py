@@ -506,26 +506,30 @@ def _snapshot_finish(
     error: str = "",
 ) -> Snapshot | None:
     now = timezone.now()
+    if overview is None:
+        overview = rank_overview(diagnosis)
     moved = SNAPSHOT_FLOW.move(
         Snapshot.objects.filter(pk=snapshot.pk),
         status,
         diagnosis=diagnosis,
-        rank_overview=overview if overview is not None else rank_overview(diagnosis),
+        rank_overview=overview,
         error=error,
         finished_at=now,
         provisional=None,  # the final verdict replaces the first one
     )
     if not moved:
         return None
-    snapshot.refresh_from_db()
+    # What was just stored is at hand: read back, a 32,000-rank diagnosis is megabytes of JSON
+    # fetched and decoded again for its summary.
+    snapshot.refresh_from_db(fields=["status", "error", "finished_at", "provisional"])
+    snapshot.diagnosis, snapshot.rank_overview = diagnosis, overview
     counts = selectors.node_counts(snapshot)
     summary = (
         f"Snapshot {snapshot.pk} finished: {counts['ok']} nodes ok, {counts['failed']} failed, "
         f"{snapshot.duration_s:.1f} s"
     )
-    stored = snapshot.read_diagnosis()
-    if stored:
-        summary += f" — {stored.summary}"
+    if diagnosis:
+        summary += f" — {diagnosis.get('summary')}"
     if error:
         summary += f" — {error}"
     timeline_event_record(
@@ -539,7 +543,7 @@ def _snapshot_finish(
             "nodes_ok": counts["ok"],
             "nodes_failed": counts["failed"],
             "duration_s": snapshot.duration_s,
-            "classification": stored.classification if stored else None,
+            "classification": diagnosis.get("classification") if diagnosis else None,
         },
         at=now,
     )
