@@ -3,13 +3,13 @@
 For each farm size N (8 ranks a node) and each count W of ssh worker processes: a farm of N
 virtual SSH nodes with a planted fault, its cluster imported, then `snapshot_start()` (the
 click) -> W prefork processes of the ssh worker visit the nodes (HANGDESK_SSH_FANOUT each
-at once) over Redis, store their evidence in PostgreSQL, the analysis worker (2 processes, as deployed) stores the
-verdict. Measured: click to first verdict (a provisional one, if the console shows one
-before the last node) and to the final one; whether the verdict is the planted fault; the
-ssh worker's CPU per node (its processes' user + system time, as the kernel counts it); the
-analysis worker's CPU; the farm's own CPU apart; database rows and bytes per node; the
-incident page's server time and HTML size; the load average beside each (the machine is
-shared).
+at once) over Redis, store their evidence in PostgreSQL, the analysis worker (2 processes,
+as deployed) stores the verdict. Measured: click to first verdict (a provisional one, if
+the console shows one before the last node: `Snapshot.provisional`, judged too) and to the
+final one; whether the verdict is the planted fault; the ssh worker's CPU per node (its
+processes' user + system time, as the kernel counts it); the analysis worker's CPU; the
+farm's own CPU apart; database rows and bytes per node; the incident page's server time
+and HTML size; the load average beside each (the machine is shared).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \\
     REDIS_URL=redis://127.0.0.1:6379/14 \\
