@@ -31,7 +31,7 @@ from incidents.postmortem_text import (
     code_fence,
 )
 from incidents.selectors import latest_published, postmortem_decisions
-from readings import guide, timeline
+from readings import guide, rank_timeline
 
 from . import frozen
 
@@ -99,7 +99,7 @@ def live_parts(incident: Incident) -> dict[str, Any]:
     ranks = snapshot.read_rank_overview() if diagnosis else None
     return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
-        "figure": timeline.timeline_figure(diagnosis, ranks) if diagnosis else None,
+        "figure": rank_timeline.rank_timeline_figure(diagnosis, ranks) if diagnosis else None,
         "evidence": EvidenceSummary.of(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [

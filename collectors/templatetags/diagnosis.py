@@ -7,7 +7,7 @@ from django.utils.safestring import mark_safe
 
 from analysis.records import RankRow, RankStatus
 from analysis.verdict import Evidence
-from readings.timeline import STATUS_STYLE
+from readings.rank_timeline import STATUS_STYLE
 
 register = template.Library()
 
