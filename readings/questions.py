@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from analysis.diagnosis import Diagnosis
 from analysis.records import GroupKind, RankRow, StackGroup
-from analysis.verdict import Evidence, EvidenceKind
+from analysis.verdict import EvidenceKind, Quote
 from readings import stories
 from readings.stories import DepartureCause
 
@@ -28,9 +28,9 @@ def _lines(d: Diagnosis, *, rank: int | None = None, kinds: tuple[str, ...] = ()
     return found[:EVIDENCE_PER_QUESTION]
 
 
-def _group_lines(d: Diagnosis) -> list[Evidence]:
+def _group_lines(d: Diagnosis) -> list[Quote]:
     return [
-        Evidence(EvidenceKind.STACK_GROUP, None, None, f"ranks {g.ranks}: {g.frame}")
+        Quote(EvidenceKind.STACK_GROUP, None, None, f"ranks {g.ranks}: {g.frame}")
         for g in d.stack_groups[:EVIDENCE_PER_QUESTION]
     ]
 
@@ -160,9 +160,9 @@ def _call_site(group: StackGroup | None) -> str:
     return group.frame or "unknown"
 
 
-def _stack_lines(group: StackGroup | None) -> list[Evidence]:
+def _stack_lines(group: StackGroup | None) -> list[Quote]:
     frames = group.stack[:EVIDENCE_PER_QUESTION] if group else ()
-    return [Evidence(EvidenceKind.STACK, None, None, frame) for frame in frames]
+    return [Quote(EvidenceKind.STACK, None, None, frame) for frame in frames]
 
 
 def b_questions(d: Diagnosis) -> list[dict]:
@@ -205,13 +205,13 @@ def b_questions(d: Diagnosis) -> list[dict]:
     ]
 
 
-def _env_lines(d: Diagnosis, *, prefix: str = "") -> list[Evidence]:
+def _env_lines(d: Diagnosis, *, prefix: str = "") -> list[Quote]:
     lines = []
     for diff in d.real_env_diffs:
         if not diff.name.startswith(prefix):
             continue
         values = "; ".join(f"{v.value} on ranks {v.ranks}" for v in diff.values[:3])
-        lines.append(Evidence(EvidenceKind.ENV_DIFF, None, None, f"{diff.name}: {values}"))
+        lines.append(Quote(EvidenceKind.ENV_DIFF, None, None, f"{diff.name}: {values}"))
     return lines[:EVIDENCE_PER_QUESTION]
 
 
@@ -222,8 +222,7 @@ def c_questions(d: Diagnosis) -> list[dict]:
     differs = "env" if env else "nccl" if nccl else "network"
     shell = d.shell_init
     shell_lines = [
-        Evidence(EvidenceKind.SHELL_INIT, s.node, None, s.line)
-        for s in shell[:EVIDENCE_PER_QUESTION]
+        Quote(EvidenceKind.SHELL_INIT, s.node, None, s.line) for s in shell[:EVIDENCE_PER_QUESTION]
     ]
     what = [
         ("env", "Environment variables (NCCL_*, TORCH_*, CUDA_*)"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from analysis.diagnosis import Diagnosis
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
-from analysis.verdict import Evidence, EvidenceKind
+from analysis.verdict import EvidenceKind, Quote
 
 # Exit codes as the launchers print them: negative = killed by that signal, 128+N = the same
 # through a shell.
@@ -44,7 +44,7 @@ class DepartureCause:
     node: str | None
     exit_code: int | None
     frame: str
-    evidence: tuple[Evidence, ...]  # the lines that say so (the rank's, then its node's)
+    evidence: tuple[Quote, ...]  # the lines that say so (the rank's, then its node's)
 
     @property
     def words(self) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from analysis.diagnosis import Diagnosis
 from analysis.fr_records import FrMismatch
 from analysis.records import EnvDiff, NcclConfigDiff, ShellInitLine, StackGroup, records
-from analysis.verdict import Evidence
+from analysis.verdict import Quote
 from collectors import selectors as snapshot_selectors
 from hangdesk.masking import mask_text
 from incidents.markdown import render_markdown
@@ -31,7 +31,7 @@ from incidents.postmortem_text import (
     code_fence,
 )
 from incidents.selectors import latest_published, postmortem_decisions
-from readings import guide, timeline
+from readings import guide, rank_timeline
 
 from . import frozen
 
@@ -124,7 +124,7 @@ def live_parts(incident: Incident) -> dict[str, Any]:
     ranks = snapshot.read_rank_overview() if diagnosis else None
     return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
-        "figure": timeline.timeline_figure(diagnosis, ranks) if diagnosis else None,
+        "figure": rank_timeline.rank_timeline_figure(diagnosis, ranks) if diagnosis else None,
         "evidence": EvidenceSummary.of(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [
@@ -153,7 +153,7 @@ def _typed(parts: dict[str, Any]) -> dict[str, Any]:
     again (they were frozen as their JSON)."""
     verdict, summary = parts.get("verdict"), parts.get("evidence")
     if isinstance(verdict, Mapping):
-        parts["verdict"] = {**verdict, "lines": records(Evidence, verdict.get("lines"))}
+        parts["verdict"] = {**verdict, "lines": records(Quote, verdict.get("lines"))}
     if isinstance(summary, Mapping):
         parts["evidence"] = EvidenceSummary.from_json(summary)
     return parts
@@ -218,7 +218,7 @@ class EvidenceSummary:
     nccl_config_diffs: tuple[NcclConfigDiff, ...]
     shell_init: tuple[ShellInitLine, ...]
     first_mismatch: FrMismatch | None
-    lines: tuple[Evidence, ...]
+    lines: tuple[Quote, ...]
 
     @classmethod
     def of(cls, d: Diagnosis) -> EvidenceSummary:
@@ -253,7 +253,7 @@ class EvidenceSummary:
             nccl_config_diffs=records(NcclConfigDiff, data.get("nccl_config_diffs")),
             shell_init=records(ShellInitLine, data.get("shell_init")),
             first_mismatch=FrMismatch.from_json(first) if isinstance(first, Mapping) else None,
-            lines=records(Evidence, data.get("lines")),
+            lines=records(Quote, data.get("lines")),
         )
 
 
@@ -324,7 +324,7 @@ def _md_verdict(verdict: dict | None) -> list[str]:
     return lines
 
 
-def _evidence_line(e: Evidence) -> str:
+def _evidence_line(e: Quote) -> str:
     rank = f"rank {e.rank}" if e.rank is not None else ""
     where = " ".join(p for p in (e.node or "", rank) if p)
     head = f"[{e.kind}] {where}:" if where else f"[{e.kind}]"

@@ -44,7 +44,7 @@ def test_it_takes_last_step_and_time_from_each_rank_log():
     assert all(r.last_step_at is not None for r in ranks)
 
 
-def test_it_builds_a_timeline_from_logs_alone():
+def test_it_builds_a_rank_timeline_from_logs_alone():
     snapshot = load_snapshot("outside")
     node = snapshot.nodes[0]
     node.ps, node.environ, node.pyspy = None, {}, {}
