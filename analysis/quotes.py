@@ -7,7 +7,7 @@ import re
 from analysis.departures import exit_reason
 from analysis.facts import Facts
 from analysis.progress import Progress
-from analysis.ranks import line_rank
+from analysis.snapshot_parse import line_rank
 from analysis.verdict import EvidenceKind, Quote, ranks_text
 
 

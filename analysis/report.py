@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from analysis.facts import Facts
 from analysis.quotes import why_lost
-from analysis.ranks import RankState
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
+from analysis.snapshot_parse import RankState
 from analysis.verdict import EvidenceKind, Quote
 
 EVIDENCE_CAP = 40
