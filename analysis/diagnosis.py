@@ -21,7 +21,6 @@ from analysis.facts import Facts, Progress, build_facts
 from analysis.fr_records import FlightRecorderSummary
 from analysis.gpushape import GpuRow
 from analysis.nodemap import NodeParse
-from analysis.ranks import Reparse, merge_parses, parse_snapshot
 from analysis.records import (
     EnvDiff,
     NcclConfigDiff,
@@ -40,6 +39,7 @@ from analysis.records import (
 )
 from analysis.rules import decide
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
+from analysis.snapshot_parse import Reparse, merge_parses, parse_snapshot
 from analysis.stacks import compact_ranks
 from analysis.verdict import Alternative, Quote
 

@@ -7,8 +7,8 @@ import re
 from analysis.departures import exit_reason
 from analysis.facts import Facts
 from analysis.progress import Progress
-from analysis.ranks import line_rank
-from analysis.verdict import EvidenceKind, Quote, ranks_text
+from analysis.snapshot_parse import line_rank
+from analysis.verdict import Quote, QuoteKind, ranks_text
 
 
 def stack(facts: Facts, rank: int) -> list[Quote]:
@@ -16,7 +16,7 @@ def stack(facts: Facts, rank: int) -> list[Quote]:
     state = facts.ranks.get(rank)
     if state is None or not state.stack:
         return []
-    quoted = [Quote(EvidenceKind.STACK, state.node, rank, state.innermost_frame or state.stack[0])]
+    quoted = [Quote(QuoteKind.STACK, state.node, rank, state.innermost_frame or state.stack[0])]
     if state.gpu_util is not None:
         # 100 % without progress = NCCL spinning in a collective; 0 % with memory held =
         # stuck on the CPU side (data, I/O, a lock).
@@ -27,7 +27,7 @@ def stack(facts: Facts, rank: int) -> list[Quote]:
         else:
             reading = "partly busy"
         text = f"GPU {state.gpu} at {state.gpu_util}% holding {state.gpu_memory_mib}MiB: {reading}"
-        quoted.append(Quote(EvidenceKind.GPU, state.node, rank, text))
+        quoted.append(Quote(QuoteKind.GPU, state.node, rank, text))
     return quoted
 
 
@@ -36,7 +36,7 @@ def stacks(facts: Facts, ranks, limit: int = 5) -> list[Quote]:
 
 
 def progress(p: Progress) -> Quote:
-    return Quote(EvidenceKind.PROGRESS, None, None, p.describe())
+    return Quote(QuoteKind.PROGRESS, None, None, p.describe())
 
 
 def flight_recorder(first: dict) -> Quote:
@@ -46,7 +46,7 @@ def flight_recorder(first: dict) -> Quote:
     lost = first["missing_rank_list"]
     missing = f"; missing on {ranks_text(lost)}" if lost else ""
     return Quote(
-        EvidenceKind.FLIGHT_RECORDER,
+        QuoteKind.FLIGHT_RECORDER,
         None,
         None,
         f"first unmatched collective: group {first['pg']} #{first['seq']}: {parts}{missing}",
@@ -75,30 +75,28 @@ def departure(facts: Facts, rank: int) -> tuple[list[Quote], bool]:
     strong = False
     for kill_pid, (kill_node, line, recent) in sorted(facts.oom_by_pid.items()):
         if kill_pid == pid or (kill_node == node and pid is None and recent):
-            quoted.append(Quote(EvidenceKind.DMESG_OOM, kill_node, rank, line))
+            quoted.append(Quote(QuoteKind.DMESG_OOM, kill_node, rank, line))
             strong = True
     kernel = facts.nodes[node].kernel if node in facts.nodes else None
     for xid in kernel.xids if kernel else ():
         if facts.before_job(xid.line):
             continue
-        quoted.append(Quote(EvidenceKind.XID, node, rank, f"{xid.line}  [{xid.meaning}]"))
+        quoted.append(Quote(QuoteKind.XID, node, rank, f"{xid.line}  [{xid.meaning}]"))
         strong = strong or xid.fatal
     for seg in kernel.segfaults if kernel else ():
         if facts.before_job(seg.line):
             continue
         if pid is None or seg.pid == pid:
-            quoted.append(Quote(EvidenceKind.SEGFAULT, node, rank, seg.line))
+            quoted.append(Quote(QuoteKind.SEGFAULT, node, rank, seg.line))
             strong = True
     gone = facts.departures.get(rank)
     if gone is not None:
         fallback = exit_reason(gone.exit_code) if gone.exit_code is not None else gone.reason
-        quoted.append(Quote(EvidenceKind.EXIT_CODE, node, rank, gone.line or fallback))
+        quoted.append(Quote(QuoteKind.EXIT_CODE, node, rank, gone.line or fallback))
         strong = strong or not gone.stopped_by_launcher
     quoted.extend(log_errors(facts, rank))
     if gone is None:
-        quoted.append(
-            Quote(EvidenceKind.MISSING, node, rank, f"rank {rank}: {why_lost(facts, rank)}")
-        )
+        quoted.append(Quote(QuoteKind.MISSING, node, rank, f"rank {rank}: {why_lost(facts, rank)}"))
     return quoted, strong
 
 
@@ -123,7 +121,7 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Quote]:
                     and not facts.before_job(signal.text)
                     and all(e.text != signal.text for e in quoted)
                 ):
-                    quoted.append(Quote(EvidenceKind.LOG_ERROR, signal.node, rank, signal.text))
+                    quoted.append(Quote(QuoteKind.LOG_ERROR, signal.node, rank, signal.text))
     for node_name, log in facts.snap.logs:
         local = facts.local_maps.get(node_name, {})
         mine = [
@@ -134,7 +132,7 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Quote]:
             and not _PLUMBING.match(fact.line.strip())
             and all(e.text != fact.line for e in quoted)
         ]
-        quoted.extend(Quote(EvidenceKind.LOG_ERROR, node_name, rank, f.line) for f in mine[:limit])
+        quoted.extend(Quote(QuoteKind.LOG_ERROR, node_name, rank, f.line) for f in mine[:limit])
     return quoted[:limit]
 
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 from analysis.facts import Facts
 from analysis.quotes import why_lost
-from analysis.ranks import RankState
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
-from analysis.verdict import EvidenceKind, Quote
+from analysis.snapshot_parse import RankState
+from analysis.verdict import Quote, QuoteKind
 
 EVIDENCE_CAP = 40
 _NODE_CAP = 24
@@ -78,21 +78,21 @@ def node_evidence(facts: Facts, suspect_nodes: set[str]) -> list[Quote]:
     for node, node_facts in sorted(facts.nodes.items()):
         if not node_facts.status.gathered:
             quoted.append(
-                Quote(EvidenceKind.NODE_UNREACHABLE, node, None, node_facts.status.describe())
+                Quote(QuoteKind.NODE_UNREACHABLE, node, None, node_facts.status.describe())
             )
         for xid in node_facts.kernel.xids:
             if not facts.before_job(xid.line):
-                quoted.append(Quote(EvidenceKind.XID, node, None, f"{xid.line}  [{xid.meaning}]"))
+                quoted.append(Quote(QuoteKind.XID, node, None, f"{xid.line}  [{xid.meaning}]"))
         for kill in facts.job_kills(node_facts):
-            quoted.append(Quote(EvidenceKind.DMESG_OOM, node, None, kill.line))
+            quoted.append(Quote(QuoteKind.DMESG_OOM, node, None, kill.line))
         busy = [g for g in node_facts.gpus.gpus if g.utilization is not None]
         # GPU load says most on the suspects' nodes (100 % idle-spin vs 0 % CPU-side).
         if busy and (node in suspect_nodes or len(facts.nodes) <= 8):
             text = ", ".join(
                 f"GPU {g.index} {g.utilization}% ({g.memory_used_mib}MiB)" for g in busy[:8]
             )
-            quoted.append(Quote(EvidenceKind.GPU, node, None, text))
-    quoted += [Quote(EvidenceKind.SHELL_INIT, i["node"], None, i["line"]) for i in facts.shell]
+            quoted.append(Quote(QuoteKind.GPU, node, None, text))
+    quoted += [Quote(QuoteKind.SHELL_INIT, i["node"], None, i["line"]) for i in facts.shell]
     return quoted
 
 
@@ -103,7 +103,7 @@ def missing_evidence(facts: Facts, quoted: list[Quote]) -> list[Quote]:
     for rank in facts.missing:
         if rank not in named and len(lines) < _MISSING_QUOTED:
             text = f"rank {rank}: {why_lost(facts, rank)}"
-            lines.append(Quote(EvidenceKind.MISSING, facts.node_of(rank), rank, text))
+            lines.append(Quote(QuoteKind.MISSING, facts.node_of(rank), rank, text))
     return lines
 
 

@@ -16,7 +16,7 @@ EVIDENCE_TEXT_CAP = 2000
 SECOND_SNAPSHOT = "Take a second snapshot in a minute: steps that advance mean slow, not dead."
 
 
-class EvidenceKind(StrEnum):
+class QuoteKind(StrEnum):
     """Every kind of line a diagnosis quotes: the engine's own (a stack, a GPU's load, an exit
     code, ...) and every kind a signal may have (`analysis.signals.SIGNAL_KINDS`), which a
     quoted signal keeps. A stored diagnosis reads its kinds back as plain strings, which
@@ -71,7 +71,7 @@ class Quote:
     """A line of evidence quoted in a verdict (the raw evidence it came from is a node's
     `analysis.evidence.NodeEvidence`); stored as the verdict's `evidence` list."""
 
-    kind: str  # an EvidenceKind
+    kind: str  # a QuoteKind
     node: str | None
     rank: int | None
     text: str

@@ -19,7 +19,7 @@ from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.parsers.dmesg import FATAL_XIDS, XID_MEANING
 from analysis.signals import Signal
-from analysis.verdict import EvidenceKind, Quote, capitalised, ranks_text
+from analysis.verdict import Quote, QuoteKind, capitalised, ranks_text
 
 # Failures that are a rank's own cause; a fatal error or an exception counts only when it
 # does not quote a timeout or a lost peer.
@@ -142,9 +142,7 @@ def gpu_fault(facts: Facts) -> Finding | None:
         "it cannot finish its collectives, the others wait for it.",
         suspects=tuple(ranks),
         suspect_nodes=tuple(sorted({s.node for s in hit.values() if s.node})),
-        evidence=tuple(
-            Quote(EvidenceKind.XID, s.node, r, s.text) for r, s in sorted(hit.items())[:4]
-        ),
+        evidence=tuple(Quote(QuoteKind.XID, s.node, r, s.text) for r, s in sorted(hit.items())[:4]),
         check=(
             f"`nvidia-smi -q` and `dmesg -T | grep -i xid` on {first.node or 'its node'}: "
             "the GPU's state, and whether the Xid repeats (drain the node if it does)."
@@ -178,7 +176,7 @@ def ras_named(facts: Facts) -> Finding | None:
         f"({lines[0].text.strip()[:160]}): the other ranks wait for "
         f"{'it' if len(named) == 1 else 'them'}.",
         suspects=tuple(named),
-        evidence=tuple(Quote(EvidenceKind.RAS, s.node, s.peer, s.text) for s in lines[:QUOTED]),
+        evidence=tuple(Quote(QuoteKind.RAS, s.node, s.peer, s.text) for s in lines[:QUOTED]),
         check=(
             f"ps and py-spy dump of {ranks_text(named[:3])} on its node (RAS gives the host and "
             "pid): dead, stopped, or stuck outside the collective."
@@ -355,9 +353,7 @@ def stalled_apart(facts: Facts) -> Finding | None:
         f"The stall report lists different collectives missing on different ranks ({parts}): "
         "each waits in a collective another never issues. Look for a rank-dependent branch "
         "or an order that differs between ranks.",
-        evidence=tuple(Quote(EvidenceKind.DESYNC, s.node, None, s.text) for s in lines.values())[
-            :4
-        ],
+        evidence=tuple(Quote(QuoteKind.DESYNC, s.node, None, s.text) for s in lines.values())[:4],
         check=(
             "The code paths that issue these collectives on each rank (HOROVOD_STALL_CHECK's "
             "tensor names): which branch, or which order, differs."

@@ -9,7 +9,7 @@ from __future__ import annotations
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.gpushape import GpuSeries
-from analysis.verdict import EvidenceKind, Quote, ranks_text
+from analysis.verdict import Quote, QuoteKind, ranks_text
 
 QUOTED = 6
 
@@ -38,7 +38,7 @@ def _quotes(facts: Facts, ranks: list[int]) -> list[Quote]:
     quoted = []
     for rank in ranks[:QUOTED]:
         series, how = facts.gpu[rank]
-        quoted.append(Quote(EvidenceKind.GPU, series.node, rank, gpu_text(rank, series, how)))
+        quoted.append(Quote(QuoteKind.GPU, series.node, rank, gpu_text(rank, series, how)))
     return quoted
 
 

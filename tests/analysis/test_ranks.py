@@ -75,7 +75,7 @@ def test_it_reports_a_stack_whose_rank_is_unknown():
     node = snapshot.nodes[0]
     pid = pid_of_rank(node, 1)
     node.environ.pop(pid)
-    from analysis.ranks import parse_snapshot
+    from analysis.snapshot_parse import parse_snapshot
 
     parsed = parse_snapshot(snapshot)
     assert 1 in parsed.ranks  # still known from its log
