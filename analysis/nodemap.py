@@ -2,7 +2,7 @@
 
 Every parser that reads one node's text runs here (ps, environ, py-spy, nvidia-smi, dmesg,
 shell start-up files, logs, flight-recorder dumps), so the worker that collected a node can
-parse it as it arrives, in parallel with the others; `analysis.ranks.parse_snapshot` is the
+parse it as it arrives, in parallel with the others; `analysis.snapshot_parse.parse_snapshot` is the
 reduce: it merges the nodes' parses in node order and does what crosses nodes (a RANK held on
 two nodes, a rank's log on another node than its process, the world size, the line reader's
 sums, then the facts and the rules).

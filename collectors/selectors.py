@@ -19,7 +19,7 @@ from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
 from incidents.guided import Reasked, Standing, guided_state
 from incidents.models import Incident
-from readings import classes, guide, timeline
+from readings import classes, guide, rank_timeline
 
 from .models import (
     ACTIVE_SNAPSHOT_STATUSES,
@@ -223,7 +223,7 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
         "choices": classes.choices(),
         "next_steps": guide.next_steps(diagnosis),
         "questions": guide.decision_questions(diagnosis),
-        "figure": timeline.timeline_figure(diagnosis, ranks),
+        "figure": rank_timeline.rank_timeline_figure(diagnosis, ranks),
         "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
         "ranks": ranks,
         "rank_rows": ordered,

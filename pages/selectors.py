@@ -10,10 +10,14 @@ from django.db.models import Q
 
 from collectors import selectors as snapshot_selectors
 from collectors.models import Snapshot
+from core.errors import AppError
+from incidents import postmortem_draft
 from incidents import selectors as incident_selectors
-from incidents.forms import IncidentEditForm
+from incidents.forms import IncidentEditForm, PostMortemForm
 from incidents.guided import Reasked, Standing
-from incidents.models import EventKind, Incident, TimelineEvent
+from incidents.models import EventKind, Incident, PostMortem, PostMortemVersion, TimelineEvent
+from incidents.postmortem_text import EDITABLE, SECTIONS
+from sharing.documents import Document, document
 
 from .guided import guided_context
 
@@ -103,4 +107,100 @@ def _live_keys(
         if snapshot
         else "-",
         seen=events[-1].pk if events else 0,
+    )
+
+
+# --- the post-mortem pages (pages/postmortems.py) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class PostmortemPage:
+    """The post-mortem page: the document as it stands, its versions (counted on the page),
+    and for responders the editor (its sections in the document's order)."""
+
+    incident: Incident
+    postmortem: PostMortem | None
+    versions: list[PostMortemVersion]
+    doc: Document | None
+    form: PostMortemForm | None
+    sections: tuple[tuple[str, str], ...]
+    editing: bool  # the editor opens (after a refused publish, or asked for)
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def postmortem_page(
+    incident: Incident, *, editor: bool = False, data=None, editing: bool = False
+) -> PostmortemPage:
+    """`editor` (a responder): with the editor's form, bound to `data` when posted, on the
+    stored post-mortem or, before the first save, on a first draft built from the incident."""
+    postmortem = PostMortem.objects.filter(incident=incident).select_related("written_by").first()
+    versions = (
+        list(postmortem.versions.select_related("author").order_by("-number")) if postmortem else []
+    )
+    form = None
+    if editor:
+        form = PostMortemForm(data, instance=postmortem or _draft(incident))
+    return PostmortemPage(
+        incident=incident,
+        postmortem=postmortem,
+        versions=versions,
+        doc=document(incident, postmortem) if postmortem else None,
+        form=form,
+        sections=SECTIONS,
+        editing=editing,
+    )
+
+
+def _draft(incident: Incident) -> PostMortem:
+    """A first draft (unsaved) built from the incident and its latest verdict."""
+    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
+    if snapshot is None:
+        return postmortem_draft.postmortem_draft(incident)
+    return postmortem_draft.postmortem_draft(
+        incident, diagnosis=snapshot.read_diagnosis(), diagnosed_at=snapshot.finished_at
+    )
+
+
+@dataclass(frozen=True)
+class PostmortemVersionsPage:
+    """Every saved version (who, when, status) and the diff between two of them."""
+
+    incident: Incident
+    postmortem: PostMortem
+    versions: list[PostMortemVersion]
+    diff: dict | None  # incidents.selectors.postmortem_version_diff
+    refused: str  # why the two versions asked for cannot be compared ("" when they can)
+    editable: tuple[str, ...]
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def postmortem_versions_page(
+    incident: Incident, *, old: int | None, new: int | None
+) -> PostmortemVersionsPage | None:
+    """None before the first save. `new` defaults to the newest version, `old` to the one
+    before `new`."""
+    postmortem = PostMortem.objects.filter(incident=incident).first()
+    if postmortem is None:
+        return None
+    versions = list(postmortem.versions.select_related("author").order_by("-number"))
+    newest = postmortem.version
+    new = newest if new is None else new
+    old = max(new - 1, 1) if old is None else old
+    diff, refused = None, ""
+    if versions and newest > 1:
+        try:
+            diff = incident_selectors.postmortem_version_diff(postmortem, old, new)
+        except AppError as exc:
+            refused = str(exc)
+    return PostmortemVersionsPage(
+        incident=incident,
+        postmortem=postmortem,
+        versions=versions,
+        diff=diff,
+        refused=refused,
+        editable=EDITABLE,
     )
