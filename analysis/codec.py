@@ -79,6 +79,10 @@ def _make_encoder(hint: Any) -> Encode:
         return lambda value: value.value
     if dataclasses.is_dataclass(hint):
         return _dataclass_encoder(hint)
+    return _generic_encoder(hint)
+
+
+def _generic_encoder(hint: Any) -> Encode:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return _union_encoder(args)
