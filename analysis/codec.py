@@ -80,6 +80,10 @@ def _make_encoder(hint: Any) -> Encode:
         return lambda value: value.value
     if dataclasses.is_dataclass(hint):
         return _dataclass_encoder(hint)
+    return _generic_encoder(hint)
+
+
+def _generic_encoder(hint: Any) -> Encode:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return _union_encoder(args)
@@ -251,30 +255,33 @@ def _generic_decoder(hint: Any) -> Decode:
     if origin in (list, tuple, set, frozenset):
         if origin is tuple and args and args[-1] is not Ellipsis:
             return _fixed_tuple_decoder(args)
-        item = _decoder(args[0]) if args else _plain_decode
-        build = origin
-
-        def decode_items(value: Any) -> Any:
-            if type(value) is not list:
-                raise CodecError(f"list expected, got {type(value).__name__}")
-            return build([item(v) for v in value])
-
-        return decode_items
+        return _items_decoder(origin, _decoder(args[0]) if args else _plain_decode)
     if origin in (dict, Mapping):
-        key, val = _decoder(args[0]), _decoder(args[1])
-
-        def decode_pairs(value: Any) -> dict:
-            if type(value) is not list:
-                raise CodecError(f"list of pairs expected, got {type(value).__name__}")
-            out = {}
-            for pair in value:
-                if type(pair) is not list or len(pair) != 2:
-                    raise CodecError("a [key, value] pair expected")
-                out[key(pair[0])] = val(pair[1])
-            return out
-
-        return decode_pairs
+        return _pairs_decoder(_decoder(args[0]), _decoder(args[1]))
     raise TypeError(f"no JSON form for {hint!r}")
+
+
+def _items_decoder(build: type, item: Decode) -> Decode:
+    def decode_items(value: Any) -> Any:
+        if type(value) is not list:
+            raise CodecError(f"list expected, got {type(value).__name__}")
+        return build([item(v) for v in value])
+
+    return decode_items
+
+
+def _pairs_decoder(key: Decode, val: Decode) -> Decode:
+    def decode_pairs(value: Any) -> dict:
+        if type(value) is not list:
+            raise CodecError(f"list of pairs expected, got {type(value).__name__}")
+        out = {}
+        for pair in value:
+            if type(pair) is not list or len(pair) != 2:
+                raise CodecError("a [key, value] pair expected")
+            out[key(pair[0])] = val(pair[1])
+        return out
+
+    return decode_pairs
 
 
 def _union_decoder(args: tuple) -> Decode:
@@ -370,17 +377,11 @@ def _columns_decoder(cls: type) -> Decode:
     whole (its values' types against the field's), the records built in one call per row."""
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     fields = dataclasses.fields(cls)
-    columns = []
-    for f in fields:
-        scalar = _scalar_kinds(hints[f.name])
-        kinds = None
-        if scalar is not None:
-            names, nullable = scalar
-            kinds = frozenset(
-                {"int": int, "str": str, "bool": bool, "float": float}[n] for n in names
-            )
-            kinds |= {type(None)} if nullable else frozenset()
-        columns.append((f.name, kinds, _decoder(hints[f.name]), _shareable(hints[f.name])))
+    # Per field: its name, its scalar kinds (or None), its decoder, whether it may be shared.
+    columns = [
+        (f.name, _column_kinds(hints[f.name]), _decoder(hints[f.name]), _shareable(hints[f.name]))
+        for f in fields
+    ]
     plain = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
     width = len(fields) + 1
     where = cls.__name__
@@ -414,6 +415,16 @@ def _columns_decoder(cls: type) -> Decode:
         return [_built(cls, fields, row) for row in zip(*values, strict=True)]
 
     return decode_rows
+
+
+def _column_kinds(hint: Any) -> frozenset | None:
+    """The types a scalar field's values may have, or None for any other field."""
+    scalar = _scalar_kinds(hint)
+    if scalar is None:
+        return None
+    names, nullable = scalar
+    kinds = frozenset({"int": int, "str": str, "bool": bool, "float": float}[n] for n in names)
+    return kinds | {type(None)} if nullable else kinds
 
 
 def _built(cls: type, fields: tuple, row: tuple) -> Any:

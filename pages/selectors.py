@@ -13,7 +13,7 @@ from collectors.models import Snapshot
 from core.errors import AppError
 from incidents import postmortem_draft
 from incidents import selectors as incident_selectors
-from incidents.forms import IncidentEditForm, PostMortemForm
+from incidents.forms import IncidentEditForm, IncidentFilterForm, PostMortemForm
 from incidents.guided import Reasked, Standing
 from incidents.models import EventKind, Incident, PostMortem, PostMortemVersion, TimelineEvent
 from incidents.postmortem_text import EDITABLE, SECTIONS
@@ -22,6 +22,34 @@ from sharing.documents import Document, document
 from .guided import guided_context
 
 _CALLS = (EventKind.DECISION, EventKind.ANSWER)
+
+
+# The incident list shows at most this many (the filters narrow it).
+INCIDENTS_LISTED = 500
+
+
+@dataclass(frozen=True)
+class IncidentListPage:
+    incidents: list[Incident]  # each with `verdict`: its newest analysed snapshot's class
+    filters: IncidentFilterForm
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def incident_list_page(filters: IncidentFilterForm) -> IncidentListPage:
+    """The incidents the filters choose (no status chosen: the active ones), each with its
+    latest verdict, in one query."""
+    chosen = filters.chosen()
+    status = chosen.get("status", "")
+    incidents = incident_selectors.incident_list(
+        status="" if status in ("", "all") else status,
+        active_only=status == "",
+        severity=chosen.get("severity", ""),
+        cluster=chosen.get("cluster", ""),
+    )
+    listed = snapshot_selectors.with_latest_verdict(incidents)[:INCIDENTS_LISTED]
+    return IncidentListPage(incidents=list(listed), filters=filters)
 
 
 @dataclass(frozen=True)
@@ -43,7 +71,7 @@ class IncidentPage:
     events: list[TimelineEvent]
     edit_form: IncidentEditForm
     live: LiveKeys
-    # Read only with the evidence (the live poll's cheap answer leaves them out):
+    # Read only with the evidence (the live poll leaves them out while its verdict key holds):
     progress: dict | None = None
     view: dict | None = None
     decision: Standing | Reasked | None = None  # the responders' call standing on `diagnosed`
@@ -53,20 +81,15 @@ class IncidentPage:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def incident_page(incident: Incident, user=None, *, evidence: bool = True) -> IncidentPage:
-    """What the incident page shows; without `evidence`, the snapshot and verdict are read
-    only as far as the live keys need (no diagnosis JSON, no chart, no progress table)."""
-    snapshots = incident.snapshots.order_by("-started_at", "-pk")
-    if evidence:  # the verdict without the per-rank table (its overview stands in)
-        snapshots = snapshots.for_pages()
-    else:
-        snapshots = snapshots.defer("diagnosis").annotate(has_diagnosis=Q(diagnosis__isnull=False))
-    snapshot = snapshots.first()
-    diagnosed = snapshot
-    has_diagnosis = snapshot is not None and snapshot.has_diagnosis
-    if snapshot is not None and not has_diagnosis:
-        # While a new snapshot collects, the last verdict stays on the page (and says which).
-        diagnosed = snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=evidence)
+def incident_page(
+    incident: Incident, user=None, *, shown_verdict: str | None = None
+) -> IncidentPage:
+    """What the incident page shows. With `shown_verdict` (the live poll: the verdict's key on
+    the open page), the snapshots are first read only as far as the live keys need (no
+    diagnosis JSON), and the evidence (the verdict, chart, progress table, guided panel) only
+    if that key moved, for the same snapshots the keys were made from."""
+    cheap = shown_verdict is not None
+    snapshot, diagnosed = _snapshots(incident, for_page=not cheap)
     events = list(incident_selectors.incident_timeline(incident))
     page = IncidentPage(
         incident=incident,
@@ -76,12 +99,18 @@ def incident_page(incident: Incident, user=None, *, evidence: bool = True) -> In
         edit_form=IncidentEditForm(instance=incident),
         live=_live_keys(incident, snapshot, diagnosed, events),
     )
-    if not evidence:
+    if page.live.verdict == shown_verdict:
         return page
+    if cheap:  # the verdict's key moved: its snapshots again, with their diagnosis
+        by_pk = Snapshot.objects.for_pages().in_bulk([s.pk for s in (snapshot, diagnosed) if s])
+        snapshot = by_pk.get(snapshot.pk) if snapshot else None
+        diagnosed = by_pk.get(diagnosed.pk) if diagnosed else None
     guided = guided_context(incident, diagnosed, events, user) if diagnosed else None
     return IncidentPage(
         **{f.name: getattr(page, f.name) for f in fields(page)}
         | {
+            "snapshot": snapshot,
+            "diagnosed": diagnosed,
             "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
             "view": snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
             # The verdict's head and the guided panel show the same call, read once.
@@ -89,6 +118,21 @@ def incident_page(incident: Incident, user=None, *, evidence: bool = True) -> In
             "guided": guided,
         }
     )
+
+
+def _snapshots(incident: Incident, *, for_page: bool) -> tuple[Snapshot | None, Snapshot | None]:
+    """The newest snapshot and the one whose verdict the page shows; `for_page`: with the
+    diagnosis (without its per-rank table), else without it (only whether there is one)."""
+    snapshots = incident.snapshots.order_by("-started_at", "-pk")
+    if for_page:  # the verdict without the per-rank table (its overview stands in)
+        snapshots = snapshots.for_pages()
+    else:
+        snapshots = snapshots.defer("diagnosis").annotate(has_diagnosis=Q(diagnosis__isnull=False))
+    snapshot = snapshots.first()
+    if snapshot is None or snapshot.has_diagnosis:
+        return snapshot, snapshot
+    # While a new snapshot collects, the last verdict stays on the page (and says which).
+    return snapshot, snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=for_page)
 
 
 def _live_keys(
