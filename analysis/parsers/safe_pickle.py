@@ -84,6 +84,7 @@ def _scan(data: bytes) -> None:
     at a time through `_FIXED_RUN`, payloads are skipped by their length. A dump that ends
     early is left to the unpickler, which fails on it before building past it."""
     run = _FIXED_RUN.match
+    actions, from_bytes = _ACTIONS, int.from_bytes
     payload_bytes = payloads = at = 0
     end = len(data)
     while True:
@@ -91,11 +92,16 @@ def _scan(data: bytes) -> None:
         if at >= end:
             break
         op = data[at]
-        action = _ACTIONS[op]
-        if action > 0:
-            size = int.from_bytes(data[at + 1 : at + 1 + action], "little")
-            _check_length(size, end - at - 1 - action, at)
-            at += 1 + action + size
+        action = actions[op]
+        if action > 0:  # most opcodes past a run: their length is checked inline
+            if action == 1 and at + 1 < end:
+                size = data[at + 1]
+            else:
+                size = from_bytes(data[at + 1 : at + 1 + action], "little")
+            after = at + 1 + action + size
+            if after > end:
+                _check_length(size, end - at - 1 - action, at)
+            at = after
             payloads += 1
             payload_bytes += size
         elif action == _STOP:
