@@ -4,7 +4,7 @@ Nothing in this package imports Django or paramiko; it works on plain data.
 """
 
 from analysis.diagnosis import Diagnosis, diagnose, diagnose_parses
-from analysis.ranks import RankState, extract_ranks
+from analysis.snapshot_parse import RankState, extract_ranks
 from analysis.stacks import compact_ranks
 
 __all__ = [

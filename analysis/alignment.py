@@ -40,7 +40,7 @@ from analysis.fr_model import (
 from analysis.fr_p2p import p2p_stops
 from analysis.parsers.flight_recorder import FrDump, FrEntry
 from analysis.parsers.logs import WatchdogFact
-from analysis.ranks import MAX_WORLD
+from analysis.snapshot_parse import MAX_WORLD
 from analysis.stacks import compact_ranks
 from analysis.verdict import ranks_text
 

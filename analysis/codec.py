@@ -19,6 +19,7 @@ import typing
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import Enum
+from itertools import repeat
 from typing import Any
 
 MAX_DEPTH = 32  # of a plain JSON value held in an untyped field (`tuple`, `list`, `dict`)
@@ -79,11 +80,17 @@ def _make_encoder(hint: Any) -> Encode:
         return lambda value: value.value
     if dataclasses.is_dataclass(hint):
         return _dataclass_encoder(hint)
+    return _generic_encoder(hint)
+
+
+def _generic_encoder(hint: Any) -> Encode:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return _union_encoder(args)
     if origin is tuple and args == (int, Ellipsis):
         return _runs_encode
+    if origin is list and args and dataclasses.is_dataclass(args[0]):
+        return _columns_encoder(args[0])
     if origin in (list, tuple, set, frozenset):
         item = _encoder(args[0]) if args else _plain_encode
         if origin is tuple and args and args[-1] is not Ellipsis:
@@ -118,6 +125,50 @@ def _dataclass_encoder(cls: type) -> Encode:
         return [part(getattr(value, name)) for name, part in parts]
 
     return encode_record
+
+
+def _columns_encoder(cls: type) -> Encode:
+    """A list of records as its row count and one list per field (see `_columns_decoder`); a
+    column whose every value is the same plain value (a node's ranks' environment, their
+    stack, an entry's group) as {"same": value}, the first column never."""
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    parts = [
+        (f.name, _encoder(hints[f.name]), _shareable(hints[f.name]))
+        for f in dataclasses.fields(cls)
+    ]
+
+    def encode_rows(value: Any) -> list:
+        if not value:
+            return []
+        out: list = [len(value)]
+        for index, (name, part, shareable) in enumerate(parts):
+            column = [part(getattr(v, name)) for v in value]
+            first = column[0]
+            if index and shareable and len(column) > 1 and all(c == first for c in column):
+                out.append({"same": first})
+            else:
+                out.append(column)
+        return out
+
+    return encode_rows
+
+
+def _shareable(hint: Any) -> bool:
+    """May one decoded value stand for a whole column? Scalars, and plain strings' lists and
+    maps (read, never changed, by the analysis); never records (each row keeps its own)."""
+    if _scalar_kinds(hint) is not None or hint in (tuple, list, dict, object):
+        return True
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        return len(options) == 1 and _shareable(options[0])
+    if origin in (list, tuple) and args and args[-1] is Ellipsis:
+        return args[0] in (int, str)
+    if origin in (list, tuple):
+        return bool(args) and all(a in (int, str, bool, float) for a in args)
+    if origin in (dict, Mapping):
+        return all(a in (int, str) for a in args)
+    return False
 
 
 def _plain_encode(value: Any) -> Any:
@@ -199,33 +250,38 @@ def _generic_decoder(hint: Any) -> Decode:
         return _union_decoder(args)
     if origin is tuple and args == (int, Ellipsis):
         return _runs_decode
+    if origin is list and args and dataclasses.is_dataclass(args[0]):
+        return _columns_decoder(args[0])
     if origin in (list, tuple, set, frozenset):
         if origin is tuple and args and args[-1] is not Ellipsis:
             return _fixed_tuple_decoder(args)
-        item = _decoder(args[0]) if args else _plain_decode
-        build = origin
-
-        def decode_items(value: Any) -> Any:
-            if type(value) is not list:
-                raise CodecError(f"list expected, got {type(value).__name__}")
-            return build([item(v) for v in value])
-
-        return decode_items
+        return _items_decoder(origin, _decoder(args[0]) if args else _plain_decode)
     if origin in (dict, Mapping):
-        key, val = _decoder(args[0]), _decoder(args[1])
-
-        def decode_pairs(value: Any) -> dict:
-            if type(value) is not list:
-                raise CodecError(f"list of pairs expected, got {type(value).__name__}")
-            out = {}
-            for pair in value:
-                if type(pair) is not list or len(pair) != 2:
-                    raise CodecError("a [key, value] pair expected")
-                out[key(pair[0])] = val(pair[1])
-            return out
-
-        return decode_pairs
+        return _pairs_decoder(_decoder(args[0]), _decoder(args[1]))
     raise TypeError(f"no JSON form for {hint!r}")
+
+
+def _items_decoder(build: type, item: Decode) -> Decode:
+    def decode_items(value: Any) -> Any:
+        if type(value) is not list:
+            raise CodecError(f"list expected, got {type(value).__name__}")
+        return build([item(v) for v in value])
+
+    return decode_items
+
+
+def _pairs_decoder(key: Decode, val: Decode) -> Decode:
+    def decode_pairs(value: Any) -> dict:
+        if type(value) is not list:
+            raise CodecError(f"list of pairs expected, got {type(value).__name__}")
+        out = {}
+        for pair in value:
+            if type(pair) is not list or len(pair) != 2:
+                raise CodecError("a [key, value] pair expected")
+            out[key(pair[0])] = val(pair[1])
+        return out
+
+    return decode_pairs
 
 
 def _union_decoder(args: tuple) -> Decode:
@@ -311,6 +367,72 @@ def _dataclass_decoder(cls: type) -> Decode:
         lines.append("    return r")
     exec("\n".join(lines), env)  # noqa: S102 - the source is made here from field names only
     return env["decode_record"]
+
+
+MAX_ROWS = 1 << 20  # of one stored list of records
+
+
+def _columns_decoder(cls: type) -> Decode:
+    """A list of records stored as columns (`_columns_encoder`): each column checked as a
+    whole (its values' types against the field's), the records built in one call per row."""
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    fields = dataclasses.fields(cls)
+    # Per field: its name, its scalar kinds (or None), its decoder, whether it may be shared.
+    columns = [
+        (f.name, _column_kinds(hints[f.name]), _decoder(hints[f.name]), _shareable(hints[f.name]))
+        for f in fields
+    ]
+    plain = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
+    width = len(fields) + 1
+    where = cls.__name__
+
+    def decode_rows(v: Any) -> list:
+        if type(v) is not list:
+            raise CodecError(f"{where}: a list of rows expected")
+        if not v:
+            return []
+        count = v[0]
+        if type(count) is not int or not 0 < count <= MAX_ROWS or len(v) != width:
+            raise CodecError(f"{where}: a row count and {width - 1} columns expected")
+        values = []
+        for index, (name, kinds, decode_one, shareable) in enumerate(columns, 1):
+            column = v[index]
+            if type(column) is dict and index > 1 and shareable:
+                if len(column) != 1 or "same" not in column:
+                    raise CodecError(f"{where}.{name}: a column expected")
+                values.append(repeat(decode_one(column["same"]), count))
+                continue
+            if type(column) is not list or len(column) != count:
+                raise CodecError(f"{where}.{name}: a column of {count} expected")
+            if kinds is not None:
+                if not kinds.issuperset(map(type, column)):
+                    raise CodecError(f"{where}.{name}")
+                values.append(column)
+            else:
+                values.append(list(map(decode_one, column)))
+        if plain:
+            return list(map(cls, *values))
+        return [_built(cls, fields, row) for row in zip(*values, strict=True)]
+
+    return decode_rows
+
+
+def _column_kinds(hint: Any) -> frozenset | None:
+    """The types a scalar field's values may have, or None for any other field."""
+    scalar = _scalar_kinds(hint)
+    if scalar is None:
+        return None
+    names, nullable = scalar
+    kinds = frozenset({"int": int, "str": str, "bool": bool, "float": float}[n] for n in names)
+    return kinds | {type(None)} if nullable else kinds
+
+
+def _built(cls: type, fields: tuple, row: tuple) -> Any:
+    """A record field by field: no __post_init__ runs on stored data."""
+    record = object.__new__(cls)
+    for f, value in zip(fields, row, strict=True):
+        object.__setattr__(record, f.name, value)
+    return record
 
 
 _TUPLES: dict[str, Any] = {}

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from analysis.ranks import TERMINATED_BY_LAUNCHER, ParsedSnapshot
 from analysis.signals import Signal
 from analysis.signals.summary import RankSignals
+from analysis.snapshot_parse import TERMINATED_BY_LAUNCHER, ParsedSnapshot
 
 # What a rank's own line says when its process ended: killed, segfaulted, OOM-killed, exited
 # non-zero. (A fatal error is not an end: a rank that reports one may hang on in its clean-up.)

@@ -21,7 +21,6 @@ from analysis.facts import Facts, Progress, build_facts
 from analysis.fr_records import FlightRecorderSummary
 from analysis.gpushape import GpuRow
 from analysis.nodemap import NodeParse
-from analysis.ranks import Reparse, merge_parses, parse_snapshot
 from analysis.records import (
     EnvDiff,
     NcclConfigDiff,
@@ -40,8 +39,9 @@ from analysis.records import (
 )
 from analysis.rules import decide
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
+from analysis.snapshot_parse import Reparse, merge_parses, parse_snapshot
 from analysis.stacks import compact_ranks
-from analysis.verdict import Alternative, Evidence
+from analysis.verdict import Alternative, Quote
 
 __all__ = ["DIAGNOSIS_SCHEMA_VERSION", "Diagnosis", "diagnose", "diagnose_facts"]
 
@@ -69,7 +69,7 @@ class Diagnosis:
     last_completed_step: int | None = None  # completed by every rank
     max_step: int | None = None  # reached by any rank
     progress: Progress = field(default_factory=lambda: Progress("none", None))
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[Quote, ...] = ()
     per_rank: tuple[RankRow, ...] = ()
     stack_groups: tuple[StackGroup, ...] = ()
     env_diffs: tuple[EnvDiff, ...] = ()
@@ -182,7 +182,7 @@ class Diagnosis:
             last_completed_step=as_opt_int(get("last_completed_step")),
             max_step=as_opt_int(get("max_step")),
             progress=Progress.from_json(progress if isinstance(progress, Mapping) else {}),
-            evidence=records(Evidence, get("evidence")),
+            evidence=records(Quote, get("evidence")),
             per_rank=records(RankRow, get("per_rank")),
             stack_groups=records(StackGroup, get("stack_groups")),
             env_diffs=records(EnvDiff, get("env_diffs")),
@@ -248,6 +248,11 @@ def _no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            # What was built meanwhile goes to the oldest generation at once (freeze, then
+            # unfreeze: two list splices): left in the youngest, the first collection after
+            # enable() walked every one of them (0.9 s at 32,000 ranks) to find no cycle.
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 

@@ -24,14 +24,22 @@ def env_diffs(env: dict[int, dict[str, str]], rank_node: dict[int, str]) -> list
     """Every variable whose value is not the same on all ranks that have an environment."""
     if len(env) < 2:
         return []
+    # Ranks that share one environment object (a stored node parse keeps one for a node's
+    # ranks when they are alike) are read once: variables x environments, not x ranks.
+    shared: dict[int, tuple[dict[str, str], list[int]]] = {}
+    for rank, variables in env.items():
+        found = shared.get(id(variables))
+        if found is None:
+            found = shared[id(variables)] = (variables, [])
+        found[1].append(rank)
     names: set[str] = set()
-    for variables in env.values():
+    for variables, _ in shared.values():
         names.update(variables)
     diffs = []
     for name in sorted(names):
         by_value: dict[str, list[int]] = defaultdict(list)
-        for rank, variables in env.items():
-            by_value[variables.get(name, UNSET)].append(rank)
+        for variables, ranks in shared.values():
+            by_value[variables.get(name, UNSET)].extend(ranks)
         if len(by_value) < 2:
             continue
         values = []

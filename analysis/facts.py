@@ -22,14 +22,14 @@ from analysis.gpushape import GpuSeries, RankGpuHint, join
 from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
 from analysis.progress import Progress, progress_of
-from analysis.ranks import (
+from analysis.signals import Signal
+from analysis.snapshot_parse import (
     MAX_WORLD,
     TERMINATED_BY_LAUNCHER,
     ParsedNode,
     ParsedSnapshot,
     RankState,
 )
-from analysis.signals import Signal
 from analysis.stacks import base_name
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from analysis.verdict import SECOND_SNAPSHOT, Alternative, Evidence, Verdict
+from analysis.verdict import SECOND_SNAPSHOT, Alternative, Quote, Verdict
 
 MOTION = frozenset({"healthy", "straggler"})
 # Classes that claim the job is stuck: what one look cannot prove.
@@ -45,7 +45,7 @@ class Finding:
     summary: str
     suspects: tuple[int, ...] = ()
     suspect_nodes: tuple[str, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[Quote, ...] = ()
     check: str = ""  # the one check that would confirm it
     next_steps: tuple[str, ...] = ()
     rule: str = ""

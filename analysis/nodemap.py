@@ -2,7 +2,7 @@
 
 Every parser that reads one node's text runs here (ps, environ, py-spy, nvidia-smi, dmesg,
 shell start-up files, logs, flight-recorder dumps), so the worker that collected a node can
-parse it as it arrives, in parallel with the others; `analysis.ranks.parse_snapshot` is the
+parse it as it arrives, in parallel with the others; `analysis.snapshot_parse.parse_snapshot` is the
 reduce: it merges the nodes' parses in node order and does what crosses nodes (a RANK held on
 two nodes, a rank's log on another node than its process, the world size, the line reader's
 sums, then the facts and the rules).
@@ -48,7 +48,7 @@ from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 # The stored form's version: a parse stored by another version is parsed again, never read.
-NODE_PARSE_VERSION = 1
+NODE_PARSE_VERSION = 2  # 2: lists of records as columns
 
 # srun's own numbering of its tasks, in every task's environment.
 SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})

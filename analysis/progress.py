@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.ranks import WARMUP_STEPS, ParsedSnapshot
 from analysis.records import as_opt_float, as_opt_int, as_str
+from analysis.snapshot_parse import WARMUP_STEPS, ParsedSnapshot
 from analysis.stacks import compact_ranks
 
 # "Healthy" needs a step within this many median step times (and at least the floor, since a

@@ -7,18 +7,16 @@ import re
 from analysis.departures import exit_reason
 from analysis.facts import Facts
 from analysis.progress import Progress
-from analysis.ranks import line_rank
-from analysis.verdict import Evidence, EvidenceKind, ranks_text
+from analysis.snapshot_parse import line_rank
+from analysis.verdict import Quote, QuoteKind, ranks_text
 
 
-def stack(facts: Facts, rank: int) -> list[Evidence]:
+def stack(facts: Facts, rank: int) -> list[Quote]:
     """Where a rank's main thread is, and what its GPU's load says about it."""
     state = facts.ranks.get(rank)
     if state is None or not state.stack:
         return []
-    quoted = [
-        Evidence(EvidenceKind.STACK, state.node, rank, state.innermost_frame or state.stack[0])
-    ]
+    quoted = [Quote(QuoteKind.STACK, state.node, rank, state.innermost_frame or state.stack[0])]
     if state.gpu_util is not None:
         # 100 % without progress = NCCL spinning in a collective; 0 % with memory held =
         # stuck on the CPU side (data, I/O, a lock).
@@ -29,26 +27,26 @@ def stack(facts: Facts, rank: int) -> list[Evidence]:
         else:
             reading = "partly busy"
         text = f"GPU {state.gpu} at {state.gpu_util}% holding {state.gpu_memory_mib}MiB: {reading}"
-        quoted.append(Evidence(EvidenceKind.GPU, state.node, rank, text))
+        quoted.append(Quote(QuoteKind.GPU, state.node, rank, text))
     return quoted
 
 
-def stacks(facts: Facts, ranks, limit: int = 5) -> list[Evidence]:
+def stacks(facts: Facts, ranks, limit: int = 5) -> list[Quote]:
     return [e for rank in list(ranks)[:limit] for e in stack(facts, rank)]
 
 
-def progress(p: Progress) -> Evidence:
-    return Evidence(EvidenceKind.PROGRESS, None, None, p.describe())
+def progress(p: Progress) -> Quote:
+    return Quote(QuoteKind.PROGRESS, None, None, p.describe())
 
 
-def flight_recorder(first: dict) -> Evidence:
+def flight_recorder(first: dict) -> Quote:
     parts = "; ".join(
         f"{ranks_text(c['rank_list'])}: {c['signature']}" for c in first["collectives"]
     )
     lost = first["missing_rank_list"]
     missing = f"; missing on {ranks_text(lost)}" if lost else ""
-    return Evidence(
-        EvidenceKind.FLIGHT_RECORDER,
+    return Quote(
+        QuoteKind.FLIGHT_RECORDER,
         None,
         None,
         f"first unmatched collective: group {first['pg']} #{first['seq']}: {parts}{missing}",
@@ -69,38 +67,36 @@ def why_lost(facts: Facts, rank: int) -> str:
     return "its process is gone (no longer in ps)"
 
 
-def departure(facts: Facts, rank: int) -> tuple[list[Evidence], bool]:
+def departure(facts: Facts, rank: int) -> tuple[list[Quote], bool]:
     """Quote why a rank is gone; True when a decisive line (OOM, exit, Xid) was found."""
     node = facts.node_of(rank)
     pid = facts.known_pid(rank)
-    quoted: list[Evidence] = []
+    quoted: list[Quote] = []
     strong = False
     for kill_pid, (kill_node, line, recent) in sorted(facts.oom_by_pid.items()):
         if kill_pid == pid or (kill_node == node and pid is None and recent):
-            quoted.append(Evidence(EvidenceKind.DMESG_OOM, kill_node, rank, line))
+            quoted.append(Quote(QuoteKind.DMESG_OOM, kill_node, rank, line))
             strong = True
     kernel = facts.nodes[node].kernel if node in facts.nodes else None
     for xid in kernel.xids if kernel else ():
         if facts.before_job(xid.line):
             continue
-        quoted.append(Evidence(EvidenceKind.XID, node, rank, f"{xid.line}  [{xid.meaning}]"))
+        quoted.append(Quote(QuoteKind.XID, node, rank, f"{xid.line}  [{xid.meaning}]"))
         strong = strong or xid.fatal
     for seg in kernel.segfaults if kernel else ():
         if facts.before_job(seg.line):
             continue
         if pid is None or seg.pid == pid:
-            quoted.append(Evidence(EvidenceKind.SEGFAULT, node, rank, seg.line))
+            quoted.append(Quote(QuoteKind.SEGFAULT, node, rank, seg.line))
             strong = True
     gone = facts.departures.get(rank)
     if gone is not None:
         fallback = exit_reason(gone.exit_code) if gone.exit_code is not None else gone.reason
-        quoted.append(Evidence(EvidenceKind.EXIT_CODE, node, rank, gone.line or fallback))
+        quoted.append(Quote(QuoteKind.EXIT_CODE, node, rank, gone.line or fallback))
         strong = strong or not gone.stopped_by_launcher
     quoted.extend(log_errors(facts, rank))
     if gone is None:
-        quoted.append(
-            Evidence(EvidenceKind.MISSING, node, rank, f"rank {rank}: {why_lost(facts, rank)}")
-        )
+        quoted.append(Quote(QuoteKind.MISSING, node, rank, f"rank {rank}: {why_lost(facts, rank)}"))
     return quoted, strong
 
 
@@ -114,9 +110,9 @@ _PLUMBING = re.compile(
 )
 
 
-def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Evidence]:
+def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Quote]:
     found = facts.snap.signals.by_rank.get(rank)
-    quoted: list[Evidence] = []
+    quoted: list[Quote] = []
     if found is not None:
         for kind in _SAYS_WHAT:
             for signal in found.failures:
@@ -125,7 +121,7 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Evidence]:
                     and not facts.before_job(signal.text)
                     and all(e.text != signal.text for e in quoted)
                 ):
-                    quoted.append(Evidence(EvidenceKind.LOG_ERROR, signal.node, rank, signal.text))
+                    quoted.append(Quote(QuoteKind.LOG_ERROR, signal.node, rank, signal.text))
     for node_name, log in facts.snap.logs:
         local = facts.local_maps.get(node_name, {})
         mine = [
@@ -136,9 +132,7 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Evidence]:
             and not _PLUMBING.match(fact.line.strip())
             and all(e.text != fact.line for e in quoted)
         ]
-        quoted.extend(
-            Evidence(EvidenceKind.LOG_ERROR, node_name, rank, f.line) for f in mine[:limit]
-        )
+        quoted.extend(Quote(QuoteKind.LOG_ERROR, node_name, rank, f.line) for f in mine[:limit])
     return quoted[:limit]
 
 

@@ -1,7 +1,7 @@
 """A node's logs applied to its ranks: steps and their pace, launcher exits, watchdog lines,
 NCCL's collectives, peers and configuration, slow-rank reports, and the progress the line
 reader found in any form. Ranks are resolved through the node's LOCAL_RANK map and the
-launchers' own maps (analysis/ranks.py hands them over).
+launchers' own maps (analysis/snapshot_parse.py hands them over).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The shapes one parse of a snapshot produces: one `RankState` per rank, `ParsedNode` per node,
-and the whole `ParsedSnapshot` the facts are built from (analysis/ranks.py builds them).
+and the whole `ParsedSnapshot` the facts are built from (analysis/snapshot_parse.py builds them).
 """
 
 from __future__ import annotations

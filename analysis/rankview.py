@@ -27,7 +27,8 @@ GROUP_RANKS_CHARS = 224  # a chart group's ranks, as long as its hover shows the
 GROUP_SUSPECTS = 5
 # Bars in the grouped view; the rest are folded into one "other" bar.
 MAX_GROUPS = 24
-# The chart's legend order (timeline.STATUS_STYLE, held equal by tests/analysis/test_timeline.py).
+# The chart's legend order (rank_timeline.STATUS_STYLE, held equal by
+# tests/readings/test_rank_timeline.py).
 STATUS_ORDER = (
     RankStatus.IN_COLLECTIVE,
     RankStatus.OUTSIDE,

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 from analysis.facts import Facts
 from analysis.quotes import why_lost
-from analysis.ranks import RankState
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
-from analysis.verdict import Evidence, EvidenceKind
+from analysis.snapshot_parse import RankState
+from analysis.verdict import Quote, QuoteKind
 
 EVIDENCE_CAP = 40
 _NODE_CAP = 24
@@ -72,46 +72,44 @@ def _group(facts: Facts, signature, frame, location, kind, ranks, stack) -> Stac
     )
 
 
-def node_evidence(facts: Facts, suspect_nodes: set[str]) -> list[Evidence]:
+def node_evidence(facts: Facts, suspect_nodes: set[str]) -> list[Quote]:
     """What each node says on its own: unreachable, GPU faults, OOM kills, GPU load, leftovers."""
     quoted = []
     for node, node_facts in sorted(facts.nodes.items()):
         if not node_facts.status.gathered:
             quoted.append(
-                Evidence(EvidenceKind.NODE_UNREACHABLE, node, None, node_facts.status.describe())
+                Quote(QuoteKind.NODE_UNREACHABLE, node, None, node_facts.status.describe())
             )
         for xid in node_facts.kernel.xids:
             if not facts.before_job(xid.line):
-                quoted.append(
-                    Evidence(EvidenceKind.XID, node, None, f"{xid.line}  [{xid.meaning}]")
-                )
+                quoted.append(Quote(QuoteKind.XID, node, None, f"{xid.line}  [{xid.meaning}]"))
         for kill in facts.job_kills(node_facts):
-            quoted.append(Evidence(EvidenceKind.DMESG_OOM, node, None, kill.line))
+            quoted.append(Quote(QuoteKind.DMESG_OOM, node, None, kill.line))
         busy = [g for g in node_facts.gpus.gpus if g.utilization is not None]
         # GPU load says most on the suspects' nodes (100 % idle-spin vs 0 % CPU-side).
         if busy and (node in suspect_nodes or len(facts.nodes) <= 8):
             text = ", ".join(
                 f"GPU {g.index} {g.utilization}% ({g.memory_used_mib}MiB)" for g in busy[:8]
             )
-            quoted.append(Evidence(EvidenceKind.GPU, node, None, text))
-    quoted += [Evidence(EvidenceKind.SHELL_INIT, i["node"], None, i["line"]) for i in facts.shell]
+            quoted.append(Quote(QuoteKind.GPU, node, None, text))
+    quoted += [Quote(QuoteKind.SHELL_INIT, i["node"], None, i["line"]) for i in facts.shell]
     return quoted
 
 
-def missing_evidence(facts: Facts, quoted: list[Evidence]) -> list[Evidence]:
+def missing_evidence(facts: Facts, quoted: list[Quote]) -> list[Quote]:
     """A line naming every missing rank that the verdict did not already explain."""
     named = {e.rank for e in quoted}
     lines = []
     for rank in facts.missing:
         if rank not in named and len(lines) < _MISSING_QUOTED:
             text = f"rank {rank}: {why_lost(facts, rank)}"
-            lines.append(Evidence(EvidenceKind.MISSING, facts.node_of(rank), rank, text))
+            lines.append(Quote(QuoteKind.MISSING, facts.node_of(rank), rank, text))
     return lines
 
 
 def ordered_evidence(
-    items: list[Evidence], suspects: set[int], suspect_nodes: set[str]
-) -> list[Evidence]:
+    items: list[Quote], suspects: set[int], suspect_nodes: set[str]
+) -> list[Quote]:
     """Each line once (a line quoted for a rank is not repeated for its node alone); the
     suspects' lines first, then the rest in the order found; bounded in size."""
     seen: set[tuple] = set()

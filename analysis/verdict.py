@@ -16,7 +16,7 @@ EVIDENCE_TEXT_CAP = 2000
 SECOND_SNAPSHOT = "Take a second snapshot in a minute: steps that advance mean slow, not dead."
 
 
-class EvidenceKind(StrEnum):
+class QuoteKind(StrEnum):
     """Every kind of line a diagnosis quotes: the engine's own (a stack, a GPU's load, an exit
     code, ...) and every kind a signal may have (`analysis.signals.SIGNAL_KINDS`), which a
     quoted signal keeps. A stored diagnosis reads its kinds back as plain strings, which
@@ -67,8 +67,11 @@ class EvidenceKind(StrEnum):
 
 
 @dataclass(frozen=True)
-class Evidence:
-    kind: str  # an EvidenceKind
+class Quote:
+    """A line of evidence quoted in a verdict (the raw evidence it came from is a node's
+    `analysis.evidence.NodeEvidence`); stored as the verdict's `evidence` list."""
+
+    kind: str  # a QuoteKind
     node: str | None
     rank: int | None
     text: str
@@ -80,7 +83,7 @@ class Evidence:
         return {"kind": str(self.kind), "node": self.node, "rank": self.rank, "text": text}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+    def from_json(cls, data: Mapping[str, Any]) -> Quote:
         get = data.get
         node, rank = as_opt_str(get("node")), as_opt_int(get("rank"))
         return cls(as_str(get("kind")), node, rank, as_str(get("text")))
@@ -132,7 +135,7 @@ class Verdict:
     summary: str
     suspects: tuple[int, ...] = ()
     suspect_nodes: tuple[str, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[Quote, ...] = ()
     next_steps: tuple[str, ...] = ()
     rule: str = ""  # the name of the rule whose finding the verdict took
     check: str = ""  # the one check that would confirm it

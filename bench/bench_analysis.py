@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
 from analysis.evidence import NodeEvidence, SnapshotEvidence  # noqa: E402
-from readings.timeline import timeline_figure  # noqa: E402
+from readings.rank_timeline import rank_timeline_figure  # noqa: E402
 
 SAMPLE = REPO / "tests" / "analysis" / "samples" / "outside"
 PUBLIC = REPO / "tests" / "analysis" / "samples" / "public"
@@ -157,10 +157,10 @@ def _report(args: argparse.Namespace, runs: list[Run], load_before: str) -> None
         )
     print(f"load average before: {load_before}; after: {_load()}")
     figure_started = time.perf_counter()
-    figure = timeline_figure(analysis.Diagnosis.from_json(last.payload))
+    figure = rank_timeline_figure(analysis.Diagnosis.from_json(last.payload))
     figure_s = time.perf_counter() - figure_started
     points = sum(len(t["y"]) for t in figure["data"])
-    print(f"per-rank rows: {last.rows}; timeline_figure: {figure_s:.3f} s ({points} points)")
+    print(f"per-rank rows: {last.rows}; rank_timeline_figure: {figure_s:.3f} s ({points} points)")
     print(f"result JSON: {len(json.dumps(last.payload)) / 1024:.0f} KiB")
     result = last.payload
     groups = [(g.get("frame"), g.get("ranks")) for g in result.get("stack_groups") or []]

@@ -3,13 +3,13 @@
 For each farm size N (8 ranks a node) and each count W of ssh worker processes: a farm of N
 virtual SSH nodes with a planted fault, its cluster imported, then `snapshot_start()` (the
 click) -> W prefork processes of the ssh worker visit the nodes (HANGDESK_SSH_FANOUT each
-at once) over Redis, store their evidence in PostgreSQL, the analysis worker stores the
-verdict. Measured: click to first verdict (a provisional one, if the console shows one
-before the last node) and to the final one; whether the verdict is the planted fault; the
-ssh worker's CPU per node (its processes' user + system time, as the kernel counts it); the
-analysis worker's CPU; the farm's own CPU apart; database rows and bytes per node; the
-incident page's server time and HTML size; the load average beside each (the machine is
-shared).
+at once) over Redis, store their evidence in PostgreSQL, the analysis worker (2 processes,
+as deployed) stores the verdict. Measured: click to first verdict (a provisional one, if
+the console shows one before the last node: `Snapshot.provisional`, judged too) and to the
+final one; whether the verdict is the planted fault; the ssh worker's CPU per node (its
+processes' user + system time, as the kernel counts it); the analysis worker's CPU; the
+farm's own CPU apart; database rows and bytes per node; the incident page's server time
+and HTML size; the load average beside each (the machine is shared).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \\
     REDIS_URL=redis://127.0.0.1:6379/14 \\
@@ -32,10 +32,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/hangdesk_bench")
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
-os.environ.setdefault("HANGDESK_VAR_DIR", tempfile.mkdtemp(prefix="hangdesk-bench-"))
+from bench.consolekit import console_settings  # noqa: E402 (the repo is on the path now)
+
+console_settings(bench_database=True)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -59,17 +58,19 @@ def main() -> None:
             rows.extend(_farm_runs(nodes, fault, args))
     print()
     print(
-        "| nodes | ssh processes | fault | last node in | first verdict | final verdict | right "
+        "| nodes | ssh processes | fault | last node in | first verdict | first right "
+        "| final verdict | right "
         "| failed nodes "
         "| worker CPU / node | analysis CPU | farm CPU / node | rows / node | KB / node "
         "| page | HTML | load before → after |"
     )
-    print("|" + "---|" * 16)
+    print("|" + "---|" * 17)
     for r in rows:
         print(
             f"| {r['nodes']} | {r['workers']} | {r['fault']} "
             f"| {_seconds(r['collected_s'], r['timeout_s'])} "
             f"| {_seconds(r['first_s'], r['timeout_s'])} "
+            f"| {_first(r)} "
             f"| {_seconds(r['final_s'], r['timeout_s'])} "
             f"| {'yes' if r['right'] else 'no: ' + r['verdict']} "
             f"| {r['failed']} | {r['worker_ms_per_node']:.1f} ms | {r['analysis_cpu_s']:.1f} s "
@@ -136,7 +137,9 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     from incidents.services import incident_open
 
     ssh = _start_worker("ssh", workers)
-    analysis = _start_worker("analysis", 1)
+    # Two processes, as docker-compose deploys it: the final verdict does not queue behind a
+    # provisional one still being made.
+    analysis = _start_worker("analysis", 2)
     try:
         incident = incident_open(
             opened_by=None, title=f"fleet {cluster.name}", cluster=cluster, severity="SEV2"
@@ -145,12 +148,14 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
         ssh_cpu, analysis_cpu, farm_cpu = _tree_cpu(ssh), _tree_cpu(analysis), running.cpu_s()
         started = time.perf_counter()
         snapshot, _ = snapshot_start(incident=incident, source="bench")
-        first = final = collected = None
+        first = final = collected = first_shown = None
         while final is None:
             if time.perf_counter() - started > timeout:
                 break  # reported as no verdict within the timeout
-            status, diagnosis = (
-                Snapshot.objects.filter(pk=snapshot.pk).values_list("status", "diagnosis").get()
+            status, diagnosis, shown = (
+                Snapshot.objects.filter(pk=snapshot.pk)
+                .values_list("status", "diagnosis", "provisional")
+                .get()
             )
             if (
                 collected is None
@@ -159,8 +164,9 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
                 ).exists()
             ):
                 collected = time.perf_counter() - started
-            if first is None and (diagnosis or _provisional(snapshot.pk)):
+            if first is None and (diagnosis or _provisional(shown)):
                 first = time.perf_counter() - started
+                first_shown = _provisional(shown)
             if status in (SnapshotStatus.DONE, SnapshotStatus.FAILED):
                 final = time.perf_counter() - started
             time.sleep(0.1)
@@ -175,12 +181,15 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     nodes = len(running.info["nodes"])
     failed = NodeCollection.objects.filter(snapshot=snapshot, status=NodeStatus.FAILED).count()
     right, verdict = _judge(snapshot, running.info["expected"])
+    first_right, first_verdict = _judge_provisional(first_shown, running.info["expected"])
     rows, stored = _storage(snapshot)
     page_s, html = _page(incident)
     return {
         "nodes": nodes, "workers": workers, "fault": running.info["expected"]["fault"],
         "collected_s": _round(collected), "first_s": _round(first or final),
         "final_s": _round(final), "right": right, "timeout_s": timeout,
+        "first_provisional": first_shown is not None, "first_right": first_right,
+        "first_verdict": first_verdict,
         "verdict": verdict, "failed": failed, "status": snapshot.status,
         "worker_ms_per_node": round(1000 * ssh_cpu / nodes, 2),
         "analysis_cpu_s": round(analysis_cpu, 2),
@@ -191,6 +200,12 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     }  # fmt: skip
 
 
+def _first(row: dict) -> str:
+    if not row["first_provisional"]:
+        return "(the final one)"
+    return "yes" if row["first_right"] else "no: " + row["first_verdict"]
+
+
 def _round(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 2)
 
@@ -199,14 +214,33 @@ def _seconds(seconds: float | None, timeout: float) -> str:
     return f">{timeout:g} s" if seconds is None else f"{seconds:.1f} s"
 
 
-def _provisional(snapshot_id: int) -> bool:
-    """A verdict shown before the last node is in, where the console stores one."""
-    from collectors.models import Snapshot
+def _provisional(shown: dict | None) -> dict | None:
+    """The verdict shown before the last node is in (`Snapshot.provisional`, stored by
+    collectors/provisional.py), once it is made: a claimed one ({"state": "due"}) is not."""
+    if isinstance(shown, dict) and isinstance(shown.get("verdict"), dict):
+        return shown
+    return None
 
-    fields = {f.name for f in Snapshot._meta.get_fields()}
-    if "provisional" not in fields:
-        return False
-    return Snapshot.objects.filter(pk=snapshot_id, provisional__isnull=False).exists()
+
+def _judge_provisional(shown: dict | None, expected: dict) -> tuple[bool | None, str]:
+    """Is the first verdict the planted fault? None when the first verdict was the final one.
+    A node still out is unobserved in it: with node-slow, the slow node's ranks must be."""
+    if shown is None:
+        return None, "final"
+    verdict = shown["verdict"]
+    out = f"{shown['nodes_in']}/{shown['nodes_total']} in"
+    said = (
+        f"{verdict.get('classification')} suspects {list(verdict.get('suspect_ranks') or [])[:8]}"
+    )
+    if expected["fault"] == "node-slow":
+        unobserved = set(verdict.get("unobserved_ranks") or ())
+        return set(expected["provisional_unobserved"]) <= unobserved, f"{out}: {said}"
+    if verdict.get("classification") != expected["classification"]:
+        return False, f"{out}: {said}"
+    if expected["fault"] == "node-down":
+        unobserved = set(verdict.get("unobserved_ranks") or ())
+        return set(expected["unobserved_ranks"]) <= unobserved, f"{out}: {said}"
+    return list(verdict.get("suspect_ranks") or []) == expected["suspect_ranks"], f"{out}: {said}"
 
 
 def _judge(snapshot, expected: dict) -> tuple[bool, str]:

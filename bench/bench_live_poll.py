@@ -14,18 +14,16 @@ The database is created if missing and its hangdesk tables are emptied first.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
-os.environ.setdefault("HANGDESK_VAR_DIR", tempfile.mkdtemp(prefix="hangdesk-bench-"))
-os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
+from bench.consolekit import console_settings  # noqa: E402 (the repo is on the path now)
+
+console_settings(test_client=True)
 
 
 def main() -> None:

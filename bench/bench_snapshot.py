@@ -27,10 +27,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/hangdesk_bench")
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
-os.environ.setdefault("HANGDESK_VAR_DIR", tempfile.mkdtemp(prefix="hangdesk-bench-"))
+from bench.consolekit import console_settings  # noqa: E402 (the repo is on the path now)
+
+console_settings(bench_database=True)
 
 
 def main() -> None:

@@ -12,11 +12,11 @@ from core.roles import Role, has_role, role_required
 
 from . import selectors, services
 from .forms import ClusterForm, NodeForm
-from .models import Cluster, Node, NodeCheck
+from .models import Cluster, Node
 
 
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "clusters/list.html", {"clusters": selectors.cluster_list()})
+    return render(request, "clusters/list.html", selectors.cluster_list_page().context())
 
 
 @role_required(Role.ADMIN)
@@ -34,32 +34,23 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
 
 
 def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
-    try:
-        cluster, nodes = selectors.cluster_with_nodes(name)
-    except Cluster.DoesNotExist as exc:
-        raise Http404(f"No cluster named {name}") from exc
-    node_form = None
-    if has_role(request.user, Role.ADMIN):
-        node_form = NodeForm(cluster=cluster)
-    return render(
-        request,
-        "clusters/detail.html",
-        {"cluster": cluster, "node_form": node_form, **_node_list(nodes)},
-    )
+    cluster = _cluster(name)
+    node_form = NodeForm(cluster=cluster) if has_role(request.user, Role.ADMIN) else None
+    page = selectors.cluster_page(cluster, node_form=node_form)
+    return render(request, "clusters/detail.html", page.context())
 
 
 def node_list(request: HttpRequest, name: str) -> HttpResponse:
     """The node list alone, with each node's connection check (htmx, while one runs)."""
+    page = selectors.cluster_page(_cluster(name))
+    return render(request, "clusters/_nodes.html", page.context())
+
+
+def _cluster(name: str) -> Cluster:
     try:
-        cluster, nodes = selectors.cluster_with_nodes(name)
+        return Cluster.objects.get(name=name)
     except Cluster.DoesNotExist as exc:
         raise Http404(f"No cluster named {name}") from exc
-    return render(request, "clusters/_nodes.html", {"cluster": cluster, **_node_list(nodes)})
-
-
-def _node_list(nodes) -> dict:
-    nodes = list(nodes)
-    return {"nodes": nodes, "checking": any(n.check_state == NodeCheck.CHECKING for n in nodes)}
 
 
 @role_required(Role.ADMIN)
@@ -82,13 +73,8 @@ def node_add(request: HttpRequest, name: str) -> HttpResponse:
         node = services.node_create(cluster=cluster, **form.cleaned_data)
         messages.success(request, f"Node {node.name} added.")
         return redirect(cluster)
-    nodes = cluster.nodes.order_by("name")
-    return render(
-        request,
-        "clusters/detail.html",
-        {"cluster": cluster, "nodes": nodes, "node_form": form},
-        status=400,
-    )
+    page = selectors.cluster_page(cluster, node_form=form)
+    return render(request, "clusters/detail.html", page.context(), status=400)
 
 
 @require_POST

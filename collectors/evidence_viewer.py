@@ -12,7 +12,7 @@ from datetime import datetime
 from django.utils.html import format_html, format_html_join
 
 from analysis.jobtime import line_before_job
-from analysis.verdict import Evidence
+from analysis.verdict import Quote
 from hangdesk.masking import masked_artifact_text
 
 from .models import Artifact, Snapshot, inflate
@@ -49,7 +49,7 @@ def quote_core(text: str) -> str:
     return text.split("  [", 1)[0].strip()
 
 
-def usable_quotes(evidence: Iterable[Evidence], node: str) -> list[tuple[int, str]]:
+def usable_quotes(evidence: Iterable[Quote], node: str) -> list[tuple[int, str]]:
     """(index in the diagnosis's evidence, verbatim core) of this node's literal quotes."""
     out = []
     for index, item in enumerate(evidence):
@@ -61,7 +61,7 @@ def usable_quotes(evidence: Iterable[Evidence], node: str) -> list[tuple[int, st
     return out
 
 
-def is_linkable(item: Evidence) -> bool:
+def is_linkable(item: Quote) -> bool:
     return bool(item.node) and item.kind in LITERAL_KINDS
 
 
@@ -139,7 +139,7 @@ def _row_attributes(number: int, quoted: dict[int, int], old: set[int]) -> str:
     return ""
 
 
-def _evidence(snapshot: Snapshot) -> tuple[Evidence, ...]:
+def _evidence(snapshot: Snapshot) -> tuple[Quote, ...]:
     diagnosis = snapshot.read_diagnosis()
     return diagnosis.evidence if diagnosis else ()
 

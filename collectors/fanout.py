@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hangdesk.budget import TIME_BUDGET
 
@@ -51,57 +51,87 @@ def batch_visit(
     own = services.node_work_claim(task_id=task_id, collection_ids=collection_ids)
     if not own:
         return BatchOutcome(0, 0, ())  # redelivered after it finished, or all taken by others
-    snapshot_id = own[0].snapshot_id
-    queue: deque[NodeWork] = deque(own)
-    in_flight: dict[Future[NodeVisit], NodeWork] = {}
-    finished: list[tuple[NodeWork, NodeVisit]] = []
-    due: set[int] = set()
-    visited = taken = 0
-    more = True  # the snapshot may still have pending nodes to take
-    flushed = clock()
     with ThreadPoolExecutor(max_workers=fanout, thread_name_prefix="node-visit") as pool:
+        batch = _Batch(task_id, own[0].snapshot_id, fanout, pool, after_store, deque(own))
+        flushed = clock()
         while True:
-            while queue and len(in_flight) < fanout:
-                work = queue.popleft()
-                in_flight[pool.submit(services.node_visit, work)] = work
-            room = fanout - len(in_flight)
-            # Take more in bunches (a quarter of the pool), not one query per finished node.
-            if more and room and (room >= max(1, fanout // 4) or not in_flight):
-                if clock() < steal_until:
-                    more_work = services.node_work_claim(
-                        task_id=task_id, snapshot_id=snapshot_id, limit=room
-                    )
-                    taken += len(more_work)
-                    queue.extend(more_work)
-                    more = bool(more_work)
-                    if more_work:
-                        continue
-                else:
-                    more = False
-            if not in_flight:
+            batch.submit_queued()
+            if batch.take_more(clock, steal_until):
+                continue
+            if not batch.in_flight:
                 break
-            done, _ = wait(in_flight, timeout=FLUSH_S, return_when=FIRST_COMPLETED)
-            for future in done:
-                work, visit = in_flight.pop(future), future.result()
-                if services.node_visit_retryable(work, visit):
-                    again = replace(work, attempts=work.attempts + 1)
-                    in_flight[pool.submit(_after, TIME_BUDGET.retry_delay_s, again)] = again
-                else:
-                    finished.append((work, visit))
-            if finished and (
-                len(finished) >= FLUSH_NODES or clock() - flushed >= FLUSH_S or not in_flight
+            batch.collect()
+            if batch.finished and (
+                len(batch.finished) >= FLUSH_NODES
+                or clock() - flushed >= FLUSH_S
+                or not batch.in_flight
             ):
-                due.update(services.node_results_record(task_id=task_id, results=finished))
-                if snapshot_id not in due:
-                    after_store(snapshot_id)  # a provisional verdict may be due
-                visited += len(finished)
-                finished, flushed = [], clock()
-    if finished:
-        due.update(services.node_results_record(task_id=task_id, results=finished))
-        if snapshot_id not in due:
-            after_store(snapshot_id)
-        visited += len(finished)
-    return BatchOutcome(visited, taken, tuple(sorted(due)))
+                batch.store()
+                flushed = clock()
+    if batch.finished:
+        batch.store()
+    return BatchOutcome(batch.visited, batch.taken, tuple(sorted(batch.due)))
+
+
+@dataclass
+class _Batch:
+    """One task's visits under way: the nodes waiting for a thread, those being visited, those
+    visited and waiting to be stored, and what was stored."""
+
+    task_id: str
+    snapshot_id: int
+    fanout: int
+    pool: ThreadPoolExecutor
+    after_store: Callable[[int], None]
+    queue: deque[NodeWork]
+    in_flight: dict[Future[NodeVisit], NodeWork] = field(default_factory=dict)
+    finished: list[tuple[NodeWork, NodeVisit]] = field(default_factory=list)
+    due: set[int] = field(default_factory=set)  # snapshots whose last node was stored
+    visited: int = 0
+    taken: int = 0
+    more: bool = True  # the snapshot may still have pending nodes to take
+
+    def submit_queued(self) -> None:
+        while self.queue and len(self.in_flight) < self.fanout:
+            work = self.queue.popleft()
+            self.in_flight[self.pool.submit(services.node_visit, work)] = work
+
+    def take_more(self, clock: Callable[[], float], steal_until: float) -> bool:
+        """Claims more of the snapshot's pending nodes while the pool has room and the time to
+        take them lasts; True when it took some (they wait in the queue)."""
+        room = self.fanout - len(self.in_flight)
+        # Take more in bunches (a quarter of the pool), not one query per finished node.
+        if not (self.more and room and (room >= max(1, self.fanout // 4) or not self.in_flight)):
+            return False
+        if clock() >= steal_until:
+            self.more = False
+            return False
+        more_work = services.node_work_claim(
+            task_id=self.task_id, snapshot_id=self.snapshot_id, limit=room
+        )
+        self.taken += len(more_work)
+        self.queue.extend(more_work)
+        self.more = bool(more_work)
+        return self.more
+
+    def collect(self) -> None:
+        """Waits up to FLUSH_S for visits to end: a transient failure with an attempt left is
+        visited again after the retry delay, the rest wait to be stored."""
+        done, _ = wait(self.in_flight, timeout=FLUSH_S, return_when=FIRST_COMPLETED)
+        for future in done:
+            work, visit = self.in_flight.pop(future), future.result()
+            if services.node_visit_retryable(work, visit):
+                again = replace(work, attempts=work.attempts + 1)
+                self.in_flight[self.pool.submit(_after, TIME_BUDGET.retry_delay_s, again)] = again
+            else:
+                self.finished.append((work, visit))
+
+    def store(self) -> None:
+        self.due.update(services.node_results_record(task_id=self.task_id, results=self.finished))
+        if self.snapshot_id not in self.due:
+            self.after_store(self.snapshot_id)  # a provisional verdict may be due
+        self.visited += len(self.finished)
+        self.finished = []
 
 
 def _after(delay_s: float, work: NodeWork) -> NodeVisit:

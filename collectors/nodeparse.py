@@ -23,9 +23,9 @@ from analysis import codec, nodemap
 from analysis.diagnosis import no_cyclic_gc
 from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence, not_gathered
 from analysis.nodemap import NodeParse
-from analysis.ranks import Reparse
 from analysis.schedulers.attach import scheduler_log, scheduler_ranks
 from analysis.signals.place import host_map
+from analysis.snapshot_parse import Reparse
 from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
 from .models import Artifact, NodeCollection, NodeParseRecord, NodeStatus, Snapshot, inflate

@@ -1,5 +1,5 @@
 from .roles import Role, has_role
-from .selectors import worker_last_seen, workers_are_stale
+from .selectors import heartbeat_is_stale, worker_last_seen
 
 
 def roles_and_workers(request) -> dict:
@@ -9,9 +9,10 @@ def roles_and_workers(request) -> dict:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
+    last = worker_last_seen()  # read once for the banner's two words
     return {
         "can_respond": has_role(request.user, Role.RESPONDER),
         "is_console_admin": has_role(request.user, Role.ADMIN),
-        "worker_last_seen": worker_last_seen(),
-        "workers_stale": workers_are_stale(),
+        "worker_last_seen": last,
+        "workers_stale": heartbeat_is_stale(last),
     }

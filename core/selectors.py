@@ -11,6 +11,10 @@ def worker_last_seen() -> WorkerHeartbeat | None:
 
 
 def workers_are_stale() -> bool:
-    last = worker_last_seen()
+    return heartbeat_is_stale(worker_last_seen())
+
+
+def heartbeat_is_stale(last: WorkerHeartbeat | None) -> bool:
+    """No worker has reported within WORKER_STALE_AFTER_SECONDS (or none ever has)."""
     limit = timedelta(seconds=settings.WORKER_STALE_AFTER_SECONDS)
     return last is None or timezone.now() - last.seen_at > limit

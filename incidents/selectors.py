@@ -55,22 +55,6 @@ def postmortem_decisions(incident: Incident) -> list[TimelineEvent]:
     )
 
 
-def postmortem_view(incident: Incident) -> dict[str, Any]:
-    """The stored post-mortem with the pinned timeline, the decisions and the versions."""
-    postmortem = PostMortem.objects.filter(incident=incident).select_related("written_by").first()
-    versions = (
-        list(postmortem.versions.select_related("author").order_by("-number")) if postmortem else []
-    )
-    return {
-        "postmortem": postmortem,
-        "versions": versions,
-        "decisions": postmortem_decisions(incident),
-        "pinned": list(
-            incident.events.filter(pinned=True).select_related("author").order_by("at", "pk")
-        ),
-    }
-
-
 def version_markdown(version: PostMortemVersion | PostMortem) -> str:
     content = (
         version.content

@@ -2,8 +2,9 @@
 on (else the verdict's), each question pre-answered from the stored diagnosis with its
 evidence, every answer a timeline event, and the next actions as buttons that do the thing.
 
-Raw evidence shown here (two environments side by side; a rank's lines: pages/rank_page.py)
-is read from the artifacts already collected, masked, and shown to responders only.
+Its evidence pages (two environments side by side: pages/environment_page.py; a rank's
+lines: pages/rank_page.py) are read from the artifacts already collected, masked, and shown
+to responders only.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from analysis.diagnosis import Diagnosis
-from analysis.records import RankRow
-from collectors.models import Artifact, Snapshot
+from collectors.models import Snapshot
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
-from hangdesk.masking import mask_environment
 from incidents.guided import (
     Reasked,
     Standing,
@@ -28,24 +27,10 @@ from incidents.guided import (
 )
 from incidents.models import Incident, Status, TimelineEvent
 from incidents.services import InvalidTransition, incident_change_status
-from readings import guide, questions
+from readings import guide
 
-# Variables that differ per rank by design: shown, never counted as a difference.
-PER_RANK_VARIABLES = frozenset(
-    {
-        "RANK",
-        "LOCAL_RANK",
-        "GROUP_RANK",
-        "ROLE_RANK",
-        "CUDA_VISIBLE_DEVICES",
-        "TORCHELASTIC_ERROR_FILE",
-        "HOSTNAME",
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-        "SLURM_PROCID",
-        "SLURM_LOCALID",
-    }
-)
+from .environment_page import environment_page
+from .rank_page import rank_evidence_page
 
 
 def guided_context(
@@ -149,60 +134,15 @@ def guided_resolve(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("pages:postmortem", pk=incident.pk)
 
 
-def _artifacts(snapshot: Snapshot, node: str, *, prefix: str = "", name: str = "") -> list:
-    artifacts = Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=node)
-    if name:
-        artifacts = artifacts.filter(name=name)
-    elif prefix:
-        artifacts = artifacts.filter(name__startswith=prefix)
-    return list(artifacts.order_by("name"))
-
-
-def _environ(snapshot: Snapshot, row: RankRow | None) -> dict[str, str] | None:
-    if row is None or not row.node or not row.pid:
-        return None
-    found = _artifacts(snapshot, row.node, name=f"environ/{row.pid}")
-    if not found:
-        return None
-    text = found[0].content.decode("utf-8", "replace")
-    env = dict(entry.split("=", 1) for entry in text.split("\0") if "=" in entry)
-    return mask_environment(env)
-
-
-def env_rows(suspect: dict[str, str], healthy: dict[str, str]) -> list[dict]:
-    """One row per variable: both values (masked), whether they differ, and whether they
-    differ by design (RANK, LOCAL_RANK, ...). Differences first."""
-    rows = []
-    for name in sorted(set(suspect) | set(healthy)):
-        a, b = suspect.get(name), healthy.get(name)
-        per_rank = name in PER_RANK_VARIABLES
-        rows.append(
-            {"name": name, "suspect": a, "healthy": b, "differs": a != b and not per_rank,
-             "per_rank": per_rank}
-        )  # fmt: skip
-    return sorted(rows, key=lambda r: (not r["differs"], r["name"]))
+@role_required(Role.RESPONDER)
+def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> HttpResponse:
+    """Everything the snapshot holds about one rank, each line with its source."""
+    page = rank_evidence_page(_snapshot(pk, snapshot_pk), rank)
+    return render(request, "pages/guided_rank.html", page.context())
 
 
 @role_required(Role.RESPONDER)
 def guided_env(request: HttpRequest, pk: int, snapshot_pk: int) -> HttpResponse:
     """The suspect rank's environment beside a healthy rank's, on another node if possible."""
-    snapshot = _snapshot(pk, snapshot_pk)
-    diagnosis = snapshot.read_diagnosis() or Diagnosis.empty()
-    who = questions.suspect(diagnosis)
-    healthy = questions.healthy_rank(diagnosis)
-    suspect_env = _environ(snapshot, who.row)
-    healthy_env = _environ(snapshot, healthy) if healthy else None
-    rows = env_rows(suspect_env or {}, healthy_env or {})
-    return render(
-        request,
-        "pages/guided_env.html",
-        {
-            "incident": snapshot.incident,
-            "snapshot": snapshot,
-            "suspect": who,
-            "healthy": healthy,
-            "missing": suspect_env is None or healthy_env is None,
-            "rows": rows,
-            "differ_count": sum(1 for r in rows if r["differs"]),
-        },
-    )
+    page = environment_page(_snapshot(pk, snapshot_pk))
+    return render(request, "pages/guided_env.html", page.context())

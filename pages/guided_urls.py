@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import guided, rank_page
+from . import guided
 
 # The guided workflow's verbs and evidence pages, served in the `pages` namespace.
 urlpatterns = [
@@ -11,7 +11,7 @@ urlpatterns = [
     ),
     path(
         "incidents/<int:pk>/snapshots/<int:snapshot_pk>/ranks/<int:rank>/",
-        rank_page.guided_rank,
+        guided.guided_rank,
         name="guided_rank",
     ),
     path(

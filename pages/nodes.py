@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from clusters import selectors as cluster_selectors
 from clusters import services as cluster_services
 from clusters.forms import NodeForm
 from clusters.models import Cluster, Node, NodeCheck
@@ -28,9 +29,8 @@ def node_add(request: HttpRequest, name: str) -> HttpResponse:
         if check["ok"] is False:
             form.add_error("key_path", check["text"])
     if form.errors:
-        nodes = cluster.nodes.order_by("name")
-        context = {"cluster": cluster, "nodes": nodes, "node_form": form}
-        return render(request, "clusters/detail.html", context, status=400)
+        page = cluster_selectors.cluster_page(cluster, node_form=form)
+        return render(request, "clusters/detail.html", page.context(), status=400)
     node = cluster_services.node_create(cluster=cluster, **form.cleaned_data)
     messages.success(request, f"Node {node.name} added.")
     if check is not None and check["ok"] is None:

@@ -2,21 +2,24 @@
 about the rank, each with its source, from the artifacts already collected, masked, for
 responders only: its own log's tail, what the node's other logs say of it (the launcher's
 exit line, an agent's, a shared stdout), the kernel's lines about its processes, and the
-node's dmesg. Lines stamped before the job began are marked (analysis/jobtime.py)."""
+node's dmesg. Lines stamped before the job began are marked (analysis/jobtime.py).
+
+The page's one read (`rank_evidence_page` -> `RankEvidencePage`); its view is
+pages/guided.guided_rank."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
 
 from analysis import jobtime
 from analysis.ranklines import Rank, RankLine, Text, lines_about
+from analysis.records import RankRow
 from analysis.signals.who import file_rank
 from collectors.models import Artifact, Snapshot
-from core.roles import Role, role_required
 from hangdesk.masking import mask_text
+from incidents.models import Incident
 
 # A log tail or dmesg shows at most this many of its last lines, read from its last bytes.
 TAIL_LINES = 200
@@ -65,14 +68,6 @@ def _numbered(tail: Tail, started, now) -> list[dict]:
     ]
 
 
-def _snapshot(pk: int, snapshot_pk: int) -> Snapshot:
-    return get_object_or_404(
-        Snapshot.objects.select_related("incident", "incident__cluster"),
-        pk=snapshot_pk,
-        incident_id=pk,
-    )
-
-
 def _own_logs(logs: list[Artifact], rank: int) -> list[Artifact]:
     return [a for a in logs if file_rank(a.name.removeprefix("logs/"))[0] == rank]
 
@@ -87,10 +82,27 @@ def _group(lines: list[RankLine], tails: dict[str, Tail]) -> list[dict]:
     return list(groups.values())
 
 
-@role_required(Role.RESPONDER)
-def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> HttpResponse:
-    """Everything the snapshot holds about one rank, each line with its source."""
-    snapshot = _snapshot(pk, snapshot_pk)
+@dataclass(frozen=True)
+class RankEvidencePage:
+    incident: Incident
+    snapshot: Snapshot
+    rank: int
+    row: RankRow | None  # the rank's row of the verdict's table (None: not in it)
+    node: str
+    pids: list[int]
+    job_started: datetime | None
+    own: list[dict]  # each of its own logs: {"tail", "lines"}
+    about: list[dict]  # what the node's other logs say of it, by source
+    kernel: list[RankLine]  # dmesg's lines about its processes
+    dmesg: dict | None  # the node's dmesg: {"tail", "lines"}
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def rank_evidence_page(snapshot: Snapshot, rank: int) -> RankEvidencePage:
+    """Everything the snapshot holds about one rank, each line with its source; `snapshot`
+    with its incident. Two queries (the snapshot's artifacts, with their node)."""
     diagnosis = snapshot.read_diagnosis()
     row = diagnosis.rank_row(rank) if diagnosis else None
     artifacts = list(
@@ -122,23 +134,16 @@ def guided_rank(request: HttpRequest, pk: int, snapshot_pk: int, rank: int) -> H
     )
     about = lines_about(who, others, job_started=started, now=now)
     dmesg = tails.get(DMESG)
-    return render(
-        request,
-        "pages/guided_rank.html",
-        {
-            "incident": snapshot.incident,
-            "snapshot": snapshot,
-            "rank": rank,
-            "row": row,
-            "node": node,
-            "pids": sorted(who.pids),
-            "job_started": started,
-            "own": [
-                {"tail": tails[a.name], "lines": _numbered(tails[a.name], started, now)}
-                for a in own
-            ],
-            "about": _group([line for line in about if line.source != DMESG], tails),
-            "kernel": [line for line in about if line.source == DMESG],
-            "dmesg": {"tail": dmesg, "lines": _numbered(dmesg, started, now)} if dmesg else None,
-        },
+    return RankEvidencePage(
+        incident=snapshot.incident,
+        snapshot=snapshot,
+        rank=rank,
+        row=row,
+        node=node,
+        pids=sorted(who.pids),
+        job_started=started,
+        own=[{"tail": tails[a.name], "lines": _numbered(tails[a.name], started, now)} for a in own],
+        about=_group([line for line in about if line.source != DMESG], tails),
+        kernel=[line for line in about if line.source == DMESG],
+        dmesg={"tail": dmesg, "lines": _numbered(dmesg, started, now)} if dmesg else None,
     )

@@ -6,29 +6,15 @@ from __future__ import annotations
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from collectors import selectors as snapshot_selectors
-from incidents import selectors as incident_selectors
 from incidents.forms import IncidentFilterForm
 from incidents.models import Incident
 
-from .selectors import incident_page
+from .selectors import incident_list_page, incident_page
 
 
 def incident_list(request: HttpRequest) -> HttpResponse:
-    filters = IncidentFilterForm(request.GET or None)
-    chosen = filters.chosen()
-    status = chosen.get("status", "")
-    incidents = incident_selectors.incident_list(
-        status="" if status in ("", "all") else status,
-        active_only=status == "",
-        severity=chosen.get("severity", ""),
-        cluster=chosen.get("cluster", ""),
-    )
-    return render(
-        request,
-        "pages/incident_list.html",
-        {"incidents": snapshot_selectors.with_latest_verdict(incidents)[:500], "filters": filters},
-    )
+    page = incident_list_page(IncidentFilterForm(request.GET or None))
+    return render(request, "pages/incident_list.html", page.context())
 
 
 def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -52,13 +38,12 @@ def incident_live(request: HttpRequest, pk: int) -> HttpResponse:
     incident = get_object_or_404(
         Incident.objects.select_related("cluster", "commander", "opened_by"), pk=pk
     )
-    page = incident_page(incident, request.user, evidence=False)
+    shown = request.GET.get("verdict") or ""
+    page = incident_page(incident, request.user, shown_verdict=shown)
     swap = {
         "head": page.live.head != request.GET.get("head"),
-        "evidence": page.live.verdict != request.GET.get("verdict"),
+        "evidence": page.live.verdict != shown,
     }
-    if swap["evidence"]:
-        page = incident_page(incident, request.user)
     seen = _int(request.GET.get("seen"))
     context = page.context() | {
         "swap": swap,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from analysis.diagnosis import Diagnosis
-from analysis.verdict import EvidenceKind
+from analysis.verdict import QuoteKind
 from readings.classes import reading
 from readings.stories import CAUSES, CRASHES, DepartureCause, departure_cause
 
@@ -52,7 +52,7 @@ def observed_watchdog_timeout_s(d: Diagnosis) -> float | None:
     for e in d.evidence:
         text = e.text
         start = text.find("Timeout(ms)=")
-        if e.kind != EvidenceKind.WATCHDOG or start < 0:
+        if e.kind != QuoteKind.WATCHDOG or start < 0:
             continue
         digits = text[start + 12 : start + 24]
         number = digits[: len(digits) - len(digits.lstrip("0123456789"))]

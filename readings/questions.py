@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from analysis.diagnosis import Diagnosis
 from analysis.records import GroupKind, RankRow, StackGroup
-from analysis.verdict import Evidence, EvidenceKind
+from analysis.verdict import Quote, QuoteKind
 from readings import stories
 from readings.stories import DepartureCause
 
@@ -28,9 +28,9 @@ def _lines(d: Diagnosis, *, rank: int | None = None, kinds: tuple[str, ...] = ()
     return found[:EVIDENCE_PER_QUESTION]
 
 
-def _group_lines(d: Diagnosis) -> list[Evidence]:
+def _group_lines(d: Diagnosis) -> list[Quote]:
     return [
-        Evidence(EvidenceKind.STACK_GROUP, None, None, f"ranks {g.ranks}: {g.frame}")
+        Quote(QuoteKind.STACK_GROUP, None, None, f"ranks {g.ranks}: {g.frame}")
         for g in d.stack_groups[:EVIDENCE_PER_QUESTION]
     ]
 
@@ -105,7 +105,7 @@ def _slow_or_dead(d: Diagnosis) -> dict:
         choices,
         suggested,
         basis,
-        _lines(d, kinds=(EvidenceKind.PROGRESS,)),
+        _lines(d, kinds=(QuoteKind.PROGRESS,)),
     )
 
 
@@ -160,9 +160,9 @@ def _call_site(group: StackGroup | None) -> str:
     return group.frame or "unknown"
 
 
-def _stack_lines(group: StackGroup | None) -> list[Evidence]:
+def _stack_lines(group: StackGroup | None) -> list[Quote]:
     frames = group.stack[:EVIDENCE_PER_QUESTION] if group else ()
-    return [Evidence(EvidenceKind.STACK, None, None, frame) for frame in frames]
+    return [Quote(QuoteKind.STACK, None, None, frame) for frame in frames]
 
 
 def b_questions(d: Diagnosis) -> list[dict]:
@@ -174,7 +174,7 @@ def b_questions(d: Diagnosis) -> list[dict]:
     else:
         basis = f"{len(groups)} stack groups"
     shown = _lines(
-        d, kinds=(EvidenceKind.FLIGHT_RECORDER, EvidenceKind.COLLECTIVE, EvidenceKind.WATCHDOG)
+        d, kinds=(QuoteKind.FLIGHT_RECORDER, QuoteKind.COLLECTIVE, QuoteKind.WATCHDOG)
     ) or _group_lines(d)
     code_paths = [
         ("rank_branch", "A collective under a rank-dependent branch (if rank == 0:)"),
@@ -205,25 +205,24 @@ def b_questions(d: Diagnosis) -> list[dict]:
     ]
 
 
-def _env_lines(d: Diagnosis, *, prefix: str = "") -> list[Evidence]:
+def _env_lines(d: Diagnosis, *, prefix: str = "") -> list[Quote]:
     lines = []
     for diff in d.real_env_diffs:
         if not diff.name.startswith(prefix):
             continue
         values = "; ".join(f"{v.value} on ranks {v.ranks}" for v in diff.values[:3])
-        lines.append(Evidence(EvidenceKind.ENV_DIFF, None, None, f"{diff.name}: {values}"))
+        lines.append(Quote(QuoteKind.ENV_DIFF, None, None, f"{diff.name}: {values}"))
     return lines[:EVIDENCE_PER_QUESTION]
 
 
 def c_questions(d: Diagnosis) -> list[dict]:
     groups = d.stack_groups
     together = not d.missing_ranks and len(groups) == 1
-    env, nccl = _env_lines(d), _lines(d, kinds=(EvidenceKind.NCCL_CONFIG, EvidenceKind.NCCL_WARN))
+    env, nccl = _env_lines(d), _lines(d, kinds=(QuoteKind.NCCL_CONFIG, QuoteKind.NCCL_WARN))
     differs = "env" if env else "nccl" if nccl else "network"
     shell = d.shell_init
     shell_lines = [
-        Evidence(EvidenceKind.SHELL_INIT, s.node, None, s.line)
-        for s in shell[:EVIDENCE_PER_QUESTION]
+        Quote(QuoteKind.SHELL_INIT, s.node, None, s.line) for s in shell[:EVIDENCE_PER_QUESTION]
     ]
     what = [
         ("env", "Environment variables (NCCL_*, TORCH_*, CUDA_*)"),
@@ -280,7 +279,7 @@ def straggler_questions(d: Diagnosis) -> list[dict]:
             YES_NO,
             "no" if d.progress.progressing is False else "yes",
             d.progress.method or "no progress measure",
-            _lines(d, kinds=(EvidenceKind.PROGRESS, EvidenceKind.STEP_TIME)),
+            _lines(d, kinds=(QuoteKind.PROGRESS, QuoteKind.STEP_TIME)),
         ),
         _who_question(d, "Which rank is slow?"),
         _q(
@@ -293,10 +292,10 @@ def straggler_questions(d: Diagnosis) -> list[dict]:
                 d,
                 rank=who.rank,
                 kinds=(
-                    EvidenceKind.SLOW_RANK,
-                    EvidenceKind.STEP_TIME,
-                    EvidenceKind.STACK,
-                    EvidenceKind.GPU,
+                    QuoteKind.SLOW_RANK,
+                    QuoteKind.STEP_TIME,
+                    QuoteKind.STACK,
+                    QuoteKind.GPU,
                 ),
             ),
         ),
@@ -321,7 +320,7 @@ def init_questions(d: Diagnosis) -> list[dict]:
             YES_NO,
             "no" if master else "yes",
             f"{len(master)} MASTER_ variables differ",
-            master + _lines(d, kinds=(EvidenceKind.RENDEZVOUS,)),
+            master + _lines(d, kinds=(QuoteKind.RENDEZVOUS,)),
         ),
     ]
 

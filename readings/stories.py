@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from analysis.diagnosis import Diagnosis
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
-from analysis.verdict import Evidence, EvidenceKind
+from analysis.verdict import Quote, QuoteKind
 
 # Exit codes as the launchers print them: negative = killed by that signal, 128+N = the same
 # through a shell.
@@ -44,7 +44,7 @@ class DepartureCause:
     node: str | None
     exit_code: int | None
     frame: str
-    evidence: tuple[Evidence, ...]  # the lines that say so (the rank's, then its node's)
+    evidence: tuple[Quote, ...]  # the lines that say so (the rank's, then its node's)
 
     @property
     def words(self) -> str:
@@ -68,7 +68,7 @@ def departure_cause(d: Diagnosis, confirmed: str | None = None) -> DepartureCaus
     kinds = {
         e.kind
         for e in lines
-        if e.rank == rank or e.kind in (EvidenceKind.XID, EvidenceKind.NODE_UNREACHABLE)
+        if e.rank == rank or e.kind in (QuoteKind.XID, QuoteKind.NODE_UNREACHABLE)
     }
     evidence_key = _cause_key(kinds, row)
     key = confirmed if confirmed in CAUSES else evidence_key
@@ -86,19 +86,19 @@ def departure_cause(d: Diagnosis, confirmed: str | None = None) -> DepartureCaus
 
 def _cause_key(kinds: set[str], row: RankRow | None) -> str:
     code = row.exit_code if row else None
-    if EvidenceKind.DMESG_OOM in kinds:
+    if QuoteKind.DMESG_OOM in kinds:
         return "oom"
-    if EvidenceKind.XID in kinds:
+    if QuoteKind.XID in kinds:
         return "gpu_fault"
-    if EvidenceKind.SEGFAULT in kinds or code in _SEGFAULT:
+    if QuoteKind.SEGFAULT in kinds or code in _SEGFAULT:
         return "segfault"
     if code in _KILLED:
         return "killed"
     if code in _ABORT:
         return "abort"
-    if code is not None or EvidenceKind.LOG_ERROR in kinds:
+    if code is not None or QuoteKind.LOG_ERROR in kinds:
         return "exception"
-    if EvidenceKind.NODE_UNREACHABLE in kinds:
+    if QuoteKind.NODE_UNREACHABLE in kinds:
         return "node_lost"
     if row is not None and row.status is RankStatus.OUTSIDE:
         return "cpu_stall"
@@ -126,7 +126,7 @@ def a_story(d: Diagnosis, confirmed: str | None = None) -> str:
     elif cause.exit_code is not None and f"exit code {cause.exit_code}" not in what:
         what += f" (exit code {cause.exit_code})"
     text = f"Rank {cause.rank}{where} was {what}."
-    gone = next((e for e in cause.evidence if e.kind == EvidenceKind.MISSING), None)
+    gone = next((e for e in cause.evidence if e.kind == QuoteKind.MISSING), None)
     if cause.key == "unknown" and gone:
         # "rank 3: its process is gone (no longer in ps)": what the collection did see.
         seen = gone.text.split(": ", 1)[-1]

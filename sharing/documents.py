@@ -18,7 +18,7 @@ from typing import Any
 from analysis.diagnosis import Diagnosis
 from analysis.fr_records import FrMismatch
 from analysis.records import EnvDiff, NcclConfigDiff, ShellInitLine, StackGroup, records
-from analysis.verdict import Evidence
+from analysis.verdict import Quote
 from collectors import selectors as snapshot_selectors
 from hangdesk.masking import mask_text
 from incidents.markdown import render_markdown
@@ -31,7 +31,7 @@ from incidents.postmortem_text import (
     code_fence,
 )
 from incidents.selectors import latest_published, postmortem_decisions
-from readings import guide, timeline
+from readings import guide, rank_timeline
 
 from . import frozen
 
@@ -43,6 +43,31 @@ STACK_FRAMES = 12
 ENV_DIFFS = 20
 
 
+@dataclass(frozen=True)
+class Document:
+    """Everything the document shows, wherever it is shown (the post-mortem page, the print
+    page, the Markdown export, the shared page)."""
+
+    incident: Incident
+    postmortem: PostMortem
+    version: PostMortemVersion | None  # None: the post-mortem as it stands
+    status: str
+    number: int
+    saved_at: datetime | None
+    author: str  # "" on a shared page: no console user names leave
+    classification: str
+    class_name: str
+    sections: list[dict[str, Any]]
+    content: dict[str, str]
+    verdict: dict[str, Any] | None
+    decisions: list[dict[str, Any]]
+    pinned: list[dict[str, Any]]
+    figure: dict | None
+    evidence: EvidenceSummary | None
+    frozen_at: datetime | None  # a published version: when its parts were frozen
+    evidence_withheld: bool  # a link made without the evidence summary
+
+
 def document(
     incident: Incident,
     postmortem: PostMortem,
@@ -50,7 +75,7 @@ def document(
     *,
     evidence: bool = False,
     shared: bool = False,
-) -> dict[str, Any]:
+) -> Document:
     """Everything the document shows. `version`: the saved version to show; a published one
     shows what it froze when it was published (sharing/frozen.py), never what the incident
     holds today. Without it, the post-mortem as it stands. `shared` (a share link): the
@@ -66,26 +91,26 @@ def document(
     classification = content.get("classification") or ""
     shows_verdict = evidence or not shared
     people = _anonymous if shared else (lambda row: row)
-    return {
-        "incident": incident,
-        "postmortem": postmortem,
-        "version": version,
-        "status": version.status if version else postmortem.status,
-        "number": version.number if version else postmortem.version,
-        "saved_at": version.created_at if version else postmortem.updated_at,
-        "author": "" if shared else _name(version.author if version else postmortem.written_by),
-        "classification": classification,
-        "class_name": guide.class_name(classification) if classification else "",
-        "sections": _sections(content),
-        "content": content,
-        "verdict": parts["verdict"] if shows_verdict else None,
-        "decisions": [people(row) for row in parts["decisions"] or []],
-        "pinned": [people(row) for row in parts["pinned"] or []],
-        "figure": parts["figure"] if shows_verdict else None,
-        "evidence": parts["evidence"] if evidence else None,
-        "frozen_at": parts["frozen_at"],
-        "evidence_withheld": not shows_verdict,  # a link made without the evidence summary
-    }
+    return Document(
+        incident=incident,
+        postmortem=postmortem,
+        version=version,
+        status=version.status if version else postmortem.status,
+        number=version.number if version else postmortem.version,
+        saved_at=version.created_at if version else postmortem.updated_at,
+        author="" if shared else _name(version.author if version else postmortem.written_by),
+        classification=classification,
+        class_name=guide.class_name(classification) if classification else "",
+        sections=_sections(content),
+        content=content,
+        verdict=parts["verdict"] if shows_verdict else None,
+        decisions=[people(row) for row in parts["decisions"] or []],
+        pinned=[people(row) for row in parts["pinned"] or []],
+        figure=parts["figure"] if shows_verdict else None,
+        evidence=parts["evidence"] if evidence else None,
+        frozen_at=parts["frozen_at"],
+        evidence_withheld=not shows_verdict,
+    )
 
 
 def live_parts(incident: Incident) -> dict[str, Any]:
@@ -99,7 +124,7 @@ def live_parts(incident: Incident) -> dict[str, Any]:
     ranks = snapshot.read_rank_overview() if diagnosis else None
     return {
         "verdict": _verdict(diagnosis, snapshot) if diagnosis else None,
-        "figure": timeline.timeline_figure(diagnosis, ranks) if diagnosis else None,
+        "figure": rank_timeline.rank_timeline_figure(diagnosis, ranks) if diagnosis else None,
         "evidence": EvidenceSummary.of(diagnosis) if diagnosis else None,
         "decisions": [_decision(e) for e in postmortem_decisions(incident)],
         "pinned": [
@@ -128,7 +153,7 @@ def _typed(parts: dict[str, Any]) -> dict[str, Any]:
     again (they were frozen as their JSON)."""
     verdict, summary = parts.get("verdict"), parts.get("evidence")
     if isinstance(verdict, Mapping):
-        parts["verdict"] = {**verdict, "lines": records(Evidence, verdict.get("lines"))}
+        parts["verdict"] = {**verdict, "lines": records(Quote, verdict.get("lines"))}
     if isinstance(summary, Mapping):
         parts["evidence"] = EvidenceSummary.from_json(summary)
     return parts
@@ -193,7 +218,7 @@ class EvidenceSummary:
     nccl_config_diffs: tuple[NcclConfigDiff, ...]
     shell_init: tuple[ShellInitLine, ...]
     first_mismatch: FrMismatch | None
-    lines: tuple[Evidence, ...]
+    lines: tuple[Quote, ...]
 
     @classmethod
     def of(cls, d: Diagnosis) -> EvidenceSummary:
@@ -228,7 +253,7 @@ class EvidenceSummary:
             nccl_config_diffs=records(NcclConfigDiff, data.get("nccl_config_diffs")),
             shell_init=records(ShellInitLine, data.get("shell_init")),
             first_mismatch=FrMismatch.from_json(first) if isinstance(first, Mapping) else None,
-            lines=records(Evidence, data.get("lines")),
+            lines=records(Quote, data.get("lines")),
         )
 
 
@@ -250,29 +275,29 @@ def _when(at: datetime | None) -> str:
     return f"{at:%Y-%m-%d %H:%M:%S} UTC" if at else "—"
 
 
-def document_markdown(doc: dict[str, Any]) -> str:
+def document_markdown(doc: Document) -> str:
     """The document as one Markdown file."""
-    incident = doc["incident"]
+    incident = doc.incident
     lines = [
         f"# Post-mortem {incident.reference}: {md_text(incident.title)}",
         "",
         f"- Cluster: {md_text(incident.cluster.name)} · severity {incident.severity}",
-        f"- Status: {doc['status']} · version {doc['number']} by {md_text(doc['author'])}, "
-        f"{_when(doc['saved_at'])}",
+        f"- Status: {doc.status} · version {doc.number} by {md_text(doc.author)}, "
+        f"{_when(doc.saved_at)}",
     ]
-    if doc["class_name"]:
-        lines.append(f"- Class: {md_text(doc['class_name'])}")
+    if doc.class_name:
+        lines.append(f"- Class: {md_text(doc.class_name)}")
     lines.append("")
-    by_name = {s["name"]: s for s in doc["sections"]}
+    by_name = {s["name"]: s for s in doc.sections}
     for name in ("summary", "impact", "detection", "resolution"):
         lines += _md_section(by_name[name])
-    lines += _md_verdict(doc["verdict"])
-    lines += _md_events("Decisions and overrides", doc["decisions"], "words")
-    lines += _md_events("Pinned timeline", doc["pinned"], "summary")
+    lines += _md_verdict(doc.verdict)
+    lines += _md_events("Decisions and overrides", doc.decisions, "words")
+    lines += _md_events("Pinned timeline", doc.pinned, "summary")
     for name in ("root_cause", "contributing_factors", "action_items"):
         lines += _md_section(by_name[name])
-    if doc["evidence"]:
-        lines += _md_evidence(doc["evidence"])
+    if doc.evidence:
+        lines += _md_evidence(doc.evidence)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -299,7 +324,7 @@ def _md_verdict(verdict: dict | None) -> list[str]:
     return lines
 
 
-def _evidence_line(e: Evidence) -> str:
+def _evidence_line(e: Quote) -> str:
     rank = f"rank {e.rank}" if e.rank is not None else ""
     where = " ".join(p for p in (e.node or "", rank) if p)
     head = f"[{e.kind}] {where}:" if where else f"[{e.kind}]"

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -15,40 +14,21 @@ from core.clients import client_ip
 from core.downloads import disposition
 from core.errors import AppError
 from core.roles import Role, has_role, role_required
-from incidents.models import Incident, PostMortem
-from incidents.selectors import latest_published
+from incidents.models import Incident
 
-from . import services
-from .documents import document, document_markdown
+from . import selectors, services
+from .documents import Document, document_markdown
 from .forms import ShareLinkForm
-from .models import ShareLink, ShareView
-
-# Views listed per link on the links page (the newest); the count is always complete.
-VIEWS_LISTED = 500
+from .models import ShareLink
 
 
 def _incident(pk: int) -> Incident:
     return get_object_or_404(Incident.objects.select_related("cluster"), pk=pk)
 
 
-def _links(incident: Incident, *, with_views: bool) -> list[ShareLink]:
-    """The links with their view counts; each view (when, address, user agent: outside
-    readers' data) only for responders, who manage the links."""
-    links = incident.share_links.select_related("created_by", "revoked_by").annotate(
-        view_count=Count("views")
-    )
-    if with_views:
-        links = links.prefetch_related(
-            Prefetch("views", queryset=ShareView.objects.order_by("-at", "-pk"))
-        )
-    return list(links)
-
-
 def share_links(request: HttpRequest, pk: int) -> HttpResponse:
     """The incident's share links with every view; responders create new ones here."""
     incident = _incident(pk)
-    postmortem = PostMortem.objects.filter(incident=incident).first()
-    published = latest_published(postmortem) if postmortem else None
     can_share = has_role(request.user, Role.RESPONDER)
     form = ShareLinkForm(request.POST or None)
     created = None
@@ -66,20 +46,8 @@ def share_links(request: HttpRequest, pk: int) -> HttpResponse:
                 # Shown in this answer only: the token is not stored anywhere.
                 created = {"link": link, "url": request.build_absolute_uri(f"/s/{token}/")}
                 form = ShareLinkForm()
-    response = render(
-        request,
-        "sharing/links.html",
-        {
-            "incident": incident,
-            "postmortem": postmortem,
-            "published": published,
-            "links": _links(incident, with_views=can_share),
-            "views_listed": VIEWS_LISTED,
-            "form": form,
-            "can_share": can_share,
-            "created": created,
-        },
-    )
+    page = selectors.share_links_page(incident, can_share=can_share, form=form, created=created)
+    response = render(request, "sharing/links.html", page.context())
     response["Cache-Control"] = "no-store"
     return response
 
@@ -104,27 +72,25 @@ def shared(request: HttpRequest, token: str) -> HttpResponse:
     link = services.share_link_open(
         token=token, ip=ip, user_agent=request.headers.get("User-Agent", "")
     )
-    postmortem = PostMortem.objects.filter(incident_id=link.incident_id).first() if link else None
-    version = latest_published(postmortem) if postmortem else None
-    if version is None:
+    page = selectors.shared_page(link) if link else None
+    if page is None:
         return render(request, "sharing/gone.html", {}, status=404)
-    doc = document(link.incident, postmortem, version, evidence=link.include_evidence, shared=True)
-    return render(request, "sharing/shared.html", {"doc": doc, "expires_at": link.expires_at})
+    return render(request, "sharing/shared.html", page.context())
 
 
-def _document_of(request: HttpRequest, pk: int) -> dict:
-    incident = _incident(pk)
-    postmortem = PostMortem.objects.filter(incident=incident).first()
-    if postmortem is None:
+def _document_of(request: HttpRequest, pk: int) -> Document:
+    evidence = request.GET.get("evidence") == "1"
+    doc = selectors.postmortem_document(_incident(pk), evidence=evidence)
+    if doc is None:
         raise Http404("No post-mortem has been written yet.")
-    return document(incident, postmortem, evidence=request.GET.get("evidence") == "1")
+    return doc
 
 
 def export_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     """The post-mortem as it stands, as a Markdown file."""
     doc = _document_of(request, pk)
     response = HttpResponse(document_markdown(doc), content_type="text/markdown; charset=utf-8")
-    filename = f"{doc['incident'].reference}-postmortem-v{doc['number']}.md"
+    filename = f"{doc.incident.reference}-postmortem-v{doc.number}.md"
     response["Content-Disposition"] = disposition(filename)
     response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -1,6 +1,6 @@
 // A plotly figure fitted to a narrow screen (a phone: under 560 px of chart): the legend goes
 // below the title instead of beside it (where it covered the title), and the mode bar, which
-// sat on both, is left out. The server's figure (analysis/timeline.py) is the wide layout.
+// sat on both, is left out. The server's figure (readings/rank_timeline.py) is the wide layout.
 "use strict";
 window.hangdeskChartFit = function (layout, width) {
   if (width >= 560) return { layout: layout, config: {} };

@@ -1,4 +1,4 @@
-// Draws the rank timeline from the figure the server built (analysis.timeline_figure).
+// Draws the rank timeline from the figure the server built (readings.rank_timeline.rank_timeline_figure).
 // plotly (its basic bundle, through page.js's loader) is fetched only on a page that has the
 // chart, after the page has loaded and the browser is idle: the page is readable and usable
 // before a byte of it arrives. Safe to load twice (htmx re-runs the script when it swaps a new

@@ -8,7 +8,7 @@ from __future__ import annotations
 from analysis.envdiff import env_diffs, shell_init_findings
 from analysis.evidence import SnapshotEvidence
 from analysis.ncclconf import nccl_config_diffs
-from analysis.ranks import parse_snapshot
+from analysis.snapshot_parse import parse_snapshot
 from analysis.stacks import compact_ranks
 from hangdesk.masking import mask_environment, mask_text, mask_value
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -20,19 +22,59 @@ def _age(at: datetime | None, now: datetime) -> float | None:
     return None if at is None else max(0.0, (now - at).total_seconds())
 
 
-def watch_panel(cluster: Cluster, *, now: datetime | None = None) -> dict:
+@dataclass(frozen=True)
+class WatchPanel:
+    """The watch's panel on the cluster page: the watch and what it last read of each node,
+    the pushed heartbeats, the step chart, the last raise and the last preflight."""
+
+    cluster: Cluster
+    watch: Watch | None  # None: the cluster was never watched (only `preflight` is shown)
+    preflight: PreflightRun | None
+    nodes: list[dict] = field(default_factory=list)
+    heartbeats: list[dict] = field(default_factory=list)
+    last_step_age_s: float | None = None
+    checked_age_s: float | None = None
+    last_raise: WatchRaise | None = None
+    figure: dict | None = None
+    has_samples: bool = False
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def watch_panel(cluster: Cluster, *, now: datetime | None = None) -> WatchPanel:
+    """Six queries whatever the number of nodes, heartbeats or raises."""
     now = now or timezone.now()
     watch = Watch.objects.filter(cluster=cluster).first()
     preflight = PreflightRun.objects.filter(cluster=cluster).first()
     if watch is None:
-        return {"watch": None, "preflight": preflight, "nodes": [], "heartbeats": []}
+        return WatchPanel(cluster=cluster, watch=None, preflight=preflight)
+    samples = StepSample.objects.filter(watch=watch, at__gte=now - WINDOW).values_list("at", "step")
+    raises = list(WatchRaise.objects.filter(watch=watch).select_related("incident")[:20])
+    figure = step_progress_figure(list(samples), now=now, raises=[r.raised_at for r in raises])
+    return WatchPanel(
+        cluster=cluster,
+        watch=watch,
+        preflight=preflight,
+        nodes=_node_reads(cluster, watch, now),
+        heartbeats=_heartbeats(watch, now),
+        last_step_age_s=_age(watch.last_step_at, now),
+        checked_age_s=_age(watch.checked_at, now),
+        last_raise=raises[0] if raises else None,
+        figure=figure,
+        has_samples=bool(figure["data"][0]["x"]),
+    )
+
+
+def _node_reads(cluster: Cluster, watch: Watch, now: datetime) -> list[dict]:
+    """Each node as the watch last read it (stored on the watch, one query for the names)."""
     nodes = []
-    for node in cluster.nodes.order_by("name"):
-        info = watch.nodes.get(node.name) or {}
+    for name in cluster.nodes.order_by("name").values_list("name", flat=True):
+        info = watch.nodes.get(name) or {}
         seen = parse_datetime(info["seen_at"]) if info.get("seen_at") else None
         nodes.append(
             {
-                "name": node.name,
+                "name": name,
                 "age_s": _age(seen, now),
                 "processes": info.get("processes"),
                 "steps": info.get("steps", False),
@@ -42,26 +84,15 @@ def watch_panel(cluster: Cluster, *, now: datetime | None = None) -> dict:
                 "seconds": info.get("seconds"),
             }
         )
-    heartbeats = [
+    return nodes
+
+
+def _heartbeats(watch: Watch, now: datetime) -> list[dict]:
+    return [
         {"rank": h.rank if h.rank >= 0 else None, "step": h.step, "age_s": _age(h.at, now),
          "checkpoint": h.checkpoint, "step_time_s": h.step_time_s, "node": h.node}
         for h in Heartbeat.objects.filter(watch=watch).order_by("rank")[:64]
     ]  # fmt: skip
-    samples = StepSample.objects.filter(watch=watch, at__gte=now - WINDOW).values_list("at", "step")
-    raises = WatchRaise.objects.filter(watch=watch).select_related("incident")
-    last_raise = raises.first()
-    figure = step_progress_figure(list(samples), now=now, raises=[r.raised_at for r in raises[:20]])
-    return {
-        "watch": watch,
-        "nodes": nodes,
-        "heartbeats": heartbeats,
-        "last_step_age_s": _age(watch.last_step_at, now),
-        "checked_age_s": _age(watch.checked_at, now),
-        "last_raise": last_raise,
-        "preflight": preflight,
-        "figure": figure,
-        "has_samples": bool(figure["data"][0]["x"]),
-    }
 
 
 def raise_get(raise_id: int) -> WatchRaise:

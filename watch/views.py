@@ -19,9 +19,7 @@ from .forms import PAGER_FIELDS, WatchForm
 
 def watch_panel(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-    context = selectors.watch_panel(cluster)
-    context["cluster"] = cluster
-    return render(request, "watch/_panel.html", context)
+    return render(request, "watch/_panel.html", selectors.watch_panel(cluster).context())
 
 
 def watch_settings_form(request: HttpRequest, name: str) -> HttpResponse:

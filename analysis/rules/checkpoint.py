@@ -18,7 +18,7 @@ from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.rankmodel import RankState
 from analysis.signals import Signal
-from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
+from analysis.verdict import Quote, QuoteKind, capitalised, ranks_text
 
 # PyTorch's default collective timeout for NCCL (torch.distributed's default_pg_nccl_timeout).
 DEFAULT_TIMEOUT_S = 600.0
@@ -84,11 +84,10 @@ def checkpoint_save(facts: Facts) -> Finding | None:
     began = min((s.at for s in lines.values() if s.at is not None), default=None)
     length = _length(facts, began)
     evidence = [
-        Evidence(EvidenceKind.CHECKPOINT, s.node, r, s.text) for r, s in sorted(lines.items())[:3]
+        Quote(QuoteKind.CHECKPOINT, s.node, r, s.text) for r, s in sorted(lines.items())[:3]
     ]
     evidence += [
-        Evidence(EvidenceKind.STACK, facts.rank_node.get(r), r, f)
-        for r, f in sorted(frames.items())[:3]
+        Quote(QuoteKind.STACK, facts.rank_node.get(r), r, f) for r, f in sorted(frames.items())[:3]
     ]
     evidence += _waiting_lines(facts, reporters) or quotes.stack(facts, waiting[0])
     what = _what(lines, frames, saving)
@@ -152,11 +151,11 @@ def _against(length: float | None, timeout: float, stated: bool, timed_out: bool
     return f"it has run {length:.0f} s, within {limit}: a slow save, not yet a hang."
 
 
-def _waiting_lines(facts: Facts, reporters: list[int]) -> list[Evidence]:
+def _waiting_lines(facts: Facts, reporters: list[int]) -> list[Quote]:
     out = []
     for rank in reporters[:2]:
         found = facts.snap.signals.by_rank[rank]
         line = next((s for s in found.failures if s.kind == "timeout"), None)
         if line is not None:
-            out.append(Evidence(EvidenceKind.WATCHDOG, line.node, rank, line.text))
+            out.append(Quote(QuoteKind.WATCHDOG, line.node, rank, line.text))
     return out

@@ -7,7 +7,7 @@ from analysis.envdiff import minority_ranks
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.rules.base import step_text
-from analysis.verdict import SECOND_SNAPSHOT, Evidence, EvidenceKind, ranks_text
+from analysis.verdict import SECOND_SNAPSHOT, Quote, QuoteKind, ranks_text
 
 
 def nccl_config_differs(facts: Facts) -> Finding | None:
@@ -17,11 +17,9 @@ def nccl_config_differs(facts: Facts) -> Finding | None:
         return None
     suspects = sorted({r for d in odd for r in d["minority_ranks"]})
     nodes = sorted({n for d in odd for n in d["minority_nodes"]})
-    evidence = [
-        Evidence(EvidenceKind.NCCL_CONFIG, None, None, quotes.diff_text(d)) for d in odd[:4]
-    ]
+    evidence = [Quote(QuoteKind.NCCL_CONFIG, None, None, quotes.diff_text(d)) for d in odd[:4]]
     evidence += [
-        Evidence(EvidenceKind.NCCL_CONFIG, n, None, line)
+        Quote(QuoteKind.NCCL_CONFIG, n, None, line)
         for d in odd[:2]
         for n, line in zip(d["minority_nodes"], d["lines"], strict=False)
     ]
@@ -56,7 +54,7 @@ def same_collective(facts: Facts) -> Finding | None:
         ranks = sorted(minority_ranks(diff, facts.snap.env, facts.rank_node, facts.shell))
         suspects.update(ranks)
         rank = ranks[0] if len(ranks) == 1 else None
-        evidence.append(Evidence(EvidenceKind.ENV_DIFF, None, rank, quotes.diff_text(diff)))
+        evidence.append(Quote(QuoteKind.ENV_DIFF, None, rank, quotes.diff_text(diff)))
         found.append(diff["name"])
     for item in facts.shell:
         nodes.add(item["node"])
@@ -64,7 +62,7 @@ def same_collective(facts: Facts) -> Finding | None:
     for diff in facts.nccl_diffs:
         suspects.update(diff["minority_ranks"])
         nodes.update(diff["minority_nodes"])
-        evidence.append(Evidence(EvidenceKind.NCCL_CONFIG, None, None, quotes.diff_text(diff)))
+        evidence.append(Quote(QuoteKind.NCCL_CONFIG, None, None, quotes.diff_text(diff)))
         found.append(f"NCCL {diff['name']}")
     fatal = [
         (n, x)
@@ -74,9 +72,7 @@ def same_collective(facts: Facts) -> Finding | None:
     ]
     found += [f"Xid {xid.xid} on {node}" for node, xid in fatal]
     for _, log in facts.snap.logs:
-        evidence += [
-            Evidence(EvidenceKind.NCCL_WARN, None, f.rank, f.line) for f in log.nccl_warn[-2:]
-        ]
+        evidence += [Quote(QuoteKind.NCCL_WARN, None, f.rank, f.line) for f in log.nccl_warn[-2:]]
     lead = (
         f"All {len(waiting)} ranks are present and wait in the same {facts.main_op()}"
         f"{step_text(facts, waiting)}; nobody is missing."

@@ -7,7 +7,7 @@ from analysis.envdiff import minority_ranks
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.rules.base import step_text
-from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
+from analysis.verdict import Quote, QuoteKind, capitalised, ranks_text
 
 RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT")
 
@@ -21,13 +21,10 @@ def departed(facts: Facts) -> Finding | None:
     if not facts.node_exits:
         return None
     nodes = sorted({node for node, _ in facts.node_exits})
-    evidence = [
-        Evidence(EvidenceKind.EXIT_CODE, node, None, line) for node, line in facts.node_exits[:4]
-    ]
+    evidence = [Quote(QuoteKind.EXIT_CODE, node, None, line) for node, line in facts.node_exits[:4]]
     gone = [r for r in facts.missing if r in facts.departures]
     evidence += [
-        Evidence(EvidenceKind.EXIT_CODE, facts.node_of(r), r, facts.departures[r].line)
-        for r in gone
+        Quote(QuoteKind.EXIT_CODE, facts.node_of(r), r, facts.departures[r].line) for r in gone
     ]
     then = f"; {ranks_text(gone)} left with it" if gone else ""
     return Finding(
@@ -76,11 +73,9 @@ def init(facts: Facts) -> Finding | None:
     waiting = list(facts.in_init)
     lost = list(facts.missing)
     suspects, evidence = list(lost), quotes.stacks(facts, waiting, limit=2)
+    evidence += [Quote(QuoteKind.RENDEZVOUS, n, None, line) for n, line in facts.rendezvous_errors]
     evidence += [
-        Evidence(EvidenceKind.RENDEZVOUS, n, None, line) for n, line in facts.rendezvous_errors
-    ]
-    evidence += [
-        Evidence(EvidenceKind.COMM_INIT, n, r, line) for r, (n, line) in sorted(setting_up.items())
+        Quote(QuoteKind.COMM_INIT, n, r, line) for r, (n, line) in sorted(setting_up.items())
     ]
     if not lost:
         # Everyone came but to different places: the ranks pointed at another rendezvous.
@@ -89,7 +84,7 @@ def init(facts: Facts) -> Finding | None:
                 odd = sorted(minority_ranks(diff, facts.snap.env, facts.rank_node))
                 suspects += odd
                 rank = odd[0] if len(odd) == 1 else None
-                evidence.append(Evidence(EvidenceKind.ENV_DIFF, None, rank, quotes.diff_text(diff)))
+                evidence.append(Quote(QuoteKind.ENV_DIFF, None, rank, quotes.diff_text(diff)))
     for rank in lost[:10]:
         evidence += quotes.departure(facts, rank)[0]
     master = {facts.snap.env[r].get("MASTER_ADDR") for r in facts.snap.env} - {None}
@@ -203,7 +198,7 @@ def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Finding:
     waited = [r for r in ordered if (d := facts.departures.get(r)) is not None and d.waited]
     if len(waited) == len(ordered):
         return _left_waiting(facts, ordered, rule)
-    evidence: list[Evidence] = []
+    evidence: list[Quote] = []
     strong = False
     for rank in ordered[:10]:
         quoted, decisive = quotes.departure(facts, rank)
@@ -268,7 +263,7 @@ def unreachable(facts: Facts) -> Finding | None:
     if not silent or not (facts.in_collective or facts.unobserved):
         return None
     evidence = [
-        Evidence(EvidenceKind.NODE_UNREACHABLE, n, None, facts.nodes[n].status.describe())
+        Quote(QuoteKind.NODE_UNREACHABLE, n, None, facts.nodes[n].status.describe())
         for n in silent[:5]
     ]
     waiting = list(facts.in_collective)

@@ -19,7 +19,7 @@ from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.parsers.dmesg import FATAL_XIDS, XID_MEANING
 from analysis.signals import Signal
-from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
+from analysis.verdict import Quote, QuoteKind, capitalised, ranks_text
 
 # Failures that are a rank's own cause; a fatal error or an exception counts only when it
 # does not quote a timeout or a lost peer.
@@ -74,10 +74,10 @@ def failed_first(facts: Facts) -> Finding | None:
         and found.first_failure is not None
         and waited(found.first_failure, found)
     )
-    evidence = [Evidence(s.kind, s.node, r, s.text) for r, s in firsts.items() if r in culprits]
+    evidence = [Quote(s.kind, s.node, r, s.text) for r, s in firsts.items() if r in culprits]
     for rank in victims[:2]:
         line = facts.snap.signals.by_rank[rank].first_failure
-        evidence.append(Evidence(line.kind, line.node, rank, line.text))
+        evidence.append(Quote(line.kind, line.node, rank, line.text))
     then = f"; {ranks_text(victims)} then reported waiting for it" if victims else ""
     return Finding(
         "A",
@@ -142,9 +142,7 @@ def gpu_fault(facts: Facts) -> Finding | None:
         "it cannot finish its collectives, the others wait for it.",
         suspects=tuple(ranks),
         suspect_nodes=tuple(sorted({s.node for s in hit.values() if s.node})),
-        evidence=tuple(
-            Evidence(EvidenceKind.XID, s.node, r, s.text) for r, s in sorted(hit.items())[:4]
-        ),
+        evidence=tuple(Quote(QuoteKind.XID, s.node, r, s.text) for r, s in sorted(hit.items())[:4]),
         check=(
             f"`nvidia-smi -q` and `dmesg -T | grep -i xid` on {first.node or 'its node'}: "
             "the GPU's state, and whether the Xid repeats (drain the node if it does)."
@@ -178,7 +176,7 @@ def ras_named(facts: Facts) -> Finding | None:
         f"({lines[0].text.strip()[:160]}): the other ranks wait for "
         f"{'it' if len(named) == 1 else 'them'}.",
         suspects=tuple(named),
-        evidence=tuple(Evidence(EvidenceKind.RAS, s.node, s.peer, s.text) for s in lines[:QUOTED]),
+        evidence=tuple(Quote(QuoteKind.RAS, s.node, s.peer, s.text) for s in lines[:QUOTED]),
         check=(
             f"ps and py-spy dump of {ranks_text(named[:3])} on its node (RAS gives the host and "
             "pid): dead, stopped, or stuck outside the collective."
@@ -206,7 +204,7 @@ def process_state(facts: Facts) -> Finding | None:
     waiting = facts.in_collective or not facts.progress.progressing
     state = facts.ranks[ranks[0]]
     evidence = [
-        Evidence(
+        Quote(
             "process_state",
             facts.ranks[r].node,
             r,
@@ -256,7 +254,7 @@ def node_failure(facts: Facts) -> Finding | None:
         f"{', '.join(nodes[:4])} {'was' if len(nodes) == 1 else 'were'} marked failed or lost "
         f"({lines[0].text.strip()[:160]}): its ranks left the job.",
         suspect_nodes=tuple(nodes),
-        evidence=tuple(Evidence(s.kind, s.node, None, s.text) for s in lines[:QUOTED]),
+        evidence=tuple(Quote(s.kind, s.node, None, s.text) for s in lines[:QUOTED]),
         check=(
             f"The scheduler's view of {nodes[0]} (`scontrol show node`, `kubectl describe "
             "node`, `ray status`): its state, reason and when it changed."
@@ -298,7 +296,7 @@ def peers_named(facts: Facts) -> Finding | None:
         return None  # half the job named: a broken network, not a culprit
     reporters = sorted({r for lines in named.values() for r, _ in lines} - set(peers) - {-1})
     evidence = [
-        Evidence(signal.kind, signal.node, _about(reporter, peer, signal, not_ready), signal.text)
+        Quote(signal.kind, signal.node, _about(reporter, peer, signal, not_ready), signal.text)
         for peer in peers[:3]
         for reporter, signal in named[peer][:2]
     ]
@@ -355,9 +353,7 @@ def stalled_apart(facts: Facts) -> Finding | None:
         f"The stall report lists different collectives missing on different ranks ({parts}): "
         "each waits in a collective another never issues. Look for a rank-dependent branch "
         "or an order that differs between ranks.",
-        evidence=tuple(Evidence(EvidenceKind.DESYNC, s.node, None, s.text) for s in lines.values())[
-            :4
-        ],
+        evidence=tuple(Quote(QuoteKind.DESYNC, s.node, None, s.text) for s in lines.values())[:4],
         check=(
             "The code paths that issue these collectives on each rank (HOROVOD_STALL_CHECK's "
             "tensor names): which branch, or which order, differs."

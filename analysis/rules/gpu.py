@@ -9,7 +9,7 @@ from __future__ import annotations
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.gpushape import GpuSeries
-from analysis.verdict import Evidence, EvidenceKind, ranks_text
+from analysis.verdict import Quote, QuoteKind, ranks_text
 
 QUOTED = 6
 
@@ -34,11 +34,11 @@ def gpu_text(rank: int, series: GpuSeries, how: str) -> str:
     )
 
 
-def _quotes(facts: Facts, ranks: list[int]) -> list[Evidence]:
+def _quotes(facts: Facts, ranks: list[int]) -> list[Quote]:
     quoted = []
     for rank in ranks[:QUOTED]:
         series, how = facts.gpu[rank]
-        quoted.append(Evidence(EvidenceKind.GPU, series.node, rank, gpu_text(rank, series, how)))
+        quoted.append(Quote(QuoteKind.GPU, series.node, rank, gpu_text(rank, series, how)))
     return quoted
 
 

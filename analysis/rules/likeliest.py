@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from analysis.facts import Facts
 from analysis.findings import Finding
-from analysis.verdict import Evidence, EvidenceKind, ranks_text
+from analysis.verdict import Quote, QuoteKind, ranks_text
 
 WEAK = 0.3
 
@@ -66,9 +66,7 @@ def likeliest(facts: Facts) -> Finding | None:
 
 def _timed_out(facts: Facts, stuck: dict) -> Finding:
     reporters = sorted({r for _, r, _ in facts.snap.watchdog if r is not None})
-    evidence = [
-        Evidence(EvidenceKind.WATCHDOG, n, r, f.line) for n, r, f in facts.snap.watchdog[:5]
-    ]
+    evidence = [Quote(QuoteKind.WATCHDOG, n, r, f.line) for n, r, f in facts.snap.watchdog[:5]]
     what = f"collective #{stuck['seq']} ({stuck['op'] or 'op unknown'})"
     who = ranks_text(reporters) if reporters else "the reporting ranks"
     stated = facts.snap.expected_world_size is not None
@@ -83,7 +81,7 @@ def _timed_out(facts: Facts, stuck: dict) -> Finding:
             "NCCL's set-up.",
             evidence=(
                 *evidence,
-                Evidence(EvidenceKind.RAS_OK, ras_ok[0].node, None, ras_ok[0].text),
+                Quote(QuoteKind.RAS_OK, ras_ok[0].node, None, ras_ok[0].text),
             ),
             check=(
                 "NCCL WARN lines and `ibstat` / link error counters on the node of "
@@ -119,7 +117,7 @@ def _timed_out(facts: Facts, stuck: dict) -> Finding:
     )
 
 
-def _observed_lines(facts: Facts) -> list[Evidence]:
+def _observed_lines(facts: Facts) -> list[Quote]:
     if facts.progress.method != "none":
-        return [Evidence(EvidenceKind.PROGRESS, None, None, facts.progress.describe())]
+        return [Quote(QuoteKind.PROGRESS, None, None, facts.progress.describe())]
     return []

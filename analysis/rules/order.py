@@ -11,7 +11,7 @@ from analysis.findings import Finding
 from analysis.groups import disagreements, lagging_in_group
 from analysis.rules.base import step_text
 from analysis.stacks import base_name
-from analysis.verdict import Evidence, EvidenceKind, capitalised, ranks_text
+from analysis.verdict import Quote, QuoteKind, capitalised, ranks_text
 
 
 def fr_different_collective(facts: Facts) -> Finding | None:
@@ -62,14 +62,14 @@ def _culprits_frame(stop) -> str:
     return (sides or stop.sides[-1:] or [None])[0].frame if stop.sides else ""
 
 
-def fr_evidence(facts: Facts, stop) -> list[Evidence]:
+def fr_evidence(facts: Facts, stop) -> list[Quote]:
     """A flight-recorder stop and the lines behind it, each tied to the rank it is about."""
-    evidence = [Evidence(EvidenceKind.FLIGHT_RECORDER, None, None, stop.detail)]
+    evidence = [Quote(QuoteKind.FLIGHT_RECORDER, None, None, stop.detail)]
     for line in stop.lines:
         head = line.split(":", 1)[0]
         rank = int(head[5:]) if head.startswith("rank ") and head[5:].isdigit() else None
         node = facts.rank_node.get(rank) if rank is not None else None
-        evidence.append(Evidence(EvidenceKind.FLIGHT_RECORDER, node, rank, line))
+        evidence.append(Quote(QuoteKind.FLIGHT_RECORDER, node, rank, line))
     return evidence
 
 
@@ -96,14 +96,13 @@ def _logs_disagree(facts: Facts, sources: frozenset[str], rule: str) -> Finding 
     first = found[0]
     group = f" of group {first.pg}" if first.pg else ""
     odd = first.minority or tuple(r for r in first.majority if first.lines)
-    evidence = [Evidence(EvidenceKind.COLLECTIVE, None, None, line) for line in first.lines]
+    evidence = [Quote(QuoteKind.COLLECTIVE, None, None, line) for line in first.lines]
     for rank in first.majority[:1] if first.minority else ():
         evidence += [
-            Evidence(EvidenceKind.COLLECTIVE, None, rank, r.line)
-            for r in facts.collectives[rank][:1]
+            Quote(QuoteKind.COLLECTIVE, None, rank, r.line) for r in facts.collectives[rank][:1]
         ]
     if first.minority:
-        evidence = [Evidence(e.kind, e.node, first.minority[0], e.text) for e in evidence[:1]] + (
+        evidence = [Quote(e.kind, e.node, first.minority[0], e.text) for e in evidence[:1]] + (
             evidence[1:]
         )
         what = (
@@ -162,7 +161,7 @@ def stacks_different_collective(facts: Facts) -> Finding | None:
         by_op[base_name(facts.ranks[rank].frame_name)].append(rank)
     ordered = sorted(by_op.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     minority = [r for _, ranks in ordered[1:] for r in ranks]
-    evidence = [Evidence(EvidenceKind.LOG_ERROR, None, f.rank, f.line) for f in mismatch_lines[:3]]
+    evidence = [Quote(QuoteKind.LOG_ERROR, None, f.rank, f.line) for f in mismatch_lines[:3]]
     evidence += quotes.stacks(facts, minority, limit=3)
     if ordered:
         evidence += quotes.stack(facts, ordered[0][1][0])
@@ -309,7 +308,7 @@ def peer_named(facts: Facts) -> Finding | None:
     culprits = _end_of_blame(blames)
     nodes = sorted({b.peer_node for b in blames if b.peer_node})
     reporters = sorted({b.reporter for b in blames if b.reporter is not None} - set(culprits))
-    evidence = [Evidence(EvidenceKind.NCCL_PEER, b.node, b.reporter, b.line) for b in blames[:4]]
+    evidence = [Quote(QuoteKind.NCCL_PEER, b.node, b.reporter, b.line) for b in blames[:4]]
     for rank in culprits[:3]:
         evidence += quotes.log_errors(facts, rank)
     who = ranks_text(culprits) if culprits else ", ".join(nodes)
@@ -354,11 +353,9 @@ def completed_past(facts: Facts) -> Finding | None:
         return None
     rank, (rec, other) = min(past.items())
     theirs = waiting.get(other)
-    evidence = [Evidence(EvidenceKind.COLLECTIVE, facts.rank_node.get(rank), rank, rec.line)]
+    evidence = [Quote(QuoteKind.COLLECTIVE, facts.rank_node.get(rank), rank, rec.line)]
     if theirs is not None:
-        evidence.append(
-            Evidence(EvidenceKind.COLLECTIVE, facts.rank_node.get(other), other, theirs.line)
-        )
+        evidence.append(Quote(QuoteKind.COLLECTIVE, facts.rank_node.get(other), other, theirs.line))
     return Finding(
         "B",
         0.8,
@@ -382,9 +379,7 @@ def lagging(facts: Facts) -> Finding | None:
     if not behind:
         return None
     ranks = sorted(behind)
-    evidence = [
-        Evidence(EvidenceKind.WATCHDOG, facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]
-    ]
+    evidence = [Quote(QuoteKind.WATCHDOG, facts.rank_node.get(r), r, behind[r]) for r in ranks[:5]]
     return Finding(
         "A",
         0.6,

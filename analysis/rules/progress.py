@@ -6,7 +6,7 @@ from analysis import quotes
 from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.rules.likeliest import tied_evidence
-from analysis.verdict import Evidence, EvidenceKind
+from analysis.verdict import Quote, QuoteKind
 
 
 def no_evidence(facts: Facts) -> Finding | None:
@@ -33,9 +33,7 @@ def moving(facts: Facts) -> Finding | None:
     evidence = [quotes.progress(facts.progress)]
     if real:
         note = f" Environment differs across ranks ({real[0]['name']}): fix it before it bites."
-        evidence += [
-            Evidence(EvidenceKind.ENV_DIFF, None, None, quotes.diff_text(d)) for d in real[:3]
-        ]
+        evidence += [Quote(QuoteKind.ENV_DIFF, None, None, quotes.diff_text(d)) for d in real[:3]]
     two = facts.progress.method == "two_snapshots"
     return Finding(
         "healthy",

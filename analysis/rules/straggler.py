@@ -12,7 +12,7 @@ from __future__ import annotations
 from analysis import quotes
 from analysis.facts import Facts
 from analysis.findings import Finding
-from analysis.verdict import Evidence, EvidenceKind, ranks_text
+from analysis.verdict import Quote, QuoteKind, ranks_text
 
 # A straggler is a few slow ranks; when half the job is "slow", the job is just slow.
 STRAGGLER_SHARE = 8
@@ -77,7 +77,7 @@ def _rarely_waiting(facts: Facts) -> list[int]:
     )
 
 
-def _measured(facts: Facts, rank: int, how: str, typical: float | None) -> list[Evidence]:
+def _measured(facts: Facts, rank: int, how: str, typical: float | None) -> list[Quote]:
     state = facts.ranks.get(rank)
     node = facts.rank_node.get(rank)
     if how == "samples" and state is not None and state.window is not None:
@@ -87,15 +87,13 @@ def _measured(facts: Facts, rank: int, how: str, typical: float | None) -> list[
             f"({window.wait_share:.0%}; the others {typical:.0%}), most often in "
             f"{window.busiest or 'its own code'}"
         )
-        return [Evidence(EvidenceKind.SAMPLES, node, rank, text)]
+        return [Quote(QuoteKind.SAMPLES, node, rank, text)]
     if how == "detector":
         lines = facts.slow_reports.get(rank, (0, ()))[1][:2]
-        return [Evidence(EvidenceKind.SLOW_RANK, node, rank, line) for line in lines]
+        return [Quote(QuoteKind.SLOW_RANK, node, rank, line) for line in lines]
     if state is not None and state.step_time:
         return [
-            Evidence(
-                EvidenceKind.STEP_TIME, node, rank, f"rank {rank}: {state.step_time:g} s per step"
-            )
+            Quote(QuoteKind.STEP_TIME, node, rank, f"rank {rank}: {state.step_time:g} s per step")
         ]
     return []
 

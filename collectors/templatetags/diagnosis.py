@@ -6,14 +6,14 @@ from django import template
 from django.utils.safestring import mark_safe
 
 from analysis.records import RankRow, RankStatus
-from analysis.verdict import Evidence
-from readings.timeline import STATUS_STYLE
+from analysis.verdict import Quote
+from readings.rank_timeline import STATUS_STYLE
 
 register = template.Library()
 
 
 @register.filter
-def quotable(item: Evidence) -> bool:
+def quotable(item: Quote) -> bool:
     """Whether a verdict's evidence item is a line some stored artifact holds."""
     from collectors.evidence_viewer import is_linkable
 

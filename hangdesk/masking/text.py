@@ -472,12 +472,29 @@ class _JsonMasker:
         if isinstance(data, str):
             return mask_value(name, data, key=self.key) if name else self.text(data)
         if isinstance(data, list | tuple):
-            return [self.walk(item, name, depth + 1) for item in data]
+            if name or depth + 1 > _JSON_DEPTH:
+                return [self.walk(item, name, depth + 1) for item in data]
+            return [self._item(item, depth + 1) for item in data]
         if not isinstance(data, dict):
             return data
         own = data.get("name")
         own = own if isinstance(own, str) else name
+        if depth + 1 > _JSON_DEPTH:
+            return dict(data)
         return {
-            field: self.walk(item, own if field in ("value", "values") else "", depth + 1)
+            field: self.walk(item, own, depth + 1)
+            if own and field in ("value", "values")
+            else self._item(item, depth + 1)
             for field, item in data.items()
         }
+
+    def _item(self, item, depth: int):
+        """walk(item, "", depth) with the common cases (a number, a known string) inline: a
+        32,000-rank diagnosis holds a million of them."""
+        kind = type(item)
+        if kind is str:
+            shown = self.texts.get(item)
+            return shown if shown is not None else self.text(item)
+        if kind is int or kind is float or kind is bool or item is None:
+            return item
+        return self.walk(item, "", depth)

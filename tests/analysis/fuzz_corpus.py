@@ -28,7 +28,7 @@ from analysis.parsers.nvidia_smi import parse_nvidia_smi
 from analysis.parsers.ps import parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.parsers.shell_init import parse_shell_init
-from analysis.ranks import COMMS_PREFIXES, RENDEZVOUS
+from analysis.snapshot_parse import COMMS_PREFIXES, RENDEZVOUS
 from analysis.stacks import stack_signature
 from collectors.bundles import BundleRefused, read_bundle, read_bundle_bytes, write_bundle
 from hangdesk.frames import parse_probe_output

@@ -5,7 +5,7 @@ import dataclasses
 from analysis.alignment import align_flight_recorder, read_watchdog
 from analysis.parsers.flight_recorder import parse_flight_recorder
 from analysis.parsers.logs import parse_log
-from analysis.ranks import parse_snapshot
+from analysis.snapshot_parse import parse_snapshot
 from tests.analysis.sample_evidence import SAMPLES, load_snapshot
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from analysis import rules
 from analysis.evidence import NodeEvidence, SnapshotEvidence
 from analysis.facts import build_facts
-from analysis.ranks import parse_snapshot
+from analysis.snapshot_parse import parse_snapshot
 from tests.analysis.synthetic import T0, Job
 
 

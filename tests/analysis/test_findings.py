@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.findings import Context, Finding, StuckSignal, combine
-from analysis.verdict import SECOND_SNAPSHOT, Evidence
+from analysis.verdict import SECOND_SNAPSHOT, Quote
 
 FALLBACK = Finding("unknown", 0.1, "nothing", rule="fallback")
 STUCK = Context(
@@ -71,7 +71,7 @@ def test_a_weak_finding_of_another_class_is_named_but_takes_nothing_off():
 
 
 def test_findings_blaming_the_same_rank_corroborate():
-    line = Evidence("nccl_peer", "n1", 5, "recv from rank 3 failed")
+    line = Quote("nccl_peer", "n1", 5, "recv from rank 3 failed")
     findings = [
         found("A", 0.9, "departed", [3]),
         found("A", 0.75, "peer_named", [3], evidence=(line,)),

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import analysis
 from analysis import gpushape
 from analysis.facts import build_facts
-from analysis.ranks import parse_snapshot
 from analysis.rules.gpu import gpu_cpu_side, gpu_split
+from analysis.snapshot_parse import parse_snapshot
 from tests.analysis.sample_evidence import load_snapshot
 
 # nvidia-smi --query-gpu=...,power.draw,clocks.gr,clocks.mem --format=csv, as a user pasted it

@@ -37,7 +37,7 @@ thread = 'Thread 7 (active): "MainThread"\\n'
 readers = {
     "logs": ([
         "analysis.parsers.logs", "analysis.parsers.launchers", "analysis.parsers.nccl",
-        "analysis.ranks",
+        "analysis.snapshot_parse",
     ], [lambda line: parse_log("/var/log/train/rank0.log", line)]),
     "dmesg": (["analysis.parsers.dmesg"], [parse_dmesg]),
     "pyspy": (["analysis.parsers.pyspy"], [parse_pyspy, lambda line: parse_pyspy(thread + line)]),

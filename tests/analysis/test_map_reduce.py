@@ -147,9 +147,15 @@ def test_stored_parse_round_trips_whole():
         lambda d: d.update(parse="not a list"),
         lambda d: d["parse"].pop(),
         lambda d: d["parse"].__setitem__(0, 12),  # node: a number, not a name
-        lambda d: d["parse"][11][0].__setitem__(1, "3"),  # a process's rank as text
+        # Lists of records are stored as [row count, one column per field]:
+        lambda d: d["parse"][11][2].__setitem__(0, "3"),  # a process's rank as text
         lambda d: d["parse"].__setitem__(4, "yesterday"),  # `when`, not a time
-        lambda d: d["parse"][19].append([]),  # a log parse with no fields
+        lambda d: d["parse"][19].append([]),  # the dumps with one column too many
+        lambda d: d["parse"][11].__setitem__(0, 5),  # more processes than the columns hold
+        lambda d: d["parse"][11].__setitem__(0, 10**9),  # a row count past any node
+        lambda d: d["parse"][11].__setitem__(1, {"same": 1}),  # the first column shared
+        lambda d: d["parse"][11].__setitem__(2, {"same": 1, "and": 2}),  # not a column
+        lambda d: d["parse"][19].__setitem__(4, {"same": []}),  # records shared: never
     ],
 )
 def test_damaged_stored_parse_is_refused(damage):

@@ -44,7 +44,7 @@ def test_it_takes_last_step_and_time_from_each_rank_log():
     assert all(r.last_step_at is not None for r in ranks)
 
 
-def test_it_builds_a_timeline_from_logs_alone():
+def test_it_builds_a_rank_timeline_from_logs_alone():
     snapshot = load_snapshot("outside")
     node = snapshot.nodes[0]
     node.ps, node.environ, node.pyspy = None, {}, {}
@@ -75,7 +75,7 @@ def test_it_reports_a_stack_whose_rank_is_unknown():
     node = snapshot.nodes[0]
     pid = pid_of_rank(node, 1)
     node.environ.pop(pid)
-    from analysis.ranks import parse_snapshot
+    from analysis.snapshot_parse import parse_snapshot
 
     parsed = parse_snapshot(snapshot)
     assert 1 in parsed.ranks  # still known from its log

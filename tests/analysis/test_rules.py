@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from analysis import rules
 from analysis.evidence import NodeEvidence, SnapshotEvidence, not_gathered
 from analysis.facts import build_facts
-from analysis.ranks import parse_snapshot
+from analysis.snapshot_parse import parse_snapshot
 from analysis.verdict import SECOND_SNAPSHOT
 from tests.analysis.sample_evidence import (
     diagnosis_json,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import analysis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
-from analysis.ranks import parse_snapshot
+from analysis.snapshot_parse import parse_snapshot
 from tests.analysis.sample_evidence import SAMPLES, drop_rank_process, load_snapshot, pid_of_rank
 
 RAS = SAMPLES / "public" / "ncclras"

@@ -171,7 +171,7 @@ PS = "PID PPID STAT ELAPSED COMMAND\n{rows}\n"
 
 
 def test_srun_tasks_whose_rank_is_slurm_procid_are_ranks():
-    from analysis.ranks import parse_snapshot
+    from analysis.snapshot_parse import parse_snapshot
 
     # `srun python train.py`: the script sets RANK from SLURM_PROCID in os.environ, which
     # /proc/PID/environ never shows.
@@ -190,7 +190,7 @@ def test_srun_tasks_whose_rank_is_slurm_procid_are_ranks():
 
 
 def test_under_srun_torchrun_the_launcher_is_not_a_rank():
-    from analysis.ranks import parse_snapshot
+    from analysis.snapshot_parse import parse_snapshot
 
     # `srun torchrun ...`: one task per node (SLURM_PROCID = the node's index), its children
     # carry RANK; the launcher's task id must not be read as a rank.

@@ -427,13 +427,13 @@ def test_it_does_not_believe_a_world_size_or_rank_past_its_bound():
 def test_every_kind_a_diagnosis_quotes_is_an_evidence_kind():
     from analysis import diagnose
     from analysis.signals.model import SIGNAL_KINDS
-    from analysis.verdict import EvidenceKind
+    from analysis.verdict import QuoteKind
     from tests.analysis.sample_evidence import load_snapshot
 
-    assert set(SIGNAL_KINDS) <= {k.value for k in EvidenceKind}
+    assert set(SIGNAL_KINDS) <= {k.value for k in QuoteKind}
     quoted = set()
     for scenario in ("crash", "mismatch", "outside", "init", "straggler", "healthy"):
         stored = diagnose(load_snapshot(scenario)).to_json()
         quoted |= {e["kind"] for e in stored["evidence"]}
         assert all(type(e["kind"]) is str for e in stored["evidence"])  # stored as plain text
-    assert quoted and quoted <= {k.value for k in EvidenceKind}
+    assert quoted and quoted <= {k.value for k in QuoteKind}

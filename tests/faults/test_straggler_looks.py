@@ -14,7 +14,7 @@ import copy
 
 from analysis import rules
 from analysis.facts import build_facts
-from analysis.ranks import parse_snapshot
+from analysis.snapshot_parse import parse_snapshot
 from tests.analysis.sample_evidence import load_snapshot, pid_of_rank
 
 SLOW = 2  # the recorded sample's straggler (load_batch_slowly)

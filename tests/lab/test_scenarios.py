@@ -8,7 +8,7 @@ import re
 import pytest
 
 import analysis
-from analysis.ranks import parse_snapshot
+from analysis.snapshot_parse import parse_snapshot
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab

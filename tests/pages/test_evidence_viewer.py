@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.verdict import Evidence
+from analysis.verdict import Quote
 from collectors.evidence_viewer import (
     LINE_CHARS,
     first_line_with,
@@ -22,10 +22,10 @@ def test_quoted_lines_are_found_by_containment_and_annotations_dropped():
         "NVRM: Xid (PCI:0000:3b:00): 79, GPU fell off"
     )
     evidence = [
-        Evidence("stack", "n0", None, "all_reduce (c10d.py:1)"),  # analysis' words
-        Evidence("exit_code", "n0", None, "exitcode  : -9 (pid: 7)"),
-        Evidence("log_error", "n1", None, "RuntimeError: boom"),  # other node
-        Evidence("log_error", "n0", None, "OK"),  # too short to mean anything
+        Quote("stack", "n0", None, "all_reduce (c10d.py:1)"),  # analysis' words
+        Quote("exit_code", "n0", None, "exitcode  : -9 (pid: 7)"),
+        Quote("log_error", "n1", None, "RuntimeError: boom"),  # other node
+        Quote("log_error", "n0", None, "OK"),  # too short to mean anything
     ]
     quotes = usable_quotes(evidence, "n0")
     assert quotes == [(1, "exitcode  : -9 (pid: 7)")]

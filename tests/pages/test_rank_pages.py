@@ -14,7 +14,7 @@ from analysis.rankview import FIRST_ROWS, RankOverview, overview
 from collectors.models import Snapshot
 from collectors.selectors import RANK_PAGE_ROWS
 from incidents.services import incident_open
-from readings.timeline import timeline_figure
+from readings.rank_timeline import rank_timeline_figure
 from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +51,7 @@ def test_the_overview_holds_flagged_rows_ranges_and_groups_and_reads_back():
     )
     assert RankOverview.from_json(made.to_json()) == made
     # The chart drawn from the overview is the one drawn from the whole table.
-    assert timeline_figure(diagnosis, made) == timeline_figure(diagnosis)
+    assert rank_timeline_figure(diagnosis, made) == rank_timeline_figure(diagnosis)
 
 
 def test_the_incident_page_lists_suspects_first_and_not_every_rank(client, bob, fleet):
@@ -117,5 +117,5 @@ def test_the_shared_documents_chart_comes_from_the_overview(fleet):
 
     incident, _, diagnosis = fleet
     parts = live_parts(incident)
-    assert parts["figure"] == timeline_figure(Diagnosis.from_json(diagnosis))
+    assert parts["figure"] == rank_timeline_figure(Diagnosis.from_json(diagnosis))
     assert parts["verdict"]["ranks_seen"] == WORLD - 1

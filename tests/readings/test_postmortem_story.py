@@ -9,7 +9,7 @@ import pytest
 
 import analysis
 from analysis.diagnosis import Diagnosis
-from analysis.verdict import Evidence
+from analysis.verdict import Quote
 from readings import branches, stories
 from readings import postmortem as story
 from tests.analysis.sample_evidence import load_snapshot
@@ -104,7 +104,7 @@ def test_the_watchdog_timeout_comes_from_the_measured_step_time():
     assert story.watchdog_timeout_s(0.4) == 360
     assert story.watchdog_timeout_s(None) is None
     d = _a(137, ["dmesg_oom"])
-    watchdog = Evidence(
+    watchdog = Quote(
         "watchdog",
         "node-0",
         0,

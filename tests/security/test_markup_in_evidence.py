@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from analysis.diagnosis import Diagnosis
-from readings.timeline import timeline_figure
+from readings.rank_timeline import rank_timeline_figure
 from tests.analysis.sample_evidence import diagnosis_json, drop_rank_process, load_snapshot
 
 LINK = '<a href="https://evil.example/login">gpu-7</a>'
@@ -36,7 +36,7 @@ def _hostile(rows: int) -> dict:
 
 def test_no_name_from_evidence_is_markup_in_either_form_of_the_chart():
     for rows in (4, 600):  # one dot per rank, and the grouped bars
-        figure = timeline_figure(Diagnosis.from_json(_hostile(rows)))
+        figure = rank_timeline_figure(Diagnosis.from_json(_hostile(rows)))
         go.Figure(figure)
         texts = list(_strings(figure))
         assert not [t for t in texts if "<a" in t or "<b>" in t], rows

@@ -69,7 +69,9 @@ def test_the_diagnose_command_reads_a_bundle_offline(tmp_path, capsys):
     assert diagnosis["world_size"] == 4
 
 
-def test_a_logs_only_bundle_gives_a_timeline_and_calls_absent_ranks_unobserved(tmp_path, capsys):
+def test_a_logs_only_bundle_gives_a_rank_timeline_and_calls_absent_ranks_unobserved(
+    tmp_path, capsys
+):
     # As `kubectl logs` of every pod would give: one directory per pod, only log files.
     evidence = load_snapshot("outside")
     for pod, (name, text) in enumerate(sorted(evidence.nodes[0].logs.items())):

@@ -17,7 +17,7 @@ from analysis.rankview import MAX_GROUPS, GroupView, RankOverview, rank_groups  
 from analysis.records import RankRow, RankStatus
 
 # (legend label, colour, marker symbol) of every status, in legend order: a status without a
-# style would draw its ranks nowhere (tests/analysis/test_timeline.py holds this complete).
+# style would draw its ranks nowhere (tests/readings/test_rank_timeline.py holds this complete).
 STATUS_STYLE: dict[RankStatus, tuple[str, str, str]] = {
     RankStatus.IN_COLLECTIVE: ("waiting in a collective", "#4C78A8", "circle"),
     RankStatus.OUTSIDE: ("outside any collective", "#F58518", "diamond"),
@@ -36,7 +36,7 @@ DOTS_UP_TO = 64
 RANKS_TEXT_CHARS = 28
 
 
-def timeline_figure(diagnosis: Diagnosis, overview: RankOverview | None = None) -> dict:
+def rank_timeline_figure(diagnosis: Diagnosis, overview: RankOverview | None = None) -> dict:
     """The chart of a diagnosis; with its stored overview (analysis/rankview.py) the per-rank
     table is not read at all (a page of a 32,000-rank diagnosis reads only the overview)."""
     if overview is None:

@@ -5,13 +5,13 @@ import plotly.graph_objects as go
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import not_gathered
 from analysis.records import RankStatus
-from readings.timeline import STATUS_STYLE, timeline_figure
+from readings.rank_timeline import STATUS_STYLE, rank_timeline_figure
 from tests.analysis.sample_evidence import diagnosis_json, drop_rank_process, load_snapshot
 
 
 def _figure(stored: dict) -> dict:
     """The chart of a diagnosis as the pages read it back from the database."""
-    return timeline_figure(Diagnosis.from_json(stored))
+    return rank_timeline_figure(Diagnosis.from_json(stored))
 
 
 def test_it_draws_one_point_per_rank_with_missing_and_suspect_marked():
@@ -88,7 +88,7 @@ def test_many_distinct_groups_are_folded_into_one_bar():
 
 
 def rank_groups_cap() -> int:
-    from readings.timeline import MAX_GROUPS
+    from readings.rank_timeline import MAX_GROUPS
 
     return MAX_GROUPS
 

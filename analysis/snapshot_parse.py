@@ -164,17 +164,59 @@ def _merge_processes(
 ) -> tuple[ParsedNode, dict[int, int]]:
     """The node's rank processes joined to the snapshot's ranks (a RANK a live process of an
     earlier node holds stays that one's); its ParsedNode."""
-    node, ranks = node_parse.node, parsed.ranks
-    status = node_parse.status
+    node, status = node_parse.node, node_parse.status
+    _reading_problems(node_parse, problem)
+    by_pid: dict[int, PsRow] = {row.pid: row for row in node_parse.ps_rows}
+    rank_pids = _join_rank_processes(node_parse, by_pid, parsed, world_sizes, problem)
+    environ = set(node_parse.environ_pids)
+    for pid in node_parse.pyspy_pids:
+        if pid in rank_pids or pid in environ:
+            continue  # a rank, or a non-rank process (launcher) that was dumped too
+        problem(node, f"py-spy {pid}", "stack without an environment: rank unknown")
+    _join_gpus(node_parse, parsed.ranks, rank_pids, problem)
+    for text in node_parse.kernel.problems:
+        problem(node, "dmesg", text)
+    for text in node_parse.shell_problems:
+        problem(node, "shell start-up files", text)
+    facts = ParsedNode(
+        node=node,
+        hostname=node_parse.hostname,
+        status=status,
+        collected_at=node_parse.collected_at,
+        has_process_evidence=node_parse.ps_present or bool(node_parse.environ_pids),
+        ranks_identified=_ranks_identified(node_parse, environ, by_pid, rank_pids),
+        kernel=node_parse.kernel,
+        gpus=node_parse.gpus,
+        shell_init=node_parse.shell_init,
+        rank_pids=rank_pids,
+        gpu_series=node_parse.gpu_series,
+    )
+    return facts, rank_pids
+
+
+def _reading_problems(node_parse: NodeParse, problem) -> None:
+    """What stopped the node's evidence short, and what its ps and environ readers refused."""
+    node, status = node_parse.node, node_parse.status
     if not status.gathered:
         problem(node, "node", f"no evidence: {status.note}")
     elif status.partial:
         problem(node, "node", f"evidence stopped short (what came is read): {status.note}")
     for text in node_parse.ps_problems:
         problem(node, "ps", text)
-    by_pid: dict[int, PsRow] = {row.pid: row for row in node_parse.ps_rows}
     for pid, text in node_parse.environ_problems:
         problem(node, f"environ {pid}", text)
+
+
+def _join_rank_processes(
+    node_parse: NodeParse,
+    by_pid: dict[int, PsRow],
+    parsed: ParsedSnapshot,
+    world_sizes: list[int],
+    problem,
+) -> dict[int, int]:
+    """Each of the node's rank processes (its environ's RANK) as its rank's state, with its ps
+    row and stack; the rank of each pid taken."""
+    node, ranks = node_parse.node, parsed.ranks
     rank_pids: dict[int, int] = {}
     for process in node_parse.processes:
         pid, rank = process.pid, process.rank
@@ -199,14 +241,16 @@ def _merge_processes(
         parsed.env[rank] = process.env
         rank_pids[pid] = rank
         _apply_stack(node, process, state, problem)
-    environ = set(node_parse.environ_pids)
-    for pid in node_parse.pyspy_pids:
-        if pid in rank_pids or pid in environ:
-            continue  # a rank, or a non-rank process (launcher) that was dumped too
-        problem(node, f"py-spy {pid}", "stack without an environment: rank unknown")
+    return rank_pids
+
+
+def _join_gpus(
+    node_parse: NodeParse, ranks: dict[int, RankState], rank_pids: dict[int, int], problem
+) -> None:
+    """nvidia-smi's processes joined to the ranks by pid: each rank's GPU, its use and memory."""
     gpus = node_parse.gpus
     for text in gpus.problems:
-        problem(node, "nvidia-smi", text)
+        problem(node_parse.node, "nvidia-smi", text)
     by_index = {gpu.index: gpu for gpu in gpus.gpus}
     for gpu_process in gpus.processes:
         rank = rank_pids.get(gpu_process.pid)
@@ -215,24 +259,6 @@ def _merge_processes(
             state.gpu = gpu_process.gpu
             state.gpu_util = by_index[gpu_process.gpu].utilization
             state.gpu_memory_mib = gpu_process.memory_mib
-    for text in node_parse.kernel.problems:
-        problem(node, "dmesg", text)
-    for text in node_parse.shell_problems:
-        problem(node, "shell start-up files", text)
-    facts = ParsedNode(
-        node=node,
-        hostname=node_parse.hostname,
-        status=status,
-        collected_at=node_parse.collected_at,
-        has_process_evidence=node_parse.ps_present or bool(node_parse.environ_pids),
-        ranks_identified=_ranks_identified(node_parse, environ, by_pid, rank_pids),
-        kernel=node_parse.kernel,
-        gpus=gpus,
-        shell_init=node_parse.shell_init,
-        rank_pids=rank_pids,
-        gpu_series=node_parse.gpu_series,
-    )
-    return facts, rank_pids
 
 
 def _merge_node(
