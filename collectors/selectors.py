@@ -135,8 +135,23 @@ def read_provisional(snapshot: Snapshot) -> dict | None:
 LIST_ALL_NODES_UP_TO = 16
 
 
-def progress(snapshot: Snapshot) -> dict:
+@dataclass(frozen=True)
+class ProgressPanel:
     """What the progress panel shows: counts, a percentage and the nodes worth a look."""
+
+    snapshot: Snapshot
+    counts: dict[str, int]
+    percent: int
+    collections: list
+    ok_hidden: int  # the OK nodes not listed (0: all listed)
+    provisional: dict | None  # a verdict before the last node (read_provisional)
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def progress(snapshot: Snapshot) -> ProgressPanel:
+    """Two queries whatever the number of nodes."""
     counts = node_counts(snapshot)
     finished = counts["ok"] + counts["failed"]
     collections = snapshot.collections.order_by("status", "node_name")
@@ -146,14 +161,14 @@ def progress(snapshot: Snapshot) -> dict:
     if snapshot.waits_for_uploads:  # a push snapshot: the nodes that sent, of those expected
         expected = snapshot.expected_nodes
         percent = min(100, round(100 * counts["total"] / expected)) if expected else 0
-    return {
-        "snapshot": snapshot,
-        "counts": counts,
-        "percent": percent,
-        "collections": list(collections),
-        "ok_hidden": counts["total"] > LIST_ALL_NODES_UP_TO and counts["ok"],
-        "provisional": read_provisional(snapshot),
-    }
+    return ProgressPanel(
+        snapshot=snapshot,
+        counts=counts,
+        percent=percent,
+        collections=list(collections),
+        ok_hidden=counts["ok"] if counts["total"] > LIST_ALL_NODES_UP_TO else 0,
+        provisional=read_provisional(snapshot),
+    )
 
 
 def artifact_summary(snapshot: Snapshot, *, node: str = "") -> dict:
@@ -236,23 +251,39 @@ def rank_page_count(total: int) -> int:
     return max(1, -(-total // RANK_PAGE_ROWS))
 
 
-def rank_page(snapshot: Snapshot, page: int) -> dict:
-    """One page of the per-rank table in rank order, sliced in the database."""
+@dataclass(frozen=True)
+class RankTablePage:
+    """One page of the per-rank table in rank order (the rows for htmx, or a page of its own)."""
+
+    snapshot: Snapshot
+    rows: list[RankRow]
+    page: int
+    pages: int
+    first: int  # the first row's index
+    last: int
+    total: int
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def rank_page(snapshot: Snapshot, page: int) -> RankTablePage:
+    """Sliced in the database: one query whatever the number of ranks."""
     ranks = snapshot.read_rank_overview()
     total = ranks.total if ranks else 0
     pages = rank_page_count(total)
     page = min(max(page, 1), pages)
     start = (page - 1) * RANK_PAGE_ROWS
     stop = min(start + RANK_PAGE_ROWS, total)
-    return {
-        "snapshot": snapshot,
-        "rows": [RankRow.from_json(row) for row in snapshot.rank_rows(start, stop)],
-        "page": page,
-        "pages": pages,
-        "first": start,
-        "last": stop - 1,
-        "total": total,
-    }
+    return RankTablePage(
+        snapshot=snapshot,
+        rows=[RankRow.from_json(row) for row in snapshot.rank_rows(start, stop)],
+        page=page,
+        pages=pages,
+        first=start,
+        last=stop - 1,
+        total=total,
+    )
 
 
 def latest_diagnosed_snapshot(incident: Incident, *, for_page: bool = False) -> Snapshot | None:
@@ -283,7 +314,7 @@ class SnapshotPage:
     counts: dict[str, int]
     percent: int
     collections: list
-    ok_hidden: bool
+    ok_hidden: int
     provisional: dict | None  # a verdict before the last node (read_provisional)
     nodes: list[dict]
     node: str  # the node whose artifacts are listed ("" for none)
@@ -309,7 +340,7 @@ def snapshot_page(snapshot: Snapshot, *, node: str = "") -> SnapshotPage:
             for q in state["branch"]["questions"]
         ]
     return SnapshotPage(
-        **progress(snapshot),
+        **progress(snapshot).context(),
         nodes=artifact_summary(snapshot, node=node),
         node=node,
         artifacts=artifact_index(snapshot, node) if node else None,

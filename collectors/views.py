@@ -116,7 +116,7 @@ def snapshot_decide(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
 
 def snapshot_progress(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
-    response = render(request, "collectors/_progress.html", selectors.progress(snapshot))
+    response = render(request, "collectors/_progress.html", selectors.progress(snapshot).context())
     if request.headers.get("HX-Request") and not snapshot.is_active:
         # The snapshot finished while this page watched it: the page's live poll fetches
         # the verdict and the timeline now (the panel just rendered has nothing to poll).
@@ -141,7 +141,7 @@ def snapshot_ranks(request: HttpRequest, snapshot_pk: int) -> HttpResponse:
     )
     wanted = request.GET.get("page", "1")[:9]
     page = 10**9 if wanted == "last" else (int(wanted) if wanted.isdigit() else 1)
-    context = selectors.rank_page(snapshot, page)
+    context = selectors.rank_page(snapshot, page).context()
     if is_htmx(request):
         return render(request, "collectors/_rank_page.html", context)
     return render(request, "collectors/rank_page.html", context)
