@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -367,18 +367,28 @@ def node_results_record(
         _artifacts_insert(
             row for work, visit in mine for row in _artifacts(work.collection_id, visit.evidence)
         )
-    # The map half of the analysis, here on the worker that has the nodes in hand.
-    for snapshot_id in sorted({work.snapshot_id for work, _ in mine}):
-        nodeparse.node_parses_store(
-            snapshot_id=snapshot_id,
-            nodes=[
-                (work.collection_id, work.node_name, visit.evidence)
-                for work, visit in mine
-                if work.snapshot_id == snapshot_id
-            ],
-        )
+        # The map half of the analysis, here on the worker that has the nodes in hand, in the
+        # same transaction: a node is never in without its parse. (Stored after the commit,
+        # another process's last node could start the analysis first, which then parsed
+        # these nodes again itself: 250 nodes, 2 processes, 1.5 s of analysis CPU, not 0.5.)
+        for snapshot_id in sorted({work.snapshot_id for work, _ in mine}):
+            _node_parses_store(
+                snapshot_id,
+                [(w.collection_id, w.node_name, v.evidence) for w, v in mine
+                 if w.snapshot_id == snapshot_id],
+            )  # fmt: skip
     snapshots = sorted({work.snapshot_id for work, _ in mine})
     return tuple(i for i in snapshots if snapshot_finish_if_complete(snapshot_id=i))
+
+
+def _node_parses_store(snapshot_id: int, nodes: list) -> None:
+    """In a savepoint: a database error storing the parses loses them (the merge parses those
+    nodes itself), never the nodes' statuses and evidence around it."""
+    try:
+        with transaction.atomic():
+            nodeparse.node_parses_store(snapshot_id=snapshot_id, nodes=nodes)
+    except DatabaseError:
+        log.exception("storing the parses of snapshot %s's nodes failed", snapshot_id)
 
 
 def node_evidence_store(*, collection: NodeCollection, evidence: NodeEvidence) -> None:
