@@ -132,7 +132,10 @@ def _snapshots(incident: Incident, *, for_page: bool) -> tuple[Snapshot | None, 
     if snapshot is None or snapshot.has_diagnosis:
         return snapshot, snapshot
     # While a new snapshot collects, the last verdict stays on the page (and says which).
-    return snapshot, snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=for_page)
+    diagnosed = snapshot_selectors.latest_diagnosed_snapshot(
+        incident, for_page=for_page, keys_only=not for_page
+    )
+    return snapshot, diagnosed
 
 
 def _live_keys(
