@@ -3,9 +3,9 @@
 Celery's prefork pool runs one task per process, and a node's visit mostly waits on its
 node; so one task (`tasks.collect_nodes`) takes a batch of a snapshot's nodes and visits
 FANOUT of them at a time in threads. The pool's threads only run SSH visits
-(`services.node_visit`: no database, so a batch holds one connection, not one per thread);
+(`node_work.node_visit`: no database, so a batch holds one connection, not one per thread);
 the task's own thread claims the batch, retries a node once after a blip, and stores
-finished nodes in groups (`services.node_results_record`: one transaction per group, not
+finished nodes in groups (`node_work.node_results_record`: one transaction per group, not
 per node). When its threads have room and its own nodes are all under way, it takes more of
 its snapshot's pending nodes (their batch's task, when it starts, finds them taken), until
 `steal_until`: a slow node holds one thread, not a worker process, and the work spreads
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 
 from hangdesk.budget import TIME_BUDGET
 
-from . import services
+from . import node_work
+from .node_work import NodeWork
 from .outcomes import NodeVisit
-from .services import NodeWork
 
 # Finished nodes are stored at most this long after they finish, or once this many wait.
 FLUSH_S = 0.25
@@ -48,7 +48,7 @@ def batch_visit(
     after_store: Callable[[int], None] = lambda snapshot_id: None,
 ) -> BatchOutcome:
     """Visit the batch's nodes `fanout` at a time, store them as they finish; see above."""
-    own = services.node_work_claim(task_id=task_id, collection_ids=collection_ids)
+    own = node_work.node_work_claim(task_id=task_id, collection_ids=collection_ids)
     if not own:
         return BatchOutcome(0, 0, ())  # redelivered after it finished, or all taken by others
     with ThreadPoolExecutor(max_workers=fanout, thread_name_prefix="node-visit") as pool:
@@ -94,7 +94,7 @@ class _Batch:
     def submit_queued(self) -> None:
         while self.queue and len(self.in_flight) < self.fanout:
             work = self.queue.popleft()
-            self.in_flight[self.pool.submit(services.node_visit, work)] = work
+            self.in_flight[self.pool.submit(node_work.node_visit, work)] = work
 
     def take_more(self, clock: Callable[[], float], steal_until: float) -> bool:
         """Claims more of the snapshot's pending nodes while the pool has room and the time to
@@ -106,7 +106,7 @@ class _Batch:
         if clock() >= steal_until:
             self.more = False
             return False
-        more_work = services.node_work_claim(
+        more_work = node_work.node_work_claim(
             task_id=self.task_id, snapshot_id=self.snapshot_id, limit=room
         )
         self.taken += len(more_work)
@@ -120,14 +120,14 @@ class _Batch:
         done, _ = wait(self.in_flight, timeout=FLUSH_S, return_when=FIRST_COMPLETED)
         for future in done:
             work, visit = self.in_flight.pop(future), future.result()
-            if services.node_visit_retryable(work, visit):
+            if node_work.node_visit_retryable(work, visit):
                 again = replace(work, attempts=work.attempts + 1)
                 self.in_flight[self.pool.submit(_after, TIME_BUDGET.retry_delay_s, again)] = again
             else:
                 self.finished.append((work, visit))
 
     def store(self) -> None:
-        self.due.update(services.node_results_record(task_id=self.task_id, results=self.finished))
+        self.due.update(node_work.node_results_record(task_id=self.task_id, results=self.finished))
         if self.snapshot_id not in self.due:
             self.after_store(self.snapshot_id)  # a provisional verdict may be due
         self.visited += len(self.finished)
@@ -136,7 +136,7 @@ class _Batch:
 
 def _after(delay_s: float, work: NodeWork) -> NodeVisit:
     time.sleep(delay_s)
-    return services.node_visit(work)
+    return node_work.node_visit(work)
 
 
 def batches(collection_ids: tuple[int, ...], size: int) -> list[tuple[int, ...]]:

@@ -3,7 +3,7 @@
 A push cluster's snapshot starts by waiting (`services.snapshot_create`): for
 `expected_nodes` bundles, until `upload_until`. Each node runs `hangdesk collect | hangdesk
 upload`, and the console stores what arrives through the same function an SSH visit's
-evidence takes (`services.node_evidence_store`), one node per folder of the bundle. When the
+evidence takes (`node_work.node_evidence_store`), one node per folder of the bundle. When the
 last expected node is in, when a responder says "analyse now", or when the wait ends, the
 snapshot moves to its analysis like any other; a wait that ended with nothing fails it.
 
@@ -31,7 +31,7 @@ from incidents.models import EventKind, Incident
 from incidents.services import timeline_event_record
 
 from .models import SNAPSHOT_FLOW, NodeCollection, NodeStatus, Snapshot, SnapshotStatus, UploadToken
-from .services import node_evidence_store
+from .node_work import node_evidence_store
 
 TOKEN_PREFIX = "hds_"  # noqa: S105 - marks an upload token (greppable when leaked), not a secret
 MAX_TOKEN_CHARS = 200

@@ -286,12 +286,17 @@ def rank_page(snapshot: Snapshot, page: int) -> RankTablePage:
     )
 
 
-def latest_diagnosed_snapshot(incident: Incident, *, for_page: bool = False) -> Snapshot | None:
+def latest_diagnosed_snapshot(
+    incident: Incident, *, for_page: bool = False, keys_only: bool = False
+) -> Snapshot | None:
     """The newest analysed snapshot; `for_page`: read as a page reads it (Snapshot.objects.
-    for_pages(): the diagnosis without its per-rank table)."""
+    for_pages(): the diagnosis without its per-rank table); `keys_only`: without the
+    diagnosis at all (the live poll's keys need only which snapshot it is)."""
     snapshots = incident.snapshots.filter(status=SnapshotStatus.DONE, diagnosis__isnull=False)
     if for_page:
         snapshots = snapshots.for_pages()
+    elif keys_only:
+        snapshots = snapshots.defer("diagnosis")
     return snapshots.order_by("-started_at", "-pk").first()
 
 

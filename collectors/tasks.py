@@ -20,7 +20,7 @@ import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 
-from . import fanout, gpumetrics, provisional, push, rayjob, scheduler, services
+from . import fanout, gpumetrics, node_work, provisional, push, rayjob, scheduler, services
 
 NODE_LIMITS = TIME_BUDGET.node_task
 ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
@@ -102,7 +102,7 @@ def fail_stale_collections() -> int:
     """Beat's sweep (limits: the housekeeping defaults in settings; the age: the budget's
     stale_after, as settings.SNAPSHOT_STALE_AFTER_SECONDS)."""
     older_than = timedelta(seconds=settings.SNAPSHOT_STALE_AFTER_SECONDS)
-    outcome = services.node_collection_fail_stale(older_than=older_than)
+    outcome = node_work.node_collection_fail_stale(older_than=older_than)
     # Push snapshots whose wait is over: analysed with what arrived (failed with nothing).
     for snapshot_id in (*outcome.analysis_due, *push.push_waits_end()):
         _analyse_once_committed(snapshot_id)

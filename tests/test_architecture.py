@@ -11,6 +11,7 @@ shares with the console, on top of both) and `lab` (the test cluster) stand apar
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +224,36 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
             elif child in on_stack:
                 low[node] = min(low[node], index[child])
     return groups
+
+
+# Modules past this many lines are named, each with its reason, under docs/architecture.md's
+# "Sizes" (tests, benchmarks, the lab and migrations are not held to it).
+LONG_MODULE_LINES = 500
+SIZED = tuple(p for p in LADDER + APART if p != "lab")
+_NAMED_MODULE = re.compile(r"^- `([\w/]+\.py)`: \S", re.MULTILINE)
+
+
+def _modules_said_long(doc: str) -> set[str]:
+    sizes = doc.split("\n## Sizes\n", 1)[1].split("\n## ", 1)[0]
+    return set(_NAMED_MODULE.findall(sizes))
+
+
+def test_no_module_is_over_500_lines_without_a_line_saying_why():
+    said = _modules_said_long((ROOT / "docs/architecture.md").read_text(encoding="utf-8"))
+    long = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in _project_files(SIZED)
+        if "migrations" not in path.parts
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > LONG_MODULE_LINES
+    }
+    unsaid = [f"{path}: {lines} lines" for path, lines in sorted(long.items()) if path not in said]
+    assert not unsaid, f"split these, or say why in docs/architecture.md's Sizes: {unsaid}"
+    assert all((ROOT / path).is_file() for path in said), f"Sizes names a module gone: {said}"
+
+
+def test_the_size_check_reads_the_list_it_holds_to():
+    doc = "# A\n## Sizes\nintro\n- `a/b.py`: why\n- not a module\n- `c.py`:\n## Next\n- `d.py`: x\n"
+    assert _modules_said_long(doc) == {"a/b.py"}
 
 
 def test_the_checks_see_what_they_forbid():

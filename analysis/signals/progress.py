@@ -108,13 +108,16 @@ def _bar(head: str) -> int | None:
 _RATE = re.compile(r"(\d{1,9}(?:\.\d{1,6})?)(it/s|s/it)[],]")
 
 
+def _bar_rate(head: str) -> re.Match | None:
+    """The pace at the end of a progress bar's text (`3.52it/s]`), when `head` is a bar."""
+    return _RATE.search(head) if _bar(head) is not None else None
+
+
 def bar_end(message: str) -> int | None:
     """Where a progress bar's own text ends (after its rate's `]`), when more follows it on the
     same line: a terminal's carriage return ran the bar into the next log line."""
     head = message[:HEAD]
-    if _bar(head) is None:
-        return None
-    match = _RATE.search(head)
+    match = _bar_rate(head)
     if not match:
         return None
     end = head.find("]", match.end() - 1)
@@ -123,10 +126,7 @@ def bar_end(message: str) -> int | None:
 
 def bar_step_time(message: str) -> float | None:
     """The seconds per step a progress bar reports (`2.43it/s` -> 0.41), or None."""
-    head = message[:HEAD]
-    if _bar(head) is None:
-        return None
-    match = _RATE.search(head)
+    match = _bar_rate(message[:HEAD])
     if not match:
         return None
     value = float(match.group(1))

@@ -12,7 +12,7 @@ import pytest
 
 import analysis
 from analysis.evidence import NodeEvidence
-from collectors import nodeparse, provisional, selectors, services
+from collectors import node_work, nodeparse, provisional, selectors, services
 from collectors.models import (
     NodeCollection,
     NodeParseRecord,
@@ -34,7 +34,7 @@ def _snapshot(cluster, bob, scenario: str = "outside", per_node: int = 1) -> Sna
     snapshot = services.snapshot_store_bundle(incident=incident, evidence=evidence, by=bob)
     by_name = {n.node: n for n in evidence.nodes}
     for collection in snapshot.collections.all():
-        services.node_evidence_store(collection=collection, evidence=by_name[collection.node_name])
+        node_work.node_evidence_store(collection=collection, evidence=by_name[collection.node_name])
     return snapshot
 
 
@@ -107,7 +107,7 @@ def test_a_bundle_without_records_is_parsed_by_the_merge(cluster, bob):
 def test_a_node_stored_again_replaces_its_parse(cluster, bob):
     snapshot = _snapshot(cluster, bob)
     collection = snapshot.collections.order_by("node_name").first()
-    services.node_evidence_store(
+    node_work.node_evidence_store(
         collection=collection, evidence=NodeEvidence(node=collection.node_name)
     )
     assert NodeParseRecord.objects.filter(collection=collection).count() == 1
@@ -145,7 +145,7 @@ def test_a_provisional_verdict_names_the_nodes_still_out(cluster, bob, client):
 
     # The last node comes in: the final verdict replaces the provisional one.
     NodeCollection.objects.filter(snapshot=snapshot).update(status=NodeStatus.OK)
-    assert services.snapshot_finish_if_complete(snapshot_id=snapshot.pk)
+    assert node_work.snapshot_finish_if_complete(snapshot_id=snapshot.pk)
     done = services.snapshot_analyse(snapshot_id=snapshot.pk)
     assert done.provisional is None
     assert selectors.read_provisional(done) is None

@@ -9,7 +9,8 @@ import pytest
 from clusters.services import cluster_create
 from collectors import fanout
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.services import SnapshotRefused, node_collection_fail_stale, node_work_claim
+from collectors.node_work import node_collection_fail_stale, node_work_claim
+from collectors.services import SnapshotRefused
 from collectors.starts import snapshot_start
 from collectors.tasks import collect_nodes
 from hangdesk.budget import TIME_BUDGET

@@ -30,9 +30,12 @@ def test_it_ships_the_matching_processes_and_the_log_tails(tmp_path):
     logs.mkdir()
     (logs / "rank0.log").write_text("x" * 5000 + "\nlast step line\n")
     (logs / "other.txt").write_text("not matched by the glob\n")
-    sleeper = subprocess.Popen(["sleep", "30"])
+    # A duration no other process on a shared machine sleeps for: the read is machine-wide.
+    sleeper = subprocess.Popen(["sleep", "30.0417"])
     try:
-        plan = ReadPlan(process_pattern="^sleep 30$", log_globs=(f"{logs}/*.log",), tail_bytes=100)
+        plan = ReadPlan(
+            process_pattern="^sleep 30[.]0417$", log_globs=(f"{logs}/*.log",), tail_bytes=100
+        )
         reader, _ = run_locally(plan, tmp_path)
     finally:
         sleeper.kill()
