@@ -21,6 +21,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from analysis import codec
@@ -386,10 +387,42 @@ def _process(node_ev: NodeEvidence, pid: int, rank: int, variables: dict) -> Ran
     thread = main_thread(threads)
     if thread is None:
         return process
-    process.stack = [str(f) for f in thread.frames]
-    process.stack_signature = stack_signature(thread.frames)
-    frame = relevant_frame(thread.frames)
-    process.innermost_frame = str(frame) if frame else ""
-    process.frame_name = frame.name if frame else ""
-    process.frame_kind = frame_kind(frame)
+    stack, process.stack_signature, process.innermost_frame, process.frame_name, kind = _read_stack(
+        thread.frames
+    )
+    process.stack, process.frame_kind = list(stack), kind
     return process
+
+
+# The ranks of a job stand in a few places: one reading per distinct stack (its frames as
+# values), remembered across ranks and nodes within a bound, as the py-spy reader does file names.
+_STACKS: dict[tuple, tuple[tuple[str, ...], str, str, str, str]] = {}
+_STACKS_CACHED = 1024
+_STACK_FRAMES_CACHED = 256  # a deeper stack is read each time (its key costs what it saves)
+_FRAME_VALUES = attrgetter("name", "filename", "line")
+_FRAME_LINE = attrgetter("line")
+
+
+def _read_stack(frames: list) -> tuple[tuple[str, ...], str, str, str, str]:
+    """(the frames as text, the signature, the relevant frame as text, its name, its kind)."""
+    key = None
+    if len(frames) <= _STACK_FRAMES_CACHED:
+        # By value, built in C; a line's type too: a JSON `"line": true` equals 1 as a key,
+        # and is written "True".
+        key = (tuple(map(_FRAME_VALUES, frames)), tuple(map(type, map(_FRAME_LINE, frames))))
+    known = _STACKS.get(key) if key is not None else None
+    if known is not None:
+        return known
+    frame = relevant_frame(frames)
+    known = (
+        tuple(str(f) for f in frames),
+        stack_signature(frames),
+        str(frame) if frame else "",
+        frame.name if frame else "",
+        frame_kind(frame),
+    )
+    if key is not None:
+        if len(_STACKS) >= _STACKS_CACHED:
+            _STACKS.clear()
+        _STACKS[key] = known
+    return known
