@@ -14,6 +14,7 @@ import analysis
 from analysis import gpushape
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
+from analysis.rankview import RankOverview
 from analysis.records import RankRow, RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
@@ -230,7 +231,24 @@ RANK_TABLE_OPEN_UP_TO = 64
 RANK_PAGE_ROWS = 200
 
 
-def diagnosis_view(snapshot: Snapshot) -> dict | None:
+@dataclass(frozen=True)
+class VerdictView:
+    """Everything the diagnosis panel shows, from the stored diagnosis alone."""
+
+    diagnosis: Diagnosis
+    class_name: str
+    choices: list[tuple[str, str]]  # the classes a responder may decide on (code, name)
+    next_steps: list[str]
+    questions: list[dict[str, str]]  # the decision's questions
+    figure: dict  # the rank chart (plotly)
+    gpu_strip: dict | None  # the GPU shape's strip
+    ranks: RankOverview  # the per-rank table's stored overview
+    rank_rows: list[RankRow]  # the rows shown first: suspects, then the missing, then by rank
+    rank_pages: int
+    rank_table_open: bool  # a small job's table starts open
+
+
+def diagnosis_view(snapshot: Snapshot) -> VerdictView | None:
     """Everything the diagnosis panel shows, from the stored diagnosis alone (no re-analysis).
     A large job's table is not read whole: the stored overview has its counts, ranges, the
     chart's groups and the suspect and missing rows; every rank is a page at a time."""
@@ -243,19 +261,19 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
     ordered = sorted(
         rows, key=lambda r: (not r.suspect, r.status is not RankStatus.MISSING, r.rank)
     )
-    return {
-        "diagnosis": diagnosis,
-        "class_name": guide.class_name(diagnosis.classification),
-        "choices": classes.choices(),
-        "next_steps": guide.next_steps(diagnosis),
-        "questions": guide.decision_questions(diagnosis),
-        "figure": rank_timeline.rank_timeline_figure(diagnosis, ranks),
-        "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
-        "ranks": ranks,
-        "rank_rows": ordered,
-        "rank_pages": rank_page_count(ranks.total),
-        "rank_table_open": ranks.total <= RANK_TABLE_OPEN_UP_TO,
-    }
+    return VerdictView(
+        diagnosis=diagnosis,
+        class_name=guide.class_name(diagnosis.classification),
+        choices=classes.choices(),
+        next_steps=guide.next_steps(diagnosis),
+        questions=guide.decision_questions(diagnosis),
+        figure=rank_timeline.rank_timeline_figure(diagnosis, ranks),
+        gpu_strip=gpushape.strip(diagnosis.gpu_shape),
+        ranks=ranks,
+        rank_rows=ordered,
+        rank_pages=rank_page_count(ranks.total),
+        rank_table_open=ranks.total <= RANK_TABLE_OPEN_UP_TO,
+    )
 
 
 def rank_page_count(total: int) -> int:
@@ -335,7 +353,7 @@ class SnapshotPage:
     nodes: list[dict]
     node: str  # the node whose artifacts are listed ("" for none)
     artifacts: list[Artifact] | None
-    view: dict | None
+    view: VerdictView | None
     decision: Standing | Reasked | None
     answers: list[dict]
 

@@ -79,10 +79,10 @@ class IncidentPage:
     edit_form: IncidentEditForm
     live: LiveKeys
     # Read only with the evidence (the live poll leaves them out while its verdict key holds):
-    progress: dict | None = None
-    view: dict | None = None
+    progress: snapshot_selectors.ProgressPanel | None = None
+    view: snapshot_selectors.VerdictView | None = None
     decision: Standing | Reasked | None = None  # the responders' call standing on `diagnosed`
-    guided: dict | None = None
+    guided: GuidedPanel | None = None
 
     def context(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -121,15 +121,33 @@ def incident_page(
             "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
             "view": snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
             # The verdict's head and the guided panel show the same call, read once.
-            "decision": guided["call"] if guided else None,
+            "decision": guided.call if guided else None,
             "guided": guided,
         }
     )
 
 
+@dataclass(frozen=True)
+class GuidedPanel:
+    """The guided workflow's panel on the incident page: the branch of the class the
+    responders settled on (else the verdict's), each question pre-answered from the stored
+    diagnosis with its evidence, and what the user may do."""
+
+    incident: Incident
+    snapshot: Snapshot
+    branch: dict  # readings.branches: its title, questions and actions
+    call: Standing | Reasked | None  # the responders' call standing on the snapshot
+    class_name: str
+    questions: list[dict]  # each with its answer standing, or re-asked, and the choice shown
+    answered: int
+    carried: int  # answers standing from an earlier snapshot
+    can_respond: bool
+    can_resolve: bool
+
+
 def guided_panel(
     incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
-) -> dict | None:
+) -> GuidedPanel | None:
     """What the guided panel shows, or None before a snapshot has a diagnosis."""
     diagnosis = snapshot.read_diagnosis() if snapshot is not None else None
     if diagnosis is None:
@@ -150,18 +168,18 @@ def guided_panel(
                 "selected": answer_value(found, q),
             }
         )
-    return {
-        "incident": incident,
-        "snapshot": snapshot,
-        "branch": branch,
-        "call": state["call"],
-        "class_name": guide.class_name(state["classification"]),
-        "questions": questions,
-        "answered": sum(1 for q in questions if q["answer"]),
-        "carried": sum(1 for q in questions if q["answer"] and q["answer"].carried_from),
-        "can_respond": has_role(user, Role.RESPONDER) and incident.status != Status.CLOSED,
-        "can_resolve": Status.RESOLVED in dict(incident.next_statuses()),
-    }
+    return GuidedPanel(
+        incident=incident,
+        snapshot=snapshot,
+        branch=branch,
+        call=state["call"],
+        class_name=guide.class_name(state["classification"]),
+        questions=questions,
+        answered=sum(1 for q in questions if q["answer"]),
+        carried=sum(1 for q in questions if q["answer"] and q["answer"].carried_from),
+        can_respond=has_role(user, Role.RESPONDER) and incident.status != Status.CLOSED,
+        can_resolve=Status.RESOLVED in dict(incident.next_statuses()),
+    )
 
 
 def _snapshots(incident: Incident, *, for_page: bool) -> tuple[Snapshot | None, Snapshot | None]:
