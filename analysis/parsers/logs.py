@@ -282,8 +282,9 @@ class _LogReader:
             lab = _LAB_STEP.match(line)
             if lab:
                 self.recognised += 1
-                self.previous_rank = int(lab.group(3))
-                self.facts.steps.append(_lab_step(lab, line))
+                step = _lab_step(lab, line)
+                self.previous_rank = step.rank
+                self.facts.steps.append(step)
                 return
         if not self.whole:
             self.signals.read_line(raw or line)
