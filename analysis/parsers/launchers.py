@@ -427,6 +427,39 @@ def shell_exit(line: str) -> ExitFact | None:
     return None
 
 
+# Substrings of every guard the handlers below test while none of them waits for a next line
+# (`failed (exitcode:` holds "ail", `Killing subprocess` "rocess", `global_rank_mapping=`
+# "_rank", ...): a line without any of them, and not a shell's bare signal line, is none of
+# theirs. Most lines of a log are not: one short loop instead of every handler in turn.
+_REPORT_KEYS = (
+    "ail",
+    "rocess",
+    "exit",
+    "signal",
+    "_rank",
+    "]:",
+    "PID",
+    "terminat",
+    "srun: ",
+    "num_local_procs=",
+    "Rendezvous",
+    "command",
+    "CANCELLED",
+    "Detected",
+    "NaN",
+    "Unexpected",
+    ": line ",
+    "Fatal",
+)
+
+
+def _may_report(line: str) -> bool:
+    for key in _REPORT_KEYS:  # a plain loop: any() of a generator costs more
+        if key in line:
+            return True
+    return line.strip() in _SHELL_BARE
+
+
 _SINGLE_LINE = (  # torchrun_exit is tried by LauncherReader._torchrun, before these
     ray_exit,
     slurm_step_exit,
@@ -567,6 +600,9 @@ class LauncherReader:
             return True
         if self._rdzv is not None and self._rendezvous_line(line):
             return True
+        idle = not self._ray_errors and not self._mpi_block and self._terminate is None
+        if idle and not _may_report(line):
+            return False  # no handler's guard in it, and none waits for a next line
         for handler in self._HANDLERS:  # noqa: SIM110 (a plain loop: any() of a generator costs more)
             if handler(self, line, rank, local):
                 return True
