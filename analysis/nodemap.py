@@ -21,6 +21,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from analysis import codec
@@ -29,7 +30,13 @@ from analysis.gpushape import GpuSeries, node_series
 from analysis.jobtime import first_stamp
 from analysis.parsers.dmesg import KernelFacts, parse_dmesg
 from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_subset
-from analysis.parsers.flight_recorder import FrDump, parse_flight_recorder
+from analysis.parsers.flight_recorder import (
+    MAX_TEXT_CHARS,
+    FrDump,
+    _short,
+    _text,
+    parse_flight_recorder,
+)
 from analysis.parsers.logs import LogFacts, parse_log
 from analysis.parsers.nvidia_smi import GpuFacts, parse_nvidia_smi
 from analysis.parsers.ps import PsRow, parse_ps
@@ -291,30 +298,37 @@ class _Asked(Mapping):
 def _compact_dump(dump: FrDump) -> FrDump:
     """Each entry keeps only the frame its call site is read from (`FrEntry.frame`), as text:
     the rest of a dump's raw frames is never read and is not plain data."""
+    # The pickle shares one frame dict between the entries that recorded it: each is judged
+    # and copied once per dump (the copies are equal, so sharing them changes nothing).
+    copies: dict[int, tuple[dict, dict]] = {}  # id -> (the frame, kept alive; its copy)
     for entry in dump.entries:
         if entry.raw_frames:
             chosen = _chosen_frame(entry.raw_frames)
-            entry.raw_frames = [chosen] if chosen is not None else []
+            if chosen is None:
+                entry.raw_frames = []
+                continue
+            known = copies.get(id(chosen))
+            if known is None:
+                copy = {k: _short(chosen[k]) for k in ("filename", "name", "line") if k in chosen}
+                known = copies[id(chosen)] = (chosen, copy)
+            entry.raw_frames = [known[1]]
     return dump
 
 
 def _chosen_frame(frames: list) -> dict | None:
     # The frame `FrEntry.frame` reads (flight_recorder._call_site), found in one plain loop:
-    # this runs for every entry of every dump, and _short is _text with the common case first.
-    from analysis.parsers.flight_recorder import _short
-
-    chosen = first = None
+    # this runs for every entry of every dump.
+    first = None
     for frame in frames:
-        if isinstance(frame, dict):
+        if type(frame) is dict or isinstance(frame, dict):
             if first is None:
                 first = frame
-            if "/torch/" not in _short(frame.get("filename", "")):
-                chosen = frame
-                break
-    chosen = chosen or first
-    if chosen is None:
-        return None
-    return {k: _short(chosen[k]) for k in ("filename", "name", "line") if k in chosen}
+            filename = frame.get("filename", "")
+            if type(filename) is not str or len(filename) > MAX_TEXT_CHARS:
+                filename = _text(filename)
+            if "/torch/" not in filename:
+                return frame or first  # as _call_site: an empty frame gives way to the first
+    return first
 
 
 def _is_ras_report(text: str) -> bool:
@@ -373,10 +387,42 @@ def _process(node_ev: NodeEvidence, pid: int, rank: int, variables: dict) -> Ran
     thread = main_thread(threads)
     if thread is None:
         return process
-    process.stack = [str(f) for f in thread.frames]
-    process.stack_signature = stack_signature(thread.frames)
-    frame = relevant_frame(thread.frames)
-    process.innermost_frame = str(frame) if frame else ""
-    process.frame_name = frame.name if frame else ""
-    process.frame_kind = frame_kind(frame)
+    stack, process.stack_signature, process.innermost_frame, process.frame_name, kind = _read_stack(
+        thread.frames
+    )
+    process.stack, process.frame_kind = list(stack), kind
     return process
+
+
+# The ranks of a job stand in a few places: one reading per distinct stack (its frames as
+# values), remembered across ranks and nodes within a bound, as the py-spy reader does file names.
+_STACKS: dict[tuple, tuple[tuple[str, ...], str, str, str, str]] = {}
+_STACKS_CACHED = 1024
+_STACK_FRAMES_CACHED = 256  # a deeper stack is read each time (its key costs what it saves)
+_FRAME_VALUES = attrgetter("name", "filename", "line")
+_FRAME_LINE = attrgetter("line")
+
+
+def _read_stack(frames: list) -> tuple[tuple[str, ...], str, str, str, str]:
+    """(the frames as text, the signature, the relevant frame as text, its name, its kind)."""
+    key = None
+    if len(frames) <= _STACK_FRAMES_CACHED:
+        # By value, built in C; a line's type too: a JSON `"line": true` equals 1 as a key,
+        # and is written "True".
+        key = (tuple(map(_FRAME_VALUES, frames)), tuple(map(type, map(_FRAME_LINE, frames))))
+    known = _STACKS.get(key) if key is not None else None
+    if known is not None:
+        return known
+    frame = relevant_frame(frames)
+    known = (
+        tuple(str(f) for f in frames),
+        stack_signature(frames),
+        str(frame) if frame else "",
+        frame.name if frame else "",
+        frame_kind(frame),
+    )
+    if key is not None:
+        if len(_STACKS) >= _STACKS_CACHED:
+            _STACKS.clear()
+        _STACKS[key] = known
+    return known

@@ -6,8 +6,9 @@ masks; the functions here get the text it decided to show."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 from django.utils.html import format_html, format_html_join
 
@@ -148,8 +149,29 @@ def _evidence(snapshot: Snapshot) -> tuple[Quote, ...]:
 LOCATE_BUDGET_BYTES = 64 * 1024 * 1024
 
 
-def artifact_page(artifact: Artifact, text: str, *, raw: bool) -> dict:
-    """What the viewer page shows of one artifact (its text already masked or not)."""
+@dataclass(frozen=True)
+class ArtifactPage:
+    """The evidence viewer's page of one artifact: its lines numbered (the verdict's quotes
+    and the lines from before the job marked) and the quotes found in it."""
+
+    artifact: Artifact
+    snapshot: Snapshot
+    node: str
+    page: Page
+    job_started: datetime | None
+    raw: bool  # shown as collected, not masked (asked for and audited)
+    quotes: list[dict]  # {"index", "text", "kind", "line"}, in line order
+    line: int | None  # the line a quote of the verdict opened the page on
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def artifact_page(
+    artifact: Artifact, text: str, *, raw: bool, line: int | None = None
+) -> ArtifactPage:
+    """What the viewer page shows of one artifact (its text already masked or not); the
+    artifact with its collection and snapshot: no query."""
     collection = artifact.collection
     snapshot = collection.snapshot
     diagnosis = snapshot.read_diagnosis()
@@ -158,18 +180,19 @@ def artifact_page(artifact: Artifact, text: str, *, raw: bool) -> dict:
     started = diagnosis.job_started_at if diagnosis else None
     now = (diagnosis.collected_at if diagnosis else None) or snapshot.finished_at
     page = render_lines(text, quotes, job_started=started, now=now)
-    return {
-        "artifact": artifact,
-        "snapshot": snapshot,
-        "node": collection.node_name,
-        "page": page,
-        "job_started": started,
-        "raw": raw,
-        "quotes": [
+    return ArtifactPage(
+        artifact=artifact,
+        snapshot=snapshot,
+        node=collection.node_name,
+        page=page,
+        job_started=started,
+        raw=raw,
+        quotes=[
             {"index": i, "text": evidence[i].text, "kind": evidence[i].kind, "line": n}
             for n, i in sorted(page.quoted.items())
         ],
-    }
+        line=line,
+    )
 
 
 def artifact_quoting(snapshot: Snapshot, index: int) -> tuple[Artifact, int] | None:

@@ -82,6 +82,8 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     previous_evidence = selectors.snapshot_evidence(previous) if previous else None
     try:
         merge = nodeparse.snapshot_parses(snapshot, still_out=out)
+        if not Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).exists():
+            return None  # the last node came in meanwhile: the final verdict is being made
         diagnosis = analysis.diagnose_parses(
             merge.head, merge.parses, merge.reparse, previous=previous_evidence
         )

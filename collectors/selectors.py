@@ -14,6 +14,7 @@ import analysis
 from analysis import gpushape
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
+from analysis.rankview import RankOverview
 from analysis.records import RankRow, RankStatus
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
@@ -102,11 +103,22 @@ def provisional_label(stored: dict) -> str:
     return f"{stored['nodes_in']:,} of {stored['nodes_total']:,} nodes"
 
 
+def _has_diagnosis(snapshot: Snapshot) -> bool:
+    """Without loading a deferred diagnosis (`for_pages()`): at 32,000 ranks it is megabytes,
+    and the incident page fetched and dropped it on every view to ask this."""
+    if "diagnosis" not in snapshot.get_deferred_fields():
+        return bool(snapshot.diagnosis)
+    known = snapshot.__dict__.get("has_diagnosis")
+    if known is not None:
+        return bool(known)
+    return Snapshot.objects.filter(pk=snapshot.pk, diagnosis__isnull=False).exists()
+
+
 def read_provisional(snapshot: Snapshot) -> dict | None:
     """The snapshot's provisional verdict as the progress panel and the API show it, or None
     (none made, being made, or the final verdict is in)."""
     stored = snapshot.provisional
-    if snapshot.diagnosis or not isinstance(stored, dict) or "verdict" not in stored:
+    if not isinstance(stored, dict) or "verdict" not in stored or _has_diagnosis(snapshot):
         return None
     verdict = stored["verdict"] if isinstance(stored["verdict"], dict) else {}
     try:
@@ -219,7 +231,24 @@ RANK_TABLE_OPEN_UP_TO = 64
 RANK_PAGE_ROWS = 200
 
 
-def diagnosis_view(snapshot: Snapshot) -> dict | None:
+@dataclass(frozen=True)
+class VerdictView:
+    """Everything the diagnosis panel shows, from the stored diagnosis alone."""
+
+    diagnosis: Diagnosis
+    class_name: str
+    choices: list[tuple[str, str]]  # the classes a responder may decide on (code, name)
+    next_steps: list[str]
+    questions: list[dict[str, str]]  # the decision's questions
+    figure: dict  # the rank chart (plotly)
+    gpu_strip: dict | None  # the GPU shape's strip
+    ranks: RankOverview  # the per-rank table's stored overview
+    rank_rows: list[RankRow]  # the rows shown first: suspects, then the missing, then by rank
+    rank_pages: int
+    rank_table_open: bool  # a small job's table starts open
+
+
+def diagnosis_view(snapshot: Snapshot) -> VerdictView | None:
     """Everything the diagnosis panel shows, from the stored diagnosis alone (no re-analysis).
     A large job's table is not read whole: the stored overview has its counts, ranges, the
     chart's groups and the suspect and missing rows; every rank is a page at a time."""
@@ -232,19 +261,19 @@ def diagnosis_view(snapshot: Snapshot) -> dict | None:
     ordered = sorted(
         rows, key=lambda r: (not r.suspect, r.status is not RankStatus.MISSING, r.rank)
     )
-    return {
-        "diagnosis": diagnosis,
-        "class_name": guide.class_name(diagnosis.classification),
-        "choices": classes.choices(),
-        "next_steps": guide.next_steps(diagnosis),
-        "questions": guide.decision_questions(diagnosis),
-        "figure": rank_timeline.rank_timeline_figure(diagnosis, ranks),
-        "gpu_strip": gpushape.strip(diagnosis.gpu_shape),
-        "ranks": ranks,
-        "rank_rows": ordered,
-        "rank_pages": rank_page_count(ranks.total),
-        "rank_table_open": ranks.total <= RANK_TABLE_OPEN_UP_TO,
-    }
+    return VerdictView(
+        diagnosis=diagnosis,
+        class_name=guide.class_name(diagnosis.classification),
+        choices=classes.choices(),
+        next_steps=guide.next_steps(diagnosis),
+        questions=guide.decision_questions(diagnosis),
+        figure=rank_timeline.rank_timeline_figure(diagnosis, ranks),
+        gpu_strip=gpushape.strip(diagnosis.gpu_shape),
+        ranks=ranks,
+        rank_rows=ordered,
+        rank_pages=rank_page_count(ranks.total),
+        rank_table_open=ranks.total <= RANK_TABLE_OPEN_UP_TO,
+    )
 
 
 def rank_page_count(total: int) -> int:
@@ -286,12 +315,17 @@ def rank_page(snapshot: Snapshot, page: int) -> RankTablePage:
     )
 
 
-def latest_diagnosed_snapshot(incident: Incident, *, for_page: bool = False) -> Snapshot | None:
+def latest_diagnosed_snapshot(
+    incident: Incident, *, for_page: bool = False, keys_only: bool = False
+) -> Snapshot | None:
     """The newest analysed snapshot; `for_page`: read as a page reads it (Snapshot.objects.
-    for_pages(): the diagnosis without its per-rank table)."""
+    for_pages(): the diagnosis without its per-rank table); `keys_only`: without the
+    diagnosis at all (the live poll's keys need only which snapshot it is)."""
     snapshots = incident.snapshots.filter(status=SnapshotStatus.DONE, diagnosis__isnull=False)
     if for_page:
         snapshots = snapshots.for_pages()
+    elif keys_only:
+        snapshots = snapshots.defer("diagnosis")
     return snapshots.order_by("-started_at", "-pk").first()
 
 
@@ -319,7 +353,7 @@ class SnapshotPage:
     nodes: list[dict]
     node: str  # the node whose artifacts are listed ("" for none)
     artifacts: list[Artifact] | None
-    view: dict | None
+    view: VerdictView | None
     decision: Standing | Reasked | None
     answers: list[dict]
 

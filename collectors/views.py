@@ -241,9 +241,8 @@ def artifact_raw(
         content = masked_artifact_text(artifact.name, artifact.content)
     if as_page or quote is not None:
         text = content if isinstance(content, str) else as_text(content)
-        context = evidence_viewer.artifact_page(artifact, text, raw=raw)
-        context["line"] = line
-        return render(request, "collectors/artifact.html", context)
+        page = evidence_viewer.artifact_page(artifact, text, raw=raw, line=line)
+        return render(request, "collectors/artifact.html", page.context())
     # Shown as text, never rendered: it comes from the nodes.
     response = HttpResponse(content, content_type="text/plain; charset=utf-8")
     download = request.GET.get("download") == "1" or request.POST.get("download") == "1"

@@ -1,6 +1,7 @@
-"""The guided workflow on the incident page: the branch of the class the responders settled
-on (else the verdict's), each question pre-answered from the stored diagnosis with its
-evidence, every answer a timeline event, and the next actions as buttons that do the thing.
+"""The guided workflow's views: every answer a timeline event, the next actions as buttons
+that do the thing (the panel itself, the branch of the class the responders settled on, each
+question pre-answered from the stored diagnosis with its evidence, is read with the incident
+page: pages/selectors.guided_panel).
 
 Its evidence pages (two environments side by side: pages/environment_page.py; a rank's
 lines: pages/rank_page.py) are read from the artifacts already collected, masked, and shown
@@ -17,57 +18,13 @@ from django.views.decorators.http import require_POST
 from analysis.diagnosis import Diagnosis
 from collectors.models import Snapshot
 from core.errors import AppError
-from core.roles import Role, has_role, role_required
-from incidents.guided import (
-    Reasked,
-    Standing,
-    answer_value,
-    guided_answer_record,
-    guided_state,
-)
-from incidents.models import Incident, Status, TimelineEvent
+from core.roles import Role, role_required
+from incidents.guided import guided_answer_record, guided_state
+from incidents.models import Incident, Status
 from incidents.services import InvalidTransition, incident_change_status
-from readings import guide
 
 from .environment_page import environment_page
 from .rank_page import rank_evidence_page
-
-
-def guided_context(
-    incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
-) -> dict | None:
-    """What the guided panel shows, or None before a snapshot has a diagnosis."""
-    diagnosis = snapshot.read_diagnosis() if snapshot is not None else None
-    if diagnosis is None:
-        return None
-    state = guided_state(events, snapshot.pk, diagnosis)
-    branch, answers = state["branch"], state["answers"]
-    questions = []
-    for q in branch["questions"]:
-        labels = dict(q["choices"])
-        found = answers.get(q["id"])
-        questions.append(
-            {
-                **q,
-                "suggested_label": labels.get(q["suggested"], q["suggested"]),
-                "evidence": q["evidence"],  # the diagnosis', masked as it was stored
-                "answer": found if isinstance(found, Standing) else None,
-                "reasked": found if isinstance(found, Reasked) else None,
-                "selected": answer_value(found, q),
-            }
-        )
-    return {
-        "incident": incident,
-        "snapshot": snapshot,
-        "branch": branch,
-        "call": state["call"],
-        "class_name": guide.class_name(state["classification"]),
-        "questions": questions,
-        "answered": sum(1 for q in questions if q["answer"]),
-        "carried": sum(1 for q in questions if q["answer"] and q["answer"].carried_from),
-        "can_respond": has_role(user, Role.RESPONDER) and incident.status != Status.CLOSED,
-        "can_resolve": Status.RESOLVED in dict(incident.next_statuses()),
-    }
 
 
 def _snapshot(pk: int, snapshot_pk: int) -> Snapshot:

@@ -11,15 +11,22 @@ from django.db.models import Q
 from collectors import selectors as snapshot_selectors
 from collectors.models import Snapshot
 from core.errors import AppError
+from core.roles import Role, has_role
 from incidents import postmortem_draft
 from incidents import selectors as incident_selectors
 from incidents.forms import IncidentEditForm, IncidentFilterForm, PostMortemForm
-from incidents.guided import Reasked, Standing
-from incidents.models import EventKind, Incident, PostMortem, PostMortemVersion, TimelineEvent
+from incidents.guided import Reasked, Standing, answer_value, guided_state
+from incidents.models import (
+    EventKind,
+    Incident,
+    PostMortem,
+    PostMortemVersion,
+    Status,
+    TimelineEvent,
+)
 from incidents.postmortem_text import EDITABLE, SECTIONS
+from readings import guide
 from sharing.documents import Document, document
-
-from .guided import guided_context
 
 _CALLS = (EventKind.DECISION, EventKind.ANSWER)
 
@@ -72,10 +79,10 @@ class IncidentPage:
     edit_form: IncidentEditForm
     live: LiveKeys
     # Read only with the evidence (the live poll leaves them out while its verdict key holds):
-    progress: dict | None = None
-    view: dict | None = None
+    progress: snapshot_selectors.ProgressPanel | None = None
+    view: snapshot_selectors.VerdictView | None = None
     decision: Standing | Reasked | None = None  # the responders' call standing on `diagnosed`
-    guided: dict | None = None
+    guided: GuidedPanel | None = None
 
     def context(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -105,7 +112,7 @@ def incident_page(
         by_pk = Snapshot.objects.for_pages().in_bulk([s.pk for s in (snapshot, diagnosed) if s])
         snapshot = by_pk.get(snapshot.pk) if snapshot else None
         diagnosed = by_pk.get(diagnosed.pk) if diagnosed else None
-    guided = guided_context(incident, diagnosed, events, user) if diagnosed else None
+    guided = guided_panel(incident, diagnosed, events, user) if diagnosed else None
     return IncidentPage(
         **{f.name: getattr(page, f.name) for f in fields(page)}
         | {
@@ -114,9 +121,64 @@ def incident_page(
             "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
             "view": snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
             # The verdict's head and the guided panel show the same call, read once.
-            "decision": guided["call"] if guided else None,
+            "decision": guided.call if guided else None,
             "guided": guided,
         }
+    )
+
+
+@dataclass(frozen=True)
+class GuidedPanel:
+    """The guided workflow's panel on the incident page: the branch of the class the
+    responders settled on (else the verdict's), each question pre-answered from the stored
+    diagnosis with its evidence, and what the user may do."""
+
+    incident: Incident
+    snapshot: Snapshot
+    branch: dict  # readings.branches: its title, questions and actions
+    call: Standing | Reasked | None  # the responders' call standing on the snapshot
+    class_name: str
+    questions: list[dict]  # each with its answer standing, or re-asked, and the choice shown
+    answered: int
+    carried: int  # answers standing from an earlier snapshot
+    can_respond: bool
+    can_resolve: bool
+
+
+def guided_panel(
+    incident: Incident, snapshot: Snapshot | None, events: list[TimelineEvent], user
+) -> GuidedPanel | None:
+    """What the guided panel shows, or None before a snapshot has a diagnosis."""
+    diagnosis = snapshot.read_diagnosis() if snapshot is not None else None
+    if diagnosis is None:
+        return None
+    state = guided_state(events, snapshot.pk, diagnosis)
+    branch, answers = state["branch"], state["answers"]
+    questions = []
+    for q in branch["questions"]:
+        labels = dict(q["choices"])
+        found = answers.get(q["id"])
+        questions.append(
+            {
+                **q,
+                "suggested_label": labels.get(q["suggested"], q["suggested"]),
+                "evidence": q["evidence"],  # the diagnosis', masked as it was stored
+                "answer": found if isinstance(found, Standing) else None,
+                "reasked": found if isinstance(found, Reasked) else None,
+                "selected": answer_value(found, q),
+            }
+        )
+    return GuidedPanel(
+        incident=incident,
+        snapshot=snapshot,
+        branch=branch,
+        call=state["call"],
+        class_name=guide.class_name(state["classification"]),
+        questions=questions,
+        answered=sum(1 for q in questions if q["answer"]),
+        carried=sum(1 for q in questions if q["answer"] and q["answer"].carried_from),
+        can_respond=has_role(user, Role.RESPONDER) and incident.status != Status.CLOSED,
+        can_resolve=Status.RESOLVED in dict(incident.next_statuses()),
     )
 
 
@@ -132,7 +194,10 @@ def _snapshots(incident: Incident, *, for_page: bool) -> tuple[Snapshot | None, 
     if snapshot is None or snapshot.has_diagnosis:
         return snapshot, snapshot
     # While a new snapshot collects, the last verdict stays on the page (and says which).
-    return snapshot, snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=for_page)
+    diagnosed = snapshot_selectors.latest_diagnosed_snapshot(
+        incident, for_page=for_page, keys_only=not for_page
+    )
+    return snapshot, diagnosed
 
 
 def _live_keys(

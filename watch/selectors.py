@@ -14,6 +14,7 @@ from collectors.models import Snapshot, SnapshotStatus
 from core.errors import NotFound
 
 from .figures import WINDOW, step_progress_figure
+from .forms import WatchForm
 from .heartbeats import TOKEN_PREFIX, token_hash
 from .models import Heartbeat, PreflightRun, StepSample, Watch, WatchRaise
 
@@ -93,6 +94,42 @@ def _heartbeats(watch: Watch, now: datetime) -> list[dict]:
          "checkpoint": h.checkpoint, "step_time_s": h.step_time_s, "node": h.node}
         for h in Heartbeat.objects.filter(watch=watch).order_by("rank")[:64]
     ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """The watch's settings form on the cluster page (responders; None for a viewer), and
+    the page it is shown on again when a save is refused."""
+
+    cluster: Cluster
+    form: WatchForm | None
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def watch_settings(cluster: Cluster, *, responder: bool, admin: bool, data=None) -> WatchSettings:
+    """The form set to the watch as it stands (a cluster never watched: the defaults, and
+    nothing is written); bound to `data` when posted. One query."""
+    if not responder:
+        return WatchSettings(cluster=cluster, form=None)
+    watch = Watch.objects.filter(cluster=cluster).first() or Watch(cluster=cluster)
+    return WatchSettings(
+        cluster=cluster, form=WatchForm(data, initial=_initial(watch), admin=admin)
+    )
+
+
+def _initial(watch: Watch) -> dict:
+    return {
+        "enabled": watch.enabled,
+        "step_time_multiplier": watch.step_time_multiplier,
+        "floor_s": watch.floor_s,
+        "checkpoint_allowance_s": watch.checkpoint_allowance_s,
+        "init_threshold_s": watch.init_threshold_s,
+        "webhook_url": watch.webhook_url,
+        "step_nodes": ", ".join(watch.step_nodes),
+        "slurm_job": watch.slurm_job,
+    }
 
 
 def raise_get(raise_id: int) -> WatchRaise:

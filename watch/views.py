@@ -14,7 +14,7 @@ from core.errors import AppError
 from core.roles import Role, has_role, role_required
 
 from . import configure, heartbeats, limits, selectors
-from .forms import PAGER_FIELDS, WatchForm
+from .forms import PAGER_FIELDS
 
 
 def watch_panel(request: HttpRequest, name: str) -> HttpResponse:
@@ -24,24 +24,12 @@ def watch_panel(request: HttpRequest, name: str) -> HttpResponse:
 
 def watch_settings_form(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-    watch = configure.watch_for(cluster) if has_role(request.user, Role.RESPONDER) else None
-    form = None
-    if watch is not None:
-        form = WatchForm(initial=_initial(watch), admin=has_role(request.user, Role.ADMIN))
-    return render(request, "watch/_settings.html", {"cluster": cluster, "form": form})
-
-
-def _initial(watch) -> dict:
-    return {
-        "enabled": watch.enabled,
-        "step_time_multiplier": watch.step_time_multiplier,
-        "floor_s": watch.floor_s,
-        "checkpoint_allowance_s": watch.checkpoint_allowance_s,
-        "init_threshold_s": watch.init_threshold_s,
-        "webhook_url": watch.webhook_url,
-        "step_nodes": ", ".join(watch.step_nodes),
-        "slurm_job": watch.slurm_job,
-    }
+    page = selectors.watch_settings(
+        cluster,
+        responder=has_role(request.user, Role.RESPONDER),
+        admin=has_role(request.user, Role.ADMIN),
+    )
+    return render(request, "watch/_settings.html", page.context())
 
 
 @require_POST
@@ -49,7 +37,9 @@ def _initial(watch) -> dict:
 def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
     admin = has_role(request.user, Role.ADMIN)
-    form = WatchForm(request.POST, initial=_initial(configure.watch_for(cluster)), admin=admin)
+    configure.watch_for(cluster)  # a save, even a refused one, leaves the cluster a watch
+    page = selectors.watch_settings(cluster, responder=True, admin=admin, data=request.POST)
+    form = page.form
     if form.is_valid():
         fields = dict(form.cleaned_data)
         if not admin:
@@ -67,9 +57,7 @@ def watch_settings(request: HttpRequest, name: str) -> HttpResponse:
             state = "on" if watch.enabled else "off"
             messages.success(request, f"Watch of {cluster.name} is {state}.")
             return redirect(cluster)
-    return render(
-        request, "watch/settings_page.html", {"cluster": cluster, "form": form}, status=400
-    )
+    return render(request, "watch/settings_page.html", page.context(), status=400)
 
 
 @require_POST

@@ -209,6 +209,13 @@ def task_ids(spec: str, limit: int = MAX_MAP) -> list[int]:
 # Single-line readers. Each checks a literal before its expression.
 
 
+def _stopped_by_launcher(match: re.Match, line: str, launcher: str) -> ExitFact:
+    """A process its launcher stopped with a signal (the match's pid and signal name): a rank
+    the launcher tore down after another failed, not a cause."""
+    pid, signal = int(match.group(1)), signal_code(match.group(2))
+    return ExitFact(None, None, pid, signal, line, launcher=launcher, stopped_by_launcher=True)
+
+
 def torchrun_exit(line: str) -> ExitFact | None:
     """`failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: ...` and the SIGTERMs
     torchrun sends the other workers once one failed."""
@@ -226,15 +233,7 @@ def torchrun_exit(line: str) -> ExitFact | None:
     if "closing signal" in line or "Closing process" in line:
         match = _TR_CLOSING.search(line) or _TR_CLOSING_NEW.search(line)
         if match:
-            return ExitFact(
-                None,
-                None,
-                int(match.group(1)),
-                signal_code(match.group(2)),
-                line,
-                launcher="torchrun",
-                stopped_by_launcher=True,
-            )
+            return _stopped_by_launcher(match, line, "torchrun")
     return None
 
 
@@ -351,15 +350,7 @@ def spawn_exit(line: str) -> ExitFact | None:
     if "Terminating process" in line:
         match = _SPAWN_CLOSING.search(line)
         if match:
-            return ExitFact(
-                None,
-                None,
-                int(match.group(1)),
-                signal_code(match.group(2)),
-                line,
-                launcher="spawn",
-                stopped_by_launcher=True,
-            )
+            return _stopped_by_launcher(match, line, "spawn")
     return None
 
 
@@ -387,28 +378,17 @@ def megatron_exit(line: str) -> ExitFact | None:
         match = _MEGATRON_NAN.search(line)
         if match:
             node = _MEGATRON_NAN_NODE.search(line)
-            return ExitFact(
-                int(match.group(1)),
-                None,
-                None,
-                None,
-                line,
-                launcher="megatron",
-                host=node.group(1) if node else None,
-            )
+            return _megatron_rank(int(match.group(1)), line, node.group(1) if node else None)
     if "Unexpected result" in line and "Error: Rank" in line:
         match = _MEGATRON_RESULT.search(line)
         if match:
-            return ExitFact(
-                int(match.group(1)),
-                None,
-                None,
-                None,
-                line,
-                launcher="megatron",
-                host=match.group(2),
-            )
+            return _megatron_rank(int(match.group(1)), line, match.group(2))
     return None
+
+
+def _megatron_rank(rank: int, line: str, host: str | None) -> ExitFact:
+    """A rank Megatron's own check stopped, as it names it (no pid, local rank or code)."""
+    return ExitFact(rank, None, None, None, line, launcher="megatron", host=host)
 
 
 def python_exit(line: str, rank: int | None = None, local: int | None = None) -> ExitFact | None:

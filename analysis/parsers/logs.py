@@ -191,9 +191,12 @@ def parse_timestamp(text: str) -> datetime | None:
     return utc_stamp(*match.groups())
 
 
+# The step time is the last `step_time=` on the line (a greedy `.*`); its word boundary is
+# checked behind the literal, so the `.*` backs off by the literal's fast test, not a try of
+# `\b` at every character.
 _LAB_STEP = re.compile(
     r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \w+ \[rank(\d{1,18})\] host=(\S+) "
-    r"step=(\d{1,18})\b(?:.*\bstep_time=([\d.]+)s?)?"
+    r"step=(\d{1,18})\b(?:.*step_time=(?<!\wstep_time=)([\d.]+))?"
 )
 
 

@@ -48,16 +48,26 @@ def safe_loads(data: bytes) -> Any:
     return SafeUnpickler(io.BufferedReader(io.BytesIO(data))).load()
 
 
-# Opcodes walked by one regex: no argument, or a fixed-size one. Each alternative starts with
-# its own bytes, so the match is linear; possessive, so nothing is kept to backtrack into.
+# Opcodes walked by one regex: no argument, or a fixed-size one. The walk runs over a copy of
+# the dump in which every byte is replaced by its opcode's class (`_CLASSES`: 0, 1, 2, 4 or 8
+# bytes of argument, x for the rest); an argument's bytes are skipped by their count whatever
+# they became, so the walk is the same as over the opcodes themselves, and each alternative
+# starts with its own literal (the regex engine skips a failing one at a glance, where a class
+# of opcodes cost it a set lookup). Possessive, so nothing is kept to backtrack into.
 # Sets (EMPTY_SET, ADDITEMS, FROZENSET: 216 bytes each from one opcode) are left out: torch
 # never writes them, and they are refused. `.` (STOP), `r` (LONG_BINPUT) and everything with a
 # length or a line are handled by `_scan` itself.
-_FIXED_RUN = re.compile(
-    rb"(?:[()012NRabdelostuQ\]}\x81\x85-\x89\x92-\x94\x97\x98]"
-    rb"|[Khq\x80\x82].|[M\x83]..|[Jj\x84]....|G........)*+",
-    re.DOTALL,
+_FIXED_OPS = {
+    b"0": b"()012NRabdelostuQ]}\x81\x85\x86\x87\x88\x89\x92\x93\x94\x97\x98",
+    b"1": b"Khq\x80\x82",
+    b"2": b"M\x83",
+    b"4": b"Jj\x84",
+    b"8": b"G",
+}
+_CLASSES = bytes(
+    next((size[0] for size, ops in _FIXED_OPS.items() if op in ops), ord("x")) for op in range(256)
 )
+_FIXED_RUN = re.compile(rb"(?:1.|0++|2..|4....|8........)*+", re.DOTALL)
 # Opcode -> what `_scan` does with it: N > 0, skip a payload whose little-endian length takes
 # N bytes; _LINE/_LINES2, skip one/two lines; _PUT, check a memo index; _STOP; _REFUSE.
 _STOP, _PUT, _LINE, _LINES2, _FRAME, _REFUSE = -1, -2, -3, -4, -5, 0
@@ -81,21 +91,29 @@ _NOT_BUILDS = bytes(b for b in range(256) if b not in b"]}()\x85\x86\x87")
 def _scan(data: bytes) -> None:
     """Walk the opcodes without building anything; refuse a dump that would build more than
     MAX_UNPICKLED_BYTES or ask for a memo slot past MAX_MEMO_INDEX. Fixed-size opcodes go a run
-    at a time through `_FIXED_RUN`, payloads are skipped by their length. A dump that ends
-    early is left to the unpickler, which fails on it before building past it."""
+    at a time through `_FIXED_RUN` (over their classes), payloads are skipped by their length.
+    A dump that ends early is left to the unpickler, which fails on it before building past
+    it."""
     run = _FIXED_RUN.match
+    classes = data.translate(_CLASSES)
+    actions, from_bytes = _ACTIONS, int.from_bytes
     payload_bytes = payloads = at = 0
     end = len(data)
     while True:
-        at = run(data, at).end()
+        at = run(classes, at).end()
         if at >= end:
             break
         op = data[at]
-        action = _ACTIONS[op]
-        if action > 0:
-            size = int.from_bytes(data[at + 1 : at + 1 + action], "little")
-            _check_length(size, end - at - 1 - action, at)
-            at += 1 + action + size
+        action = actions[op]
+        if action > 0:  # most opcodes past a run: their length is checked inline
+            if action == 1 and at + 1 < end:
+                size = data[at + 1]
+            else:
+                size = from_bytes(data[at + 1 : at + 1 + action], "little")
+            after = at + 1 + action + size
+            if after > end:
+                _check_length(size, end - at - 1 - action, at)
+            at = after
             payloads += 1
             payload_bytes += size
         elif action == _STOP:

@@ -226,8 +226,12 @@ def _tag_in_message(line: str, at: int, found: Writer) -> None:
 
 # What every match of _SUBJECT, _SETTING_UP and _LOCAL_SUBJECT contains, without their
 # boundary checks: where it is absent from a line, no part of the line names a subject.
+# `(?:[Rr]ank|RANK|[Ww]orker|[Tt]asks?)[ =:#]{1,3}\d|\] is setting up NCCL communicator`, led by
+# the class of its first characters so the search skips every other position at a glance
+# (the alternation first tried at each character cost more than the line's other tests).
 _SUBJECT_WORDS = re.compile(
-    r"(?:[Rr]ank|RANK|[Ww]orker|[Tt]asks?)[ =:#]{1,3}\d|\] is setting up NCCL communicator"
+    r"[RrWwTt\]](?:(?:(?<=[Rr])ank|(?<=R)ANK|(?<=[Ww])orker|(?<=[Tt])asks?)[ =:#]{1,3}\d"
+    r"|(?<=\]) is setting up NCCL communicator)"
 )
 
 

@@ -73,8 +73,8 @@ def test_the_live_poll_reads_the_page_once_when_the_verdict_moved(analysed, bob)
     full = incident_page(incident, bob)  # (and bob's roles, read once per user object)
     queries = _queries(lambda: incident_page(incident, bob, shown_verdict="an older key"))
     moved = incident_page(incident, bob, shown_verdict="an older key")
-    assert moved.view["diagnosis"].classification == full.view["diagnosis"].classification
-    assert moved.guided["call"] == full.guided["call"] and moved.live == full.live
+    assert moved.view.diagnosis.classification == full.view.diagnosis.classification
+    assert moved.guided.call == full.guided.call and moved.live == full.live
     timeline = TimelineEvent._meta.db_table
     reads = [q["sql"] for q in queries if f'FROM "{timeline}"' in q["sql"]]
     assert len(reads) == 1, reads  # the events, read once for the timeline, keys and panel
@@ -101,3 +101,20 @@ def test_the_live_answer_reads_the_timeline_once_when_the_verdict_moved(as_user,
     assert 'id="diagnosis-region"' in answer and 'id="snapshot-region"' in answer
     timeline = TimelineEvent._meta.db_table
     assert sum(f'FROM "{timeline}"' in q["sql"] for q in queries) == 1
+
+
+def test_while_a_new_snapshot_collects_the_held_verdict_is_not_read_for_the_keys(analysed, bob):
+    from collectors import services
+
+    incident = analysed()
+    shown = incident_page(incident, bob)
+    services.snapshot_create(incident=incident, by=bob)  # a new one, collecting
+    keys = incident_page(incident, bob, shown_verdict=shown.live.verdict).live  # it moved
+    held = incident_page(incident, bob, shown_verdict=keys.verdict)
+    assert held.view is None and held.live == keys
+    assert held.snapshot.pk != held.diagnosed.pk == shown.diagnosed.pk
+    # Both read without their diagnosis JSON (a 32,000-rank one is megabytes).
+    assert "diagnosis" in held.snapshot.get_deferred_fields()
+    assert "diagnosis" in held.diagnosed.get_deferred_fields()
+    moved = incident_page(incident, bob, shown_verdict=held.live.verdict + "-old")
+    assert moved.view.diagnosis.classification == "B" and moved.diagnosed == held.diagnosed

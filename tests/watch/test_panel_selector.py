@@ -108,3 +108,23 @@ def test_the_rendered_panel_does_not_query_per_raise(as_user, carol, cluster, bo
         page = client.get(url).content.decode()
     assert len(after) == len(before)
     assert "Last raise" in page and "(open)" in page
+
+
+def test_the_settings_form_is_a_responders_and_reading_it_writes_nothing(cluster):
+    from watch.models import Watch
+    from watch.selectors import watch_settings
+
+    assert watch_settings(cluster, responder=False, admin=False).form is None
+    with CaptureQueriesContext(connection) as queries:
+        page = watch_settings(cluster, responder=True, admin=False)
+    assert len(queries) == 1 and not Watch.objects.exists()  # a cluster never watched
+    defaults = Watch(cluster=cluster)
+    assert page.form.initial["floor_s"] == defaults.floor_s and not page.form.is_bound
+    assert page.form.fields["webhook_url"].disabled
+    watch = configure.watch_for(cluster)
+    watch.floor_s, watch.step_nodes = 123, ["gpu-0", "gpu-1"]
+    watch.save()
+    page = watch_settings(cluster, responder=True, admin=True, data={"floor_s": "9"})
+    assert page.form.initial["floor_s"] == 123 and page.form.initial["step_nodes"] == "gpu-0, gpu-1"
+    assert page.form.is_bound and not page.form.fields["webhook_url"].disabled
+    assert set(page.context()) == {"cluster", "form"}

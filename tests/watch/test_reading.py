@@ -4,7 +4,6 @@ and settings that stay data."""
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 from pathlib import Path
 
@@ -31,13 +30,12 @@ def test_it_ships_the_matching_processes_and_the_log_tails(tmp_path):
     logs.mkdir()
     (logs / "rank0.log").write_text("x" * 5000 + "\nlast step line\n")
     (logs / "other.txt").write_text("not matched by the glob\n")
-    # A duration no other process on the machine has: `^sleep 30$` also matched the sleeps of
-    # another run of this test beside this one.
-    seconds = f"30.{secrets.randbelow(10**6):06d}"
-    sleeper = subprocess.Popen(["sleep", seconds])
+    # A duration no other process on a shared machine sleeps for: the read is machine-wide.
+    sleeper = subprocess.Popen(["sleep", "30.0417"])
     try:
-        pattern = "^sleep " + seconds.replace(".", "[.]") + "$"
-        plan = ReadPlan(process_pattern=pattern, log_globs=(f"{logs}/*.log",), tail_bytes=100)
+        plan = ReadPlan(
+            process_pattern="^sleep 30[.]0417$", log_globs=(f"{logs}/*.log",), tail_bytes=100
+        )
         reader, _ = run_locally(plan, tmp_path)
     finally:
         sleeper.kill()

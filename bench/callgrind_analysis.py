@@ -1,0 +1,137 @@
+"""Count the instructions of one analysis (`diagnose` + `to_json`) under callgrind.
+
+CPU seconds on a shared host swing by a quarter from one minute to the next; the number of
+instructions the same code executes does not. This builds the snapshot of
+`bench_analysis.py` (512 ranks on 64 nodes by default), warms up on a small one (every lazy
+import, every `.pyc`, every compiled regular expression), then switches callgrind's
+instrumentation on around `diagnose(snapshot).to_json()` only, and prints the count.
+
+    .venv/bin/python bench/callgrind_analysis.py [--ranks 512] [--nodes 64]
+    .venv/bin/python bench/callgrind_analysis.py --repo /tmp/base   # another checkout's code
+    .venv/bin/python bench/callgrind_analysis.py --map-only         # each node's map_node alone
+
+Needs valgrind and a C compiler (the two markers that switch instrumentation on and off are
+callgrind's client requests, built once into a temporary shared library). `--repo` measures
+the analysis of another checkout (for example `git worktree add /tmp/base e67f7b6`) with the
+snapshot built by that checkout's `bench/bench_analysis.py`. The hash seed is fixed, so two
+runs of the same code give the same count to within a few thousand instructions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+MARKERS = r"""
+#include <valgrind/callgrind.h>
+void hd_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
+void hd_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+
+
+def _markers(workdir: Path) -> ctypes.CDLL:
+    source, library = workdir / "markers.c", workdir / "markers.so"
+    source.write_text(MARKERS)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(library), str(source)], check=True)
+    return ctypes.CDLL(str(library))
+
+
+def _child(args: argparse.Namespace) -> None:
+    repo = Path(args.repo).resolve()
+    sys.path.insert(0, str(repo))
+    sys.path.insert(0, str(repo / "bench"))
+    import bench_analysis
+
+    import analysis
+
+    if Path(analysis.__file__).resolve().parents[1] != repo:
+        raise SystemExit(f"analysis imported from {analysis.__file__}, not {repo}")
+    markers = _markers(Path(args.workdir))
+    warm = bench_analysis.build_snapshot(8, 2, stuck_rank=3)
+    stuck = args.ranks * 3 // 10  # as bench_analysis.py
+    snapshot = bench_analysis.build_snapshot(args.ranks, args.nodes, stuck_rank=stuck)
+    if args.map_only:
+        from analysis import nodemap
+        from analysis.signals.place import host_map
+
+        hosts = host_map((n.node, n.hostname) for n in snapshot.nodes)
+        for node in warm.nodes:
+            nodemap.map_node(node, hosts=hosts, snapshot_collected_at=warm.collected_at)
+
+        def work():
+            gc.disable()  # as `diagnose` runs it
+            for node in snapshot.nodes:
+                nodemap.map_node(node, hosts=hosts, snapshot_collected_at=snapshot.collected_at)
+            gc.enable()
+    else:
+        analysis.diagnose(warm).to_json()
+
+        def work():
+            return analysis.diagnose(snapshot).to_json()
+
+    gc.collect()
+    markers.hd_start()
+    work()
+    markers.hd_stop()
+
+
+def _count(out_file: Path) -> int:
+    for line in out_file.read_text().splitlines():
+        if line.startswith("totals:"):  # "summary:" stays 0 after ZERO_STATS
+            return int(line.split()[1])
+    raise SystemExit(f"no total in {out_file}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranks", type=int, default=512)
+    parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--repo", default=str(HERE), help="the checkout whose analysis to count")
+    parser.add_argument("--map-only", action="store_true", help="count map_node of every node")
+    parser.add_argument("--keep", help="keep callgrind's output file at this path")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    with tempfile.TemporaryDirectory(prefix="callgrind-analysis-") as workdir:
+        out_file = Path(args.keep or Path(workdir) / "callgrind.out")
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out_file}",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            f"--workdir={workdir}",
+            f"--ranks={args.ranks}",
+            f"--nodes={args.nodes}",
+            f"--repo={args.repo}",
+        ] + (["--map-only"] if args.map_only else [])
+        environment = dict(os.environ, PYTHONHASHSEED="0")
+        done = subprocess.run(command, env=environment, capture_output=True, text=True)
+        if done.returncode:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(done.returncode)
+        count = _count(out_file)
+    what = "map_node of every node" if args.map_only else "diagnose + to_json"
+    load = re.sub(r"\s+", " ", Path("/proc/loadavg").read_text()).strip()
+    print(
+        f"{args.repo}: {what}, {args.ranks} ranks on {args.nodes} nodes: "
+        f"{count:,} instructions ({count / 1e6:,.0f} M); load {load}"
+    )
+
+
+if __name__ == "__main__":
+    main()
