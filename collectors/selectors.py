@@ -103,11 +103,22 @@ def provisional_label(stored: dict) -> str:
     return f"{stored['nodes_in']:,} of {stored['nodes_total']:,} nodes"
 
 
+def _has_diagnosis(snapshot: Snapshot) -> bool:
+    """Without loading a deferred diagnosis (`for_pages()`): at 32,000 ranks it is megabytes,
+    and the incident page fetched and dropped it on every view to ask this."""
+    if "diagnosis" not in snapshot.get_deferred_fields():
+        return bool(snapshot.diagnosis)
+    known = snapshot.__dict__.get("has_diagnosis")
+    if known is not None:
+        return bool(known)
+    return Snapshot.objects.filter(pk=snapshot.pk, diagnosis__isnull=False).exists()
+
+
 def read_provisional(snapshot: Snapshot) -> dict | None:
     """The snapshot's provisional verdict as the progress panel and the API show it, or None
     (none made, being made, or the final verdict is in)."""
     stored = snapshot.provisional
-    if snapshot.diagnosis or not isinstance(stored, dict) or "verdict" not in stored:
+    if not isinstance(stored, dict) or "verdict" not in stored or _has_diagnosis(snapshot):
         return None
     verdict = stored["verdict"] if isinstance(stored["verdict"], dict) else {}
     try:

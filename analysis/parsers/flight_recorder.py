@@ -338,12 +338,16 @@ def _render_items(value: list | tuple, out: list[str], budget: list[int], depth:
 
 
 def _entry(item: Any) -> FrEntry | None:
+    # Runs for every entry of every dump: the common cases of _int, _short, _sizes_and_shapes
+    # and _dtypes are inlined (each falls back to the function for anything else).
     if not isinstance(item, dict):
         return None
     get = item.get
-    seq = _int(get("collective_seq_id"))
-    if seq is None:
-        return None
+    seq = get("collective_seq_id")
+    if type(seq) is not int or not -_INT_LIMIT < seq < _INT_LIMIT:
+        seq = _int(seq)
+        if seq is None:
+            return None
     is_p2p = bool(get("is_p2p"))
     if is_p2p:
         p2p_seq = _int(get("p2p_seq_id"))
@@ -357,27 +361,35 @@ def _entry(item: Any) -> FrEntry | None:
         desc = _short(group[1]) if len(group) > 1 else ""
     else:
         pg = _text(group if group is not None else get("pg_id"))
-    state = _short(get("state", ""))
+    state = get("state", "")
+    if type(state) is not str or len(state) > MAX_TEXT_CHARS:
+        state = _text(state)
+    op = get("profiling_name", "?")
+    if type(op) is not str or len(op) > MAX_TEXT_CHARS:
+        op = _text(op)
     frames = get("frames")
-    in_text, in_shapes = _sizes_and_shapes(get("input_sizes"))
-    out_text, out_shapes = _sizes_and_shapes(get("output_sizes"))
+    created = get("time_created_ns")
+    if type(created) is not int or not -_INT_LIMIT < created < _INT_LIMIT:
+        created = _int(created)
+    in_text, in_shapes = _known_sizes(get("input_sizes"))
+    out_text, out_shapes = _known_sizes(get("output_sizes"))
     return FrEntry(
         pg,
         seq,
-        _short(get("profiling_name", "?")),
+        op,
         in_text,
         out_text,
         state,
         # NCCL marks state=completed; gloo entries stay "scheduled" and are retired once done.
         state == "completed" or bool(get("retired")),
         is_p2p,
-        _int(get("time_created_ns")),
+        created,
         state == "started" or state == "completed",
         desc,
         in_shapes,
         out_shapes,
-        _dtypes(get("input_dtypes")),
-        _dtypes(get("output_dtypes")),
+        _known_dtypes(get("input_dtypes")),
+        _known_dtypes(get("output_dtypes")),
         frames if isinstance(frames, list) else [],
     )
 
@@ -393,6 +405,18 @@ def _short(value: Any) -> str:
 # of times. A shape is looked up by value, so (True,) or (1.0,) finds (1,): the same numbers.
 _SHAPES_TEXT: dict[tuple, tuple[str, tuple]] = {}
 _SHAPES_CACHED = 4096
+
+
+def _known_sizes(value: Any) -> tuple[str, tuple | None]:
+    """_sizes_and_shapes, a shape seen before found without a call more."""
+    if type(value) is list and len(value) <= 32:
+        try:
+            known = _SHAPES_TEXT.get(tuple(map(tuple, value)))
+        except TypeError:
+            known = None
+        if known is not None:
+            return known
+    return _sizes_and_shapes(value)
 
 
 def _sizes_and_shapes(value: Any) -> tuple[str, tuple | None]:
@@ -418,6 +442,29 @@ def _sizes_and_shapes(value: Any) -> tuple[str, tuple | None]:
 
 _MAX_DTYPES = 32
 _MAX_DTYPE_CHARS = 32
+
+
+# Dtype lists seen -> one shared tuple: a job's entries name a few thousands of times. Only
+# lists _dtypes accepted are remembered, so a hit is a list of the same names.
+_DTYPES_SEEN: dict[tuple, tuple[str, ...]] = {}
+_DTYPES_CACHED = 1024
+
+
+def _known_dtypes(value: Any) -> tuple[str, ...]:
+    if type(value) is list:
+        try:
+            known = _DTYPES_SEEN.get(tuple(value))
+        except TypeError:  # an unhashable item: not a list of names
+            known = None
+        if known is not None:
+            return known
+        names = _dtypes(value)
+        if names:
+            if len(_DTYPES_SEEN) >= _DTYPES_CACHED:
+                _DTYPES_SEEN.clear()
+            _DTYPES_SEEN[names] = names
+        return names
+    return _dtypes(value)
 
 
 def _dtypes(value: Any) -> tuple[str, ...]:

@@ -93,6 +93,24 @@ def test_a_diagnosis_stored_before_overviews_still_shows_its_table(client, bob, 
     assert _ranks_in(page) == list(range(200, 300))
 
 
+# The diagnosis column itself in a select list (not its head, cut in the database).
+_WHOLE_DIAGNOSIS = re.compile(r'"collectors_snapshot"\."diagnosis"(,| FROM)')
+
+
+def test_the_incident_page_never_fetches_the_whole_diagnosis(client, bob, fleet):
+    """Asking whether a provisional verdict is still shown once loaded the deferred column
+    (12 MB at 32,000 ranks) on every view of the page."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    incident, _, _ = fleet
+    client.force_login(bob)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(incident.get_absolute_url()).status_code == 200
+    whole = [q["sql"][:200] for q in queries if _WHOLE_DIAGNOSIS.search(q["sql"])]
+    assert not whole
+
+
 def test_a_page_reads_the_diagnosis_without_its_table(fleet):
     _, snapshot, diagnosis = fleet
     light = Snapshot.objects.for_pages().get(pk=snapshot.pk)
