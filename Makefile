@@ -4,10 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format lab lab-down lab-status migrate clean system-packages-run \
-	system-packages-test
+.PHONY: run test test-setup lint format lab lab-down lab-status migrate clean system-packages-run \
+	system-packages-test venv-module ray-venv
 
-$(BIN)/python:
+$(BIN)/python: | venv-module
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "hangdesk needs Python 3.11+ ($(PYTHON) is $$($(PYTHON) --version))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,23 @@ $(STAMP): $(BIN)/python requirements.txt requirements-dev.txt requirements-lab.t
 system-packages-run:
 	@PYTHON=$(PYTHON) scripts/system-packages run
 
-system-packages-test:
+system-packages-test: | venv-module
 	@PYTHON=$(PYTHON) scripts/system-packages test
+
+## The venv module .venv and .venv-ray are made with (Debian: python3-venv). When it is
+## missing, every package of `test` is installed first, before anything runs beside it.
+venv-module:
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || PYTHON=$(PYTHON) scripts/system-packages test
+
+## The Ray lab's own virtualenv (lab/rayenv.py): built once, again when requirements-ray.txt
+## changes; a no-op when current.
+ray-venv: | venv-module
+	@$(PYTHON) -m lab.rayenv
+
+## What the suite needs, three jobs at once: apt, the .venv install and the Ray venv wait on
+## the network and the disk, not on each other (run one after another they add up).
+test-setup:
+	@$(MAKE) --no-print-directory -j3 system-packages-test $(STAMP) ray-venv
 
 ## Run the console: web + Celery worker + beat (SQLite and a file broker unless
 ## DATABASE_URL / REDIS_URL are set). Ctrl-C stops everything. The dev settings are named
@@ -34,10 +49,11 @@ run: system-packages-run $(STAMP)
 ## The whole suite: lint, format check, tests on real Postgres/Redis/Celery/sshd/chromium.
 ## PostgreSQL and Redis when they answer (the header of the run says which; CI=true requires
 ## them), else SQLite and the file broker.
-test: system-packages-test $(STAMP)
+## Without PYTEST_ARGS, scripts/run-suite runs the tests that need no service beside the rest.
+test: test-setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(if $(PYTEST_ARGS),$(BIN)/python -m pytest $(PYTEST_ARGS),scripts/run-suite $(BIN)/python)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -3,7 +3,7 @@ the apps' selectors (the view validates, calls this, renders; templates only for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from django.db.models import Q
@@ -113,17 +113,15 @@ def incident_page(
         snapshot = by_pk.get(snapshot.pk) if snapshot else None
         diagnosed = by_pk.get(diagnosed.pk) if diagnosed else None
     guided = guided_panel(incident, diagnosed, events, user) if diagnosed else None
-    return IncidentPage(
-        **{f.name: getattr(page, f.name) for f in fields(page)}
-        | {
-            "snapshot": snapshot,
-            "diagnosed": diagnosed,
-            "progress": snapshot_selectors.progress(snapshot) if snapshot else None,
-            "view": snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
-            # The verdict's head and the guided panel show the same call, read once.
-            "decision": guided.call if guided else None,
-            "guided": guided,
-        }
+    return replace(
+        page,
+        snapshot=snapshot,
+        diagnosed=diagnosed,
+        progress=snapshot_selectors.progress(snapshot) if snapshot else None,
+        view=snapshot_selectors.diagnosis_view(diagnosed) if diagnosed else None,
+        # The verdict's head and the guided panel show the same call, read once.
+        decision=guided.call if guided else None,
+        guided=guided,
     )
 
 

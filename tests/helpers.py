@@ -22,3 +22,24 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def free_port_pair() -> int:
+    """A port free on every address together with the one above it: a lab's rendezvous port
+    (torch binds *:port) and init-hang's wrong one, port + 1. A lone free_port() can sit just
+    below a port in use, and the lab then refuses it."""
+    for _ in range(100):
+        port = free_port()
+        if port < 65535 and all(_free_everywhere(p) for p in (port, port + 1)):
+            return port
+    raise AssertionError("no free pair of TCP ports found in 100 tries")
+
+
+def _free_everywhere(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))  # noqa: S104 - a probe bind, closed at once
+        except OSError:
+            return False
+        return True

@@ -23,7 +23,7 @@ from clusters.sshspec import NodeTarget
 from collectors.visits import ssh_visit
 from hangdesk.plan import CollectionPlan
 from lab import cluster
-from tests.helpers import free_port, wait_for
+from tests.helpers import free_port_pair, wait_for
 
 # Fast settings for tests: the fault comes at step 5 (~2.5 s of training), the watchdog dumps
 # the flight recorder 5 s after the last completed step.
@@ -202,7 +202,7 @@ def lab_factory(tmp_path_factory):
     def make(scenario: str, **options) -> Lab:
         state_dir = tmp_path_factory.mktemp(f"lab-{scenario}")
         # A free rendezvous port, so a test lab never collides with the demo lab of `make run`.
-        options.setdefault("master_port", free_port())
+        options.setdefault("master_port", free_port_pair())
         opts = cluster.LabOptions(scenario=scenario, state_dir=state_dir, **{**FAST, **options})
         info = cluster.up(opts)
         assert json.loads((state_dir / "nodes.json").read_text()) == info

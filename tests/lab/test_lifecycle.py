@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab import cgroups, cluster, demo
-from tests.helpers import wait_for
+from tests.helpers import free_port_pair, wait_for
 from tests.labkit import FAST, Lab, require_lab
 
 pytestmark = pytest.mark.lab
@@ -89,7 +89,11 @@ def test_up_after_a_crash_cleans_leftovers_first(lab_factory):
     lab = lab_factory("healthy")
     old = json.loads((lab.state_dir / "lab-state.json").read_text())
     # As if the controlling process died: the state file and every process are still there.
-    info = cluster.up(cluster.LabOptions(scenario="healthy", state_dir=lab.state_dir, **FAST))
+    # A free rendezvous port, as lab_factory gives: 29500 up is the demo's, and other labs'.
+    opts = cluster.LabOptions(
+        scenario="healthy", state_dir=lab.state_dir, master_port=free_port_pair(), **FAST
+    )
+    info = cluster.up(opts)
     assert not any(_alive(n["init_pid"]) for n in old["nodes"])
     fresh = Lab(info, lab.state_dir)
     try:
