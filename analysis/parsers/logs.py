@@ -254,9 +254,20 @@ def parse_log(path: str, text: str | None, source: LineSource | None = None) -> 
         return facts
     reader = _LogReader(facts, source)
     reader.whole = reader.signals.prepare(text)
+    steps, lab_step = facts.steps, _LAB_STEP.match
     for raw_line in text.splitlines():
         line = raw_line.rstrip()
-        if line:
+        if not line:
+            continue
+        # Fast path for the lab step line, which makes up most of a healthy log: no call of
+        # `read` for it.
+        lab = lab_step(line) if line[0].isdigit() else None
+        if lab:
+            reader.recognised += 1
+            step = _lab_step(lab, line)
+            reader.previous_rank = step.rank
+            steps.append(step)
+        else:
             reader.read(line, raw_line)
     reader.finish()
     if reader.recognised == 0 and text.count("\n") >= 3:
@@ -277,15 +288,7 @@ class _LogReader:
         self.whole = False  # the line reader took the text whole (ncclras JSON)
 
     def read(self, line: str, raw: str | None = None) -> None:
-        if line[0].isdigit():
-            # Fast path for the lab step line, which makes up most of a healthy log.
-            lab = _LAB_STEP.match(line)
-            if lab:
-                self.recognised += 1
-                step = _lab_step(lab, line)
-                self.previous_rank = step.rank
-                self.facts.steps.append(step)
-                return
+        """Any line but the lab step line (`parse_log` takes that one itself)."""
         if not self.whole:
             self.signals.read_line(raw or line)
         rank, local = self._who(line)
