@@ -609,6 +609,9 @@ class LauncherReader:
         return False
 
     def finish(self) -> None:
+        open_ = self._section is not None or self._entry is not None or self._rdzv is not None
+        if not (open_ or self._block or self._ds_pending or self._ds_pids):
+            return  # nothing open or held: most logs, whose lines no launcher wrote
         self._close_summary()
         self._close_rendezvous()
         # What no exit line closed, in the order it was read, each node's list its own order.
