@@ -42,7 +42,9 @@ def time_views(timed: Callable, client, snapshot, user) -> None:
     timed("evidence viewer, one log", reverse("collectors:artifact_view", args=[spk, log]))
     quote = _linkable_quote(snapshot)
     if quote is not None:
-        timed(f"evidence viewer, quoted line {quote}", reverse("collectors:quote", args=[spk, quote]))
+        timed(
+            f"evidence viewer, quoted line {quote}", reverse("collectors:quote", args=[spk, quote])
+        )
     timed("post-mortem page (first draft)", reverse("pages:postmortem", args=[pk]))
     timed("API snapshot", f"/api/v1/snapshots/{spk}/")
     timed("API diagnosis", f"/api/v1/snapshots/{spk}/diagnosis/")
