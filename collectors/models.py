@@ -108,6 +108,29 @@ class RankSlice(models.Func):
         return template.format(sql), [*params, self.stop - self.start, self.start]
 
 
+class RankRowOf(models.Func):
+    """The stored per-rank table's row for one rank (or NULL), found in the database."""
+
+    output_field = models.JSONField()
+
+    def __init__(self, rank: int) -> None:
+        super().__init__(models.F("diagnosis"))
+        self.rank = int(rank)
+
+    def as_postgresql(self, compiler, connection, **extra):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return (
+            f"jsonb_path_query_first({sql} -> 'per_rank', '$[*] ? (@.rank == $r)', "
+            "jsonb_build_object('r', %s::int))",
+            [*params, self.rank],
+        )
+
+    def as_sqlite(self, compiler, connection, **extra):
+        sql, params = compiler.compile(self.source_expressions[0])
+        template = "(SELECT value FROM json_each({}, '$.per_rank') WHERE json_extract(value, '$.rank') = %s LIMIT 1)"  # noqa: E501
+        return template.format(sql), [*params, self.rank]
+
+
 class SnapshotQuerySet(QuerySet):
     def for_pages(self) -> SnapshotQuerySet:
         """Snapshots as a page reads them: the diagnosis without its per-rank table (its
@@ -216,6 +239,14 @@ class Snapshot(models.Model):
             .values_list("rows", flat=True).first()
         )  # fmt: skip
         return sliced if isinstance(sliced, list) else []
+
+    def rank_row_json(self, rank: int) -> dict | None:
+        """The stored per-rank table's row for `rank` as JSON, found in the database."""
+        found = (
+            Snapshot.objects.filter(pk=self.pk).annotate(row=RankRowOf(rank))
+            .values_list("row", flat=True).first()
+        )  # fmt: skip
+        return found if isinstance(found, dict) else None
 
     @property
     def duration_s(self) -> float | None:

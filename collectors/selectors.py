@@ -296,6 +296,17 @@ class RankTablePage:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def rank_row(snapshot: Snapshot, rank: int) -> RankRow | None:
+    """One rank's row of the verdict's table: from the rows the snapshot was read with (a
+    page's: the overview's suspect, missing and first rows), else found in the database."""
+    diagnosis = snapshot.read_diagnosis()
+    row = diagnosis.rank_row(rank) if diagnosis else None
+    if row is not None or diagnosis is None or "diagnosis" not in snapshot.get_deferred_fields():
+        return row
+    found = snapshot.rank_row_json(rank)
+    return RankRow.from_json(found) if found else None
+
+
 def rank_page(snapshot: Snapshot, page: int) -> RankTablePage:
     """Sliced in the database: one query whatever the number of ranks."""
     ranks = snapshot.read_rank_overview()

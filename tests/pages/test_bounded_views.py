@@ -1,0 +1,92 @@
+"""Every view beside the incident page reads a large job's snapshot without its whole per-rank
+table (12 MB of JSON at 32,000 ranks): the diagnosis cut in the database, a rank's row found
+by itself, the table a page at a time. Each view's content stays what it was."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from collectors import selectors
+from collectors.models import RankRowOf, Snapshot
+from incidents.services import incident_open
+from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
+
+pytestmark = pytest.mark.django_db
+
+WORLD, SUSPECT, MISSING = 2_000, 1_207, 1_733
+FAR = 1_500  # a rank no overview row holds (the overview: flagged rows, then ranks 0-199)
+
+# The diagnosis column itself in a select list (not its head or a slice, cut in the database).
+WHOLE_DIAGNOSIS = re.compile(r'"collectors_snapshot"\."diagnosis"(,| FROM)')
+
+
+@pytest.fixture
+def fleet(bob, cluster):
+    incident = incident_open(opened_by=bob, title="fleet hang", cluster=cluster)
+    diagnosis = fleet_diagnosis(WORLD, suspect=SUSPECT, missing=MISSING)
+    return incident, fleet_snapshot(incident, cluster, diagnosis), diagnosis
+
+
+def whole_reads(client, url: str, *, status: int = 200) -> list[str]:
+    """The queries of one GET that select the whole diagnosis column."""
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == status, (url, response.status_code)
+    return [q["sql"][:160] for q in queries if WHOLE_DIAGNOSIS.search(q["sql"])]
+
+
+def test_a_ranks_row_is_found_in_the_database_when_no_overview_row_holds_it(fleet):
+    _, snapshot, diagnosis = fleet
+    light = Snapshot.objects.for_pages().get(pk=snapshot.pk)
+    assert light.read_diagnosis().rank_row(FAR) is None  # not among the rows it was read with
+    with CaptureQueriesContext(connection) as queries:
+        row = selectors.rank_row(light, FAR)
+    assert len(queries) == 1 and not WHOLE_DIAGNOSIS.search(queries[0]["sql"])
+    assert row.to_json() == diagnosis["per_rank"][FAR]
+    assert selectors.rank_row(light, SUSPECT).suspect  # the overview's, no query
+    assert selectors.rank_row(light, WORLD + 5) is None
+    assert "diagnosis" in light.get_deferred_fields()
+
+
+def test_the_row_lookup_is_the_same_in_sqlite():
+    class Compiler:
+        def compile(self, expression):
+            return "diagnosis", []
+
+    def compiled(rank: int) -> tuple[str, list]:
+        sql, params = RankRowOf(rank).as_sqlite(Compiler(), None)
+        return sql.replace("%s", "?"), params  # Django's placeholders, sqlite3's
+
+    sql, params = compiled(7)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (diagnosis TEXT)")
+    db.execute("""INSERT INTO t VALUES ('{"per_rank": [{"rank": 3}, {"rank": 7, "node": "n"}]}')""")
+    found = db.execute(f"SELECT {sql} FROM t", params).fetchone()  # noqa: S608 - ours
+    assert found == ('{"rank":7,"node":"n"}',)
+    none, params = compiled(8)
+    assert db.execute(f"SELECT {none} FROM t", params).fetchone() == (None,)  # noqa: S608
+
+
+def test_the_guided_pages_read_no_whole_table(client, bob, fleet):
+    incident, snapshot, _ = fleet
+    client.force_login(bob)
+    far = reverse("pages:guided_rank", args=[incident.pk, snapshot.pk, FAR])
+    assert whole_reads(client, far) == []
+    html = client.get(far).content.decode()
+    assert f"Rank {FAR} on node-{FAR // 8:04d}" in html and "status in_collective" in html
+    suspect = client.get(reverse("pages:guided_rank", args=[incident.pk, snapshot.pk, SUSPECT]))
+    assert f"Rank {SUSPECT} on node-{SUSPECT // 8:04d}" in suspect.content.decode()
+    env = reverse("pages:guided_env", args=[incident.pk, snapshot.pk])
+    assert whole_reads(client, env) == []
+    answer = reverse("pages:guided_answer", args=[incident.pk, snapshot.pk])
+    with CaptureQueriesContext(connection) as queries:
+        posted = client.post(answer, {"q": "who", "action": "confirm"})
+    assert posted.status_code == 302
+    assert not [q for q in queries if WHOLE_DIAGNOSIS.search(q["sql"])]
+    assert incident.events.get(kind="answer").details["answer"] == "suspect"
