@@ -16,6 +16,7 @@ from collectors import selectors
 from collectors.models import RankFieldValues, RankRowOf, Snapshot
 from incidents.services import incident_open
 from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
+from tests.pages.test_evidence_viewer import crashed  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -125,20 +126,8 @@ def test_the_rank_stamps_are_gathered_the_same_in_sqlite():
         RankFieldValues("x') OR (1")
 
 
-@pytest.fixture
-def crashed(bob, cluster, django_capture_on_commit_callbacks):
-    from collectors.services import snapshot_analyse
-    from collectors.starts import snapshot_import_bundle
-    from tests.analysis.sample_evidence import load_snapshot
-
-    incident = incident_open(opened_by=bob, title="hung", cluster=cluster, severity="SEV1")
-    with django_capture_on_commit_callbacks():
-        snapshot = snapshot_import_bundle(incident=incident, evidence=load_snapshot("crash"))
-    snapshot_analyse(snapshot_id=snapshot.pk)
-    return Snapshot.objects.get(pk=snapshot.pk)
-
-
-def test_the_evidence_viewer_reads_no_whole_table(client, bob, crashed):
+def test_the_evidence_viewer_reads_no_whole_table(client, bob, crashed):  # noqa: F811
+    crashed = crashed[1]
     client.force_login(bob)
     evidence = crashed.diagnosis["evidence"]
     at = next(i for i, e in enumerate(evidence) if e["kind"] == "exit_code")
