@@ -15,6 +15,13 @@ minutes on this machine; `--reuse` keeps the database of an earlier run with the
 and only renders the pages (each page's server time, bytes and queries; the per-rank table's
 pages too).
 
+`--views` also times every other view that reads the snapshot's diagnosis (each with its
+server time and CPU, queries and bytes): the live poll, a rank's page (the suspect, and a
+rank no overview row holds), the environment page, the evidence viewer (an artifact, a
+quoted line), the post-mortem's first draft, the API's snapshot, diagnosis and per-rank
+pages, and a published post-mortem's share, print and Markdown pages (on a second incident
+whose snapshot holds the same diagnosis: publishing needs it resolved).
+
 Without DATABASE_URL it uses a throw-away SQLite file. The database is created if missing and
 its hangdesk tables are emptied first.
 """
@@ -40,6 +47,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="render the last run's snapshot")
+    parser.add_argument("--views", action="store_true", help="and every view that reads it")
     args = parser.parse_args()
 
     from bench.consolekit import console_database
@@ -96,18 +104,21 @@ def main() -> None:
     url = incident.get_absolute_url()
     client.get(url)  # warm template and connection caches
 
-    def timed(label: str, page_url: str) -> None:
-        times, queries, size = [], 0, 0
+    def timed(label: str, page_url: str, expect: int = 200, cl=None) -> None:
+        times, cpu, queries, size = [], [], 0, 0
         for _ in range(args.repeat):
             with CaptureQueriesContext(connection) as captured:
-                start = time.perf_counter()
-                response = client.get(page_url)
+                start, start_cpu = time.perf_counter(), time.process_time()
+                response = (cl or client).get(page_url)
                 times.append(time.perf_counter() - start)
-            assert response.status_code == 200, (response.status_code, page_url)
+                cpu.append(time.process_time() - start_cpu)
+            assert response.status_code == expect, (response.status_code, page_url)
             queries, size = len(captured), len(response.content)
+        load = Path("/proc/loadavg").read_text().split()[0]
         print(
             f"{label}: median {statistics.median(times):.3f} s, best {min(times):.3f} s "
-            f"over {args.repeat}; {queries} queries; {size / 1024:.0f} KiB of HTML"
+            f"(CPU median {statistics.median(cpu):.3f} s) over {args.repeat}; {queries} "
+            f"queries; {size / 1024:.0f} KiB; load {load}"
         )
 
     timed("incident page", url)
@@ -115,6 +126,10 @@ def main() -> None:
     timed("snapshot page, one node's artifacts", f"/snapshots/{snapshot.pk}/?node=node-007")
     for label, page_url in _more_pages(snapshot):
         timed(label, page_url)
+    if args.views:
+        from bench.bench_views import time_views
+
+        time_views(timed, client, snapshot, user)
 
 
 def _more_pages(snapshot) -> list[tuple[str, str]]:

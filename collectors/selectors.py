@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, fields
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
@@ -15,7 +15,7 @@ from analysis import gpushape
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
 from analysis.rankview import RankOverview
-from analysis.records import RankRow, RankStatus
+from analysis.records import RankRow, RankStatus, read_when
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
 from incidents.guided import Reasked, Standing, guided_state
@@ -294,6 +294,25 @@ class RankTablePage:
 
     def context(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def rank_row(snapshot: Snapshot, rank: int) -> RankRow | None:
+    """One rank's row of the verdict's table: from the rows the snapshot was read with (a
+    page's: the overview's suspect, missing and first rows), else found in the database."""
+    diagnosis = snapshot.read_diagnosis()
+    row = diagnosis.rank_row(rank) if diagnosis else None
+    if row is not None or diagnosis is None or "diagnosis" not in snapshot.get_deferred_fields():
+        return row
+    found = snapshot.rank_row_json(rank)
+    return RankRow.from_json(found) if found else None
+
+
+def last_step_at(snapshot: Snapshot) -> datetime | None:
+    """When any rank last wrote a step line: the latest stamp of the whole table, gathered
+    in the database (one query; the distinct stamps, not the rows)."""
+    stamps = [read_when(value) for value in snapshot.rank_field_values("last_step_at")]
+    stamps = [stamp for stamp in stamps if stamp is not None]
+    return max(stamps) if stamps else None
 
 
 def rank_page(snapshot: Snapshot, page: int) -> RankTablePage:

@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     fm.add_argument("--base-address", default=None, help="first node address, e.g. 127.210.0.1")
     fm.add_argument("--port", type=int, default=22)
     fm.add_argument("--lifetime", type=float, default=7200.0, help="stop after this long")
+    fm.add_argument(
+        "--dump-world", type=int, default=0,
+        help="the world the flight-recorder dumps list (default nodes x ranks): a few nodes "
+        "sending what a node of a bigger job sends",
+    )  # fmt: skip
     fc = sub.add_parser("farm-capture", help="capture a torch lab's probe output for the farm")
     fc.add_argument("--scenario", required=True, choices=sorted(scenarios.SCENARIOS))
     fc.add_argument("--nodes", type=int, default=2)
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 farm.FarmOptions(
                     nodes=args.nodes, ranks_per_node=args.ranks_per_node, fault=args.fault,
                     slow_s=args.slow_s, base_address=args.base_address, port=args.port,
-                    state_dir=state_dir, lifetime_s=args.lifetime,
+                    state_dir=state_dir, lifetime_s=args.lifetime, dump_world=args.dump_world,
                 )
             )  # fmt: skip
         except (ValueError, OSError) as exc:

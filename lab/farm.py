@@ -52,6 +52,9 @@ class FarmOptions:
     port: int = 22
     state_dir: Path = Path(".lab")
     lifetime_s: float = 7200.0
+    # The world the flight-recorder dumps list (0: nodes x ranks per node). A node's bytes
+    # grow with it: a few nodes can send what a node of a 32,000-rank job sends.
+    dump_world: int = 0
 
 
 @dataclass
@@ -102,7 +105,9 @@ class Farm:
         self.opts = opts
         self.capture = farm_nodes.Capture(farm_nodes.FAULTS[opts.fault])
         self.nodes = farm_nodes.farm_nodes(opts.fault, addresses(opts))
-        self.answers = farm_nodes.NodeAnswers(self.capture, self.nodes, opts.ranks_per_node)
+        self.answers = farm_nodes.NodeAnswers(
+            self.capture, self.nodes, opts.ranks_per_node, dump_world=opts.dump_world
+        )
         self.counters = Counters()
         self.dir = farm_dir(opts.state_dir.resolve())
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -361,7 +366,7 @@ def launch(opts: FarmOptions, *, ready_timeout: float = 120.0) -> RunningFarm:
         sys.executable, "-m", "lab", "--state-dir", str(opts.state_dir), "farm",
         "--nodes", str(opts.nodes), "--ranks-per-node", str(opts.ranks_per_node),
         "--fault", opts.fault, "--slow-s", str(opts.slow_s), "--port", str(opts.port),
-        "--lifetime", str(opts.lifetime_s),
+        "--lifetime", str(opts.lifetime_s), "--dump-world", str(opts.dump_world),
         *(["--base-address", opts.base_address] if opts.base_address else []),
     ]  # fmt: skip
     with open(folder / "farm.log", "wb") as log:

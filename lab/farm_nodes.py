@@ -170,7 +170,9 @@ class NodeAnswers:
     """The bytes every farm node answers, built on demand (a node's answer is a few hundred
     KB; 4,000 of them are not kept): frames that do not depend on the node are built once."""
 
-    def __init__(self, capture: Capture, nodes: list[FarmNode], ranks_per_node: int) -> None:
+    def __init__(
+        self, capture: Capture, nodes: list[FarmNode], ranks_per_node: int, *, dump_world: int = 0
+    ) -> None:
         if ranks_per_node != capture.ranks_per_node:
             raise ValueError(
                 f"the {capture.meta['scenario']} capture has {capture.ranks_per_node} ranks per "
@@ -180,6 +182,7 @@ class NodeAnswers:
         self.capture = capture
         self.nodes = nodes
         self.world = len(nodes) * ranks_per_node
+        self.dump_world = dump_world or self.world
         self._dumps: dict[bytes, bytes] = {}
 
     def _renumber(self, node: FarmNode) -> Renumber:
@@ -200,7 +203,7 @@ class NodeAnswers:
             return r.environ(body)
         if key.startswith("fr.") and not key.endswith(".path"):
             if body not in self._dumps:
-                self._dumps[body] = world_dump(body, self.world)
+                self._dumps[body] = world_dump(body, self.dump_world)
             return self._dumps[body]
         if key == "sys.date":
             return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ\n").encode()

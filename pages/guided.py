@@ -28,8 +28,10 @@ from .rank_page import rank_evidence_page
 
 
 def _snapshot(pk: int, snapshot_pk: int) -> Snapshot:
+    """Read as the incident page reads it: the diagnosis without its per-rank table (the
+    guided panel's questions are the page's; a rank's row is found by itself)."""
     return get_object_or_404(
-        Snapshot.objects.select_related("incident", "incident__cluster"),
+        Snapshot.objects.for_pages().select_related("incident", "incident__cluster"),
         pk=snapshot_pk,
         incident_id=pk,
     )

@@ -17,6 +17,7 @@ from analysis import jobtime
 from analysis.ranklines import Rank, RankLine, Text, lines_about
 from analysis.records import RankRow
 from analysis.signals.who import file_rank
+from collectors import selectors as snapshot_selectors
 from collectors.models import Artifact, Snapshot
 from hangdesk.masking import mask_text
 from incidents.models import Incident
@@ -68,6 +69,18 @@ def _numbered(tail: Tail, started, now) -> list[dict]:
     ]
 
 
+def _node_logging(snapshot: Snapshot, rank: int) -> str:
+    """The node holding a log of `rank`, for a rank the verdict's table lacks ("" if none):
+    from the logs' names alone."""
+    names = Artifact.objects.filter(collection__snapshot=snapshot, name__startswith="logs/")
+    for name, node in names.values_list("name", "collection__node_name").order_by(
+        "collection__node_name", "name"
+    ):
+        if file_rank(name.removeprefix("logs/"))[0] == rank:
+            return node
+    return ""
+
+
 def _own_logs(logs: list[Artifact], rank: int) -> list[Artifact]:
     return [a for a in logs if file_rank(a.name.removeprefix("logs/"))[0] == rank]
 
@@ -102,20 +115,15 @@ class RankEvidencePage:
 
 def rank_evidence_page(snapshot: Snapshot, rank: int) -> RankEvidencePage:
     """Everything the snapshot holds about one rank, each line with its source; `snapshot`
-    with its incident. Two queries (the snapshot's artifacts, with their node)."""
+    with its incident, read `for_pages()`. The rank's row (one query unless the overview
+    holds it) and its node's artifacts only (a query)."""
     diagnosis = snapshot.read_diagnosis()
-    row = diagnosis.rank_row(rank) if diagnosis else None
-    artifacts = list(
-        Artifact.objects.filter(collection__snapshot=snapshot)
-        .select_related("collection")
-        .order_by("collection__node_name", "name")
-    )
-    node = (row.node if row else None) or next(
-        (a.collection.node_name for a in artifacts if a.name.startswith("logs/")
-         and file_rank(a.name.removeprefix("logs/"))[0] == rank),
-        "",
-    )  # fmt: skip
-    mine = [a for a in artifacts if a.collection.node_name == node]
+    row = snapshot_selectors.rank_row(snapshot, rank)
+    node = (row.node if row else None) or _node_logging(snapshot, rank)
+    mine = list(
+        Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=node)
+        .order_by("name")
+    ) if node else []  # fmt: skip
     logs = [a for a in mine if a.name.startswith("logs/")]
     own = _own_logs(logs, rank)
     started = diagnosis.job_started_at if diagnosis else None

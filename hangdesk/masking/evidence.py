@@ -8,10 +8,13 @@ dumps are text and are masked like the rest.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from operator import itemgetter
 
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import NodeEvidence, SnapshotEvidence
+from analysis.records import RankStatus
 from hangdesk import evidence_kinds as kinds
 from hangdesk.evidence_kinds import EvidenceKind, as_text
 
@@ -45,8 +48,70 @@ def masked_snapshot(evidence: SnapshotEvidence) -> SnapshotEvidence:
 
 
 def masked_diagnosis(diagnosis: Diagnosis) -> dict:
-    """A diagnosis as it may be stored and shown: its JSON with every secret masked."""
-    return mask_json(diagnosis.to_json())
+    """A diagnosis as it may be stored and shown: its JSON with every secret masked (the
+    per-rank table by its rows' shape: `masked_rank_rows`)."""
+    data = diagnosis.to_json()
+    rows = data.get("per_rank")
+    if not isinstance(rows, list):
+        return mask_json(data)
+    rest = mask_json({**data, "per_rank": []})
+    rest["per_rank"] = masked_rank_rows(rows)
+    return rest
+
+
+# A per-rank row's fields the console makes itself: numbers and a flag, its status (an enum),
+# the time of its last step (datetime.isoformat) and its stack's hash (12 hex digits). A
+# 32,000-rank table holds 400,000 of them, no secret can be in one, and each is checked to
+# have that shape; the rest (node, frame, state: read from evidence) is masked, each distinct
+# value once. A row of any other shape (a field added later) is masked whole.
+_ROW_NUMBERS = ("rank", "pid", "local_rank", "suspect", "last_step", "step_time",
+                "stack_group", "exit_code", "gpu_util")  # fmt: skip
+_ROW_TEXTS = ("node", "frame", "state")
+_ROW_KEYS = frozenset((*_ROW_NUMBERS, *_ROW_TEXTS, "status", "last_step_at", "stack_signature"))
+_numbers = itemgetter(*_ROW_NUMBERS)
+_PLAIN = frozenset({int, float, bool, type(None)})
+_STATUSES = frozenset(str(status) for status in RankStatus)
+_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:[+-]\d\d:\d\d)?")
+_HASH = re.compile(r"[0-9a-f]{0,40}")
+
+
+def masked_rank_rows(rows: list) -> list:
+    """The per-rank table (`RankRow.to_json()` rows) with every secret masked."""
+    shown: dict[str, str] = {}
+
+    def text(value):
+        if type(value) is not str:
+            return mask_json(value)
+        masked = shown.get(value)
+        if masked is None:
+            masked = shown[value] = mask_text(value)
+        return masked
+
+    out = []
+    for row in rows:
+        if not _made_here(row):
+            out.append(mask_json(row))
+            continue
+        row = dict(row)
+        for field in _ROW_TEXTS:
+            row[field] = text(row[field])
+        out.append(row)
+    return out
+
+
+def _made_here(row) -> bool:
+    """Is the row of RankRow's shape, its console-made fields holding only what they can?"""
+    if type(row) is not dict or row.keys() != _ROW_KEYS:
+        return False
+    status = row["status"]
+    if not _PLAIN.issuperset(map(type, _numbers(row))) or type(status) is not str:
+        return False
+    if status not in _STATUSES:
+        return False
+    when, signature = row["last_step_at"], row["stack_signature"]
+    if when is not None and not (type(when) is str and _ISO_TIME.fullmatch(when)):
+        return False
+    return type(signature) is str and _HASH.fullmatch(signature) is not None
 
 
 def masked_artifact_text(name: str, content: bytes) -> str:

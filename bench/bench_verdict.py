@@ -1,0 +1,225 @@
+"""After the last node: the analysis task of a 4,000-node, 32,000-rank snapshot, step by step,
+without the farm (issue 22: "the verdict stored under 2 s after the last node").
+
+The snapshot is built once in PostgreSQL: bench_analysis's snapshot of real captured evidence
+(8 ranks a node, one rank stuck), each node's parse made and stored as its ssh worker stores
+it (`analysis.nodemap`, JSON, zlib: `NodeParseRecord`). Each run puts it back to "analysing"
+and runs the analysis task itself (`collectors.tasks.analyse_snapshot`, in this process), its
+steps timed where the task calls them: CPU (`time.process_time`, this process only: not
+PostgreSQL's) and wall, per step, and the load average beside them.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hd_tail22_bench \\
+        .venv/bin/python bench/bench_verdict.py --ranks 32000 --nodes 4000 --repeat 3
+    ... --profile        # one run under cProfile, by cumulative time
+    ... --rebuild        # build the snapshot again (else the one built before is reused)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import zlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench.consolekit import console_database, console_settings  # noqa: E402
+
+console_settings()
+
+# The steps, as the task calls them: (label, module path, attribute).
+STEPS = (
+    ("GPU metrics (none here)", "collectors.gpumetrics", "snapshot_gpu_metrics_store"),
+    ("read back the parses", "collectors.nodeparse", "snapshot_parses"),
+    ("merge + facts + rules", "analysis", "diagnose_parses"),
+    ("rank overview, masked", "collectors.services", "masked_rank_overview"),
+    ("diagnosis to JSON, masked", "collectors.services", "masked_diagnosis"),
+    ("store + finish (transaction)", "collectors.services", "_snapshot_finish"),
+)
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _cluster_name(ranks: int, nodes: int) -> str:
+    return f"bench-verdict-{ranks}-{nodes}"
+
+
+def build(ranks: int, nodes: int):
+    """The snapshot, its node rows and their stored parses, as the fleet leaves them."""
+    from analysis import nodemap
+    from analysis.signals.place import host_map
+    from bench.bench_analysis import build_snapshot
+    from clusters.models import Cluster
+    from collectors.models import (
+        NodeCollection,
+        NodeParseRecord,
+        NodeStatus,
+        Snapshot,
+        SnapshotStatus,
+    )
+    from incidents.services import incident_open
+
+    started = time.perf_counter()
+    Cluster.objects.filter(name=_cluster_name(ranks, nodes)).delete()
+    evidence = build_snapshot(ranks, nodes, stuck_rank=ranks * 3 // 10)
+    cluster = Cluster.objects.create(name=_cluster_name(ranks, nodes), expected_world_size=ranks)
+    incident = incident_open(opened_by=None, title="bench verdict", cluster=cluster)
+    snapshot = Snapshot.objects.create(
+        incident=incident, cluster=cluster, source="bench", status=SnapshotStatus.ANALYSING,
+        collected_at=evidence.collected_at, expected_world_size=ranks,
+    )  # fmt: skip
+    collections = NodeCollection.objects.bulk_create(
+        NodeCollection(snapshot=snapshot, node_name=n.node, address="(bench)",
+                       status=NodeStatus.OK)
+        for n in evidence.nodes
+    )  # fmt: skip
+    hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
+    records = []
+    for collection, node in zip(collections, evidence.nodes, strict=True):
+        parse = nodemap.map_node(node, hosts=hosts, snapshot_collected_at=evidence.collected_at)
+        raw = json.dumps(nodemap.to_json(parse), separators=(",", ":")).encode()
+        records.append(
+            NodeParseRecord(collection=collection, version=nodemap.NODE_PARSE_VERSION,
+                            hostname=node.hostname, compressed=zlib.compress(raw, 1),
+                            size=len(raw))
+        )  # fmt: skip
+    NodeParseRecord.objects.bulk_create(records, batch_size=500)
+    print(f"built snapshot {snapshot.pk} in {time.perf_counter() - started:.0f} s", flush=True)
+    return snapshot
+
+
+def find(ranks: int, nodes: int):
+    from collectors.models import Snapshot
+
+    return Snapshot.objects.filter(cluster__name=_cluster_name(ranks, nodes)).order_by("pk").last()
+
+
+def reset(snapshot) -> None:
+    """Back to "analysing", as the last node's transaction leaves it."""
+    from collectors.models import Snapshot, SnapshotStatus
+
+    Snapshot.objects.filter(pk=snapshot.pk).update(
+        status=SnapshotStatus.ANALYSING, diagnosis=None, rank_overview=None, finished_at=None,
+        provisional=None, error="",
+    )  # fmt: skip
+
+
+class Timer:
+    """Wraps the task's steps where it looks them up; sums CPU and wall per step."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = {}
+        self.wall: dict[str, float] = {}
+        self._undo: list = []
+        # When the last step (the finish: the verdict's transaction) returned: wall, CPU.
+        self.finished_at, self.finished_cpu = 0.0, 0.0
+
+    def install(self) -> None:
+        import importlib
+
+        for label, module_name, attribute in STEPS:
+            module = importlib.import_module(module_name)
+            original = getattr(module, attribute)
+            setattr(module, attribute, self._wrapped(label, original))
+            self._undo.append((module, attribute, original))
+
+    def uninstall(self) -> None:
+        for module, attribute, original in reversed(self._undo):
+            setattr(module, attribute, original)
+
+    def _wrapped(self, label, original):
+        def timed(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.cpu[label] = self.cpu.get(label, 0.0) + time.process_time() - cpu
+                self.wall[label] = self.wall.get(label, 0.0) + time.perf_counter() - wall
+                self.finished_at, self.finished_cpu = time.perf_counter(), time.process_time()
+
+        return timed
+
+
+def run_once(snapshot) -> tuple[dict, dict]:
+    from collectors import tasks
+
+    reset(snapshot)
+    timer = Timer()
+    timer.install()
+    try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        tasks.analyse_snapshot(snapshot.pk)
+        timer.cpu["the task, all of it"] = time.process_time() - cpu
+        timer.wall["the task, all of it"] = time.perf_counter() - wall
+        # The verdict is stored (committed) when the finish returns; what follows is the
+        # task freeing what it built.
+        timer.cpu["verdict stored (from the start)"] = timer.finished_cpu - cpu
+        timer.wall["verdict stored (from the start)"] = timer.finished_at - wall
+    finally:
+        timer.uninstall()
+    snapshot.refresh_from_db(fields=["status", "error"])
+    assert snapshot.status == "done", (snapshot.status, snapshot.error)
+    return timer.cpu, timer.wall
+
+
+def _stored(snapshot) -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_size(diagnosis), octet_length(diagnosis::text), "
+            "pg_column_size(rank_overview) FROM collectors_snapshot WHERE id = %s",
+            [snapshot.pk],
+        )
+        stored, text, overview = cursor.fetchone()
+    return (
+        f"diagnosis stored {stored / 1e6:.2f} MB (as text {text / 1e6:.2f} MB), "
+        f"overview {overview / 1e3:.1f} KB"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranks", type=int, default=32000)
+    parser.add_argument("--nodes", type=int, default=4000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="one run under cProfile")
+    args = parser.parse_args()
+    console_database(flush=False)
+    snapshot = None if args.rebuild else find(args.ranks, args.nodes)
+    if snapshot is None:
+        snapshot = build(args.ranks, args.nodes)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(run_once, snapshot)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+        return
+    runs = []
+    for _ in range(args.repeat):
+        before = _load()
+        cpu, wall = run_once(snapshot)
+        runs.append((cpu, wall, before, _load()))
+    print(f"ranks={args.ranks} nodes={args.nodes} snapshot={snapshot.pk} repeat={args.repeat}")
+    for label in runs[0][0]:
+        cpu = [r[0].get(label, 0.0) for r in runs]
+        wall = [r[1].get(label, 0.0) for r in runs]
+        print(
+            f"  {label:>30}: CPU median {statistics.median(cpu):.3f} s (best {min(cpu):.3f}), "
+            f"wall median {statistics.median(wall):.3f} s (best {min(wall):.3f})"
+        )
+    print("  load before → after: " + ", ".join(f"{r[2]:.1f} → {r[3]:.1f}" for r in runs))
+    print("  " + _stored(snapshot))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Every view beside the incident page reads a large job's snapshot without its whole per-rank
+table (12 MB of JSON at 32,000 ranks): the diagnosis cut in the database, a rank's row found
+by itself, the table a page at a time. Each view's content stays what it was."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from collectors import selectors
+from collectors.models import RankFieldValues, RankRowOf, Snapshot
+from incidents.services import incident_open
+from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
+from tests.pages.test_evidence_viewer import crashed  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.django_db
+
+WORLD, SUSPECT, MISSING = 2_000, 1_207, 1_733
+FAR = 1_500  # a rank no overview row holds (the overview: flagged rows, then ranks 0-199)
+
+# The diagnosis column itself in a select list (not its head or a slice, cut in the database).
+WHOLE_DIAGNOSIS = re.compile(r'"collectors_snapshot"\."diagnosis"(,| FROM)')
+
+
+@pytest.fixture
+def fleet(bob, cluster):
+    incident = incident_open(opened_by=bob, title="fleet hang", cluster=cluster)
+    diagnosis = fleet_diagnosis(WORLD, suspect=SUSPECT, missing=MISSING)
+    return incident, fleet_snapshot(incident, cluster, diagnosis), diagnosis
+
+
+def whole_reads(client, url: str, *, status: int = 200) -> list[str]:
+    """The queries of one GET that select the whole diagnosis column."""
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == status, (url, response.status_code)
+    return [q["sql"][:160] for q in queries if WHOLE_DIAGNOSIS.search(q["sql"])]
+
+
+def test_a_ranks_row_is_found_in_the_database_when_no_overview_row_holds_it(fleet):
+    _, snapshot, diagnosis = fleet
+    light = Snapshot.objects.for_pages().get(pk=snapshot.pk)
+    assert light.read_diagnosis().rank_row(FAR) is None  # not among the rows it was read with
+    with CaptureQueriesContext(connection) as queries:
+        row = selectors.rank_row(light, FAR)
+    assert len(queries) == 1 and not WHOLE_DIAGNOSIS.search(queries[0]["sql"])
+    assert row.to_json() == diagnosis["per_rank"][FAR]
+    assert selectors.rank_row(light, SUSPECT).suspect  # the overview's, no query
+    assert selectors.rank_row(light, WORLD + 5) is None
+    assert "diagnosis" in light.get_deferred_fields()
+
+
+def test_the_row_lookup_is_the_same_in_sqlite():
+    class Compiler:
+        def compile(self, expression):
+            return "diagnosis", []
+
+    def compiled(rank: int) -> tuple[str, list]:
+        sql, params = RankRowOf(rank).as_sqlite(Compiler(), None)
+        return sql.replace("%s", "?"), params  # Django's placeholders, sqlite3's
+
+    sql, params = compiled(7)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (diagnosis TEXT)")
+    db.execute("""INSERT INTO t VALUES ('{"per_rank": [{"rank": 3}, {"rank": 7, "node": "n"}]}')""")
+    found = db.execute(f"SELECT {sql} FROM t", params).fetchone()  # noqa: S608 - ours
+    assert found == ('{"rank":7,"node":"n"}',)
+    none, params = compiled(8)
+    assert db.execute(f"SELECT {none} FROM t", params).fetchone() == (None,)  # noqa: S608
+
+
+def test_the_guided_pages_read_no_whole_table(client, bob, fleet):
+    incident, snapshot, _ = fleet
+    client.force_login(bob)
+    far = reverse("pages:guided_rank", args=[incident.pk, snapshot.pk, FAR])
+    assert whole_reads(client, far) == []
+    html = client.get(far).content.decode()
+    assert f"Rank {FAR} on node-{FAR // 8:04d}" in html and "status in_collective" in html
+    suspect = client.get(reverse("pages:guided_rank", args=[incident.pk, snapshot.pk, SUSPECT]))
+    assert f"Rank {SUSPECT} on node-{SUSPECT // 8:04d}" in suspect.content.decode()
+    env = reverse("pages:guided_env", args=[incident.pk, snapshot.pk])
+    assert whole_reads(client, env) == []
+    answer = reverse("pages:guided_answer", args=[incident.pk, snapshot.pk])
+    with CaptureQueriesContext(connection) as queries:
+        posted = client.post(answer, {"q": "who", "action": "confirm"})
+    assert posted.status_code == 302
+    assert not [q for q in queries if WHOLE_DIAGNOSIS.search(q["sql"])]
+    assert incident.events.get(kind="answer").details["answer"] == "suspect"
+
+
+def test_the_post_mortems_first_draft_finds_the_last_step_in_the_whole_table(client, bob, cluster):
+    """The draft reads the diagnosis without its table, and of the table only the latest step
+    stamp (here a rank no overview row holds)."""
+    incident = incident_open(opened_by=bob, title="fleet hang", cluster=cluster)
+    diagnosis = fleet_diagnosis(WORLD, suspect=SUSPECT, missing=MISSING)
+    for row in diagnosis["per_rank"]:
+        row["last_step_at"] = "2026-11-30T09:00:00+00:00"
+    diagnosis["per_rank"][FAR]["last_step_at"] = "2026-11-30T10:17:42+01:00"  # 09:17:42 UTC
+    snapshot = fleet_snapshot(incident, cluster, diagnosis)
+    assert selectors.last_step_at(snapshot).isoformat() == "2026-11-30T10:17:42+01:00"
+    client.force_login(bob)
+    url = reverse("pages:postmortem", args=[incident.pk])
+    assert whole_reads(client, url) == []
+    page = client.get(url).content.decode()
+    assert "2026-11-30 10:17:42 | Last step line written" in page
+
+
+def test_the_rank_stamps_are_gathered_the_same_in_sqlite():
+    class Compiler:
+        def compile(self, expression):
+            return "diagnosis", []
+
+    sql, params = RankFieldValues("last_step_at").as_sqlite(Compiler(), None)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (diagnosis TEXT)")
+    rows = '[{"rank": 0, "last_step_at": "a"}, {"rank": 1}, {"rank": 2, "last_step_at": "a"}]'
+    db.execute("INSERT INTO t VALUES (?)", [f'{{"per_rank": {rows}}}'])
+    query = f"SELECT {sql.replace('%s', '?')} FROM t"  # noqa: S608 - our own compiled SQL
+    assert db.execute(query, params).fetchone() == ('["a"]',)
+    with pytest.raises(ValueError):
+        RankFieldValues("x') OR (1")
+
+
+def test_the_evidence_viewer_reads_no_whole_table(client, bob, crashed):  # noqa: F811
+    crashed = crashed[1]
+    client.force_login(bob)
+    evidence = crashed.diagnosis["evidence"]
+    at = next(i for i, e in enumerate(evidence) if e["kind"] == "exit_code")
+    quote = reverse("collectors:quote", args=[crashed.pk, at])
+    assert whole_reads(client, quote) == []
+    body = client.get(quote).content.decode()
+    assert f'class="quoted" data-quote="{at}"' in body  # the line still marked
+    artifact = crashed.collections.first().artifacts.order_by("name").first()
+    view = reverse("collectors:artifact_view", args=[crashed.pk, artifact.pk])
+    assert whole_reads(client, view) == []
+    assert (
+        f'href="{crashed.incident.get_absolute_url()}#diagnosis"'
+        in client.get(view).content.decode()
+    )
