@@ -2,25 +2,32 @@
 the nodes still out are the slowest when every visit has started and each one out has taken
 SLOW_FACTOR times the median visit of those in (at least SLOW_FLOOR_S), never a fixed time
 from the click: a loaded controller whose nodes are still queued gets no first verdict from
-a third of its fleet."""
+a third of its fleet. And the provisional verdict stored is the masked diagnosis's head,
+made without the whole per-rank table."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
+import analysis
 from clusters.services import node_create
 from collectors import provisional, services
+from collectors.bundles import read_bundle
 from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.provisional import SLOW_FACTOR, SLOW_FLOOR_S
+from hangdesk.masking import masked_diagnosis
 from incidents.services import incident_open
 from tests.conftest import HOST_KEY
 
 pytestmark = pytest.mark.django_db
 
 NODES = 30
+HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 NOW = timezone.now()
 
 
@@ -119,3 +126,16 @@ def test_no_node_in_yet_is_checked_again_after_the_floor(snapshot):
     _visits(snapshot, done=0, visit_s=0.0, running_for=[300.0] * NODES)
     deadline = provisional.slow_deadline(snapshot_id=snapshot.pk, now=NOW)
     assert not deadline.due and deadline.recheck_s == SLOW_FLOOR_S
+
+
+CORPUS = Path(__file__).parents[1] / "analysis" / "corpus"
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in CORPUS.iterdir() if p.is_dir()))
+def test_the_provisional_verdict_is_the_masked_diagnosis_head(case):
+    diagnosis = analysis.diagnose(read_bundle(CORPUS / case))
+    planted = dataclasses.replace(diagnosis, summary=f"{diagnosis.summary} --token={HF}")
+    for one in (diagnosis, planted):
+        whole = masked_diagnosis(one)
+        assert provisional.masked_verdict(one) == {k: whole[k] for k in provisional.VERDICT_KEYS}
+    assert HF not in str(provisional.masked_verdict(planted))
