@@ -51,7 +51,7 @@ def time_views(timed: Callable, client, snapshot, user) -> None:
     ranks_api = f"/api/v1/snapshots/{spk}/ranks/"
     if client.get(ranks_api).status_code == 200:
         timed("API ranks, first page", ranks_api)
-        timed("API ranks, after rank 20000", ranks_api + "?after=20000")
+        timed("API ranks, offset 20000", ranks_api + "?offset=20000")
     shared = _published_copy(snapshot, user)
     timed("post-mortem page (published)", reverse("pages:postmortem", args=[shared.pk]))
     timed("print page", reverse("sharing:print", args=[shared.pk]))
