@@ -30,7 +30,13 @@ SAMPLES = ["outside", "crash", "init", "mismatch", "tp-mismatch", "tp-rank-stall
 SAMPLES += ["healthy", "straggler"]
 
 
-def _map(evidence: SnapshotEvidence, index: int, known: list[NodeEvidence], rank_pids=None):
+def _map(
+    evidence: SnapshotEvidence,
+    index: int,
+    known: list[NodeEvidence],
+    rank_pids=None,
+    step_summaries=True,
+):
     node = evidence.nodes[index]
     return map_node(
         node,
@@ -39,6 +45,7 @@ def _map(evidence: SnapshotEvidence, index: int, known: list[NodeEvidence], rank
         assigned=scheduler_ranks(evidence.scheduler, node.node, node.hostname),
         scheduler_log=scheduler_log(evidence.scheduler, node.node, node.hostname),
         rank_pids=rank_pids,
+        step_summaries=step_summaries,
     )
 
 
@@ -54,9 +61,9 @@ def _map_reduce(
     parses = [from_json(json.loads(text)) for text in stored]
     again = []
 
-    def reparse(index: int, rank_pids):
+    def reparse(index: int, rank_pids, step_summaries=True):
         again.append(index)
-        return _map(evidence, index, evidence.nodes, rank_pids)
+        return _map(evidence, index, evidence.nodes, rank_pids, step_summaries)
 
     head = dataclasses.replace(evidence, nodes=[])
     return diagnose_parses(head, parses, reparse, previous).to_json(), len(again)

@@ -4,6 +4,7 @@ by itself, the table a page at a time. Each view's content stays what it was."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -12,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from analysis.records import RankRow
 from collectors import selectors
 from collectors.models import RankFieldValues, RankRowOf, Snapshot
 from incidents.services import incident_open
@@ -141,4 +143,91 @@ def test_the_evidence_viewer_reads_no_whole_table(client, bob, crashed):  # noqa
     assert (
         f'href="{crashed.incident.get_absolute_url()}#diagnosis"'
         in client.get(view).content.decode()
+    )
+
+
+def _api(user):
+    from rest_framework.test import APIClient
+
+    from core.services import api_token_create
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token_create(user=user, name='t')[1]}")
+    return client
+
+
+def test_the_api_serves_the_table_a_page_at_a_time(bob, carol, fleet):
+    from collectors.apis import RANK_PAGE
+
+    _, snapshot, diagnosis = fleet
+    api = _api(carol)
+    url = f"/api/v1/snapshots/{snapshot.pk}/diagnosis/"
+    assert whole_reads(api, url) == []
+    served = api.get(url).json()
+    assert served["summary"] == diagnosis["summary"] and served["suspect_ranks"] == [SUSPECT]
+    assert [r["rank"] for r in served["per_rank"]] == list(range(RANK_PAGE))
+    assert served["per_rank_total"] == WORLD
+    ranks = f"http://testserver/api/v1/snapshots/{snapshot.pk}/ranks/"
+    assert served["per_rank_next"] == f"{ranks}?offset={RANK_PAGE}&limit={RANK_PAGE}"
+    rows, page = list(served["per_rank"]), served["per_rank_next"]
+    while page:  # follow `next` to the end
+        assert whole_reads(api, page) == []
+        answer = api.get(page).json()
+        rows += answer["results"]
+        page = answer["next"]
+    first = api.get(f"{ranks}?limit={RANK_PAGE}").json()["results"]
+    assert first == served["per_rank"]  # the diagnosis' first page is the ranks' first page
+    typed = [RankRow.from_json(r).to_json() for r in diagnosis["per_rank"]]
+    assert rows == json.loads(json.dumps(typed))  # every row, in today's shape
+    assert [r["rank"] for r in rows] == list(range(WORLD))
+    assert rows[SUSPECT]["suspect"] and rows[MISSING]["status"] == "missing"
+    last = api.get(f"{ranks}?offset={WORLD - 3}&limit=10").json()
+    assert [r["rank"] for r in last["results"]] == [WORLD - 3, WORLD - 2, WORLD - 1]
+    assert last["next"] is None and last["count"] == WORLD
+    assert last["previous"] == f"{ranks}?offset={WORLD - 13}&limit=10"
+    assert api.get(f"{ranks}?offset={WORLD + 5}").json()["results"] == []
+    for junk in ("limit=0", "limit=1001", "offset=-1", "offset=x"):
+        assert api.get(f"{ranks}?{junk}").status_code == 400, junk
+    detail = f"/api/v1/snapshots/{snapshot.pk}/"
+    assert whole_reads(api, detail) == []
+    assert api.get(detail).json()["classification"] == diagnosis["classification"]
+
+
+def test_the_incident_snapshot_and_document_pages_read_no_whole_table(client, bob, fleet):
+    """The pages fixed before (the incident page, the snapshot page, the rank table, the live
+    poll) and the frozen documents: none reads the table whole."""
+    from incidents.postmortem_saving import postmortem_save
+    from incidents.services import incident_change_status
+    from sharing.services import share_link_create
+
+    incident, snapshot, _ = fleet
+    client.force_login(bob)
+    detail = reverse("collectors:detail", args=[snapshot.pk])
+    live = reverse("pages:incident_live", args=[incident.pk])
+    for url in (
+        incident.get_absolute_url(),
+        detail,
+        f"{detail}?node=node-0150",
+        reverse("collectors:ranks", args=[snapshot.pk]) + "?page=7",
+        f"{live}?version=0&verdict=",
+    ):
+        assert whole_reads(client, url) == [], url
+    incident_change_status(incident=incident, to_status="resolved", by=bob)
+    sections = {
+        "summary": "Rank 1207 stopped.",
+        "root_cause": "Its host ran out of memory.",
+        "action_items": "Drain it | bob | 2026-12-14",
+    }
+    postmortem_save(incident=incident, by=bob, status="published", **sections)
+    _, token = share_link_create(incident=incident, by=bob, include_evidence=True)
+    for url in (
+        reverse("pages:postmortem", args=[incident.pk]),
+        reverse("sharing:print", args=[incident.pk]),
+        reverse("sharing:export", args=[incident.pk]),
+        f"/s/{token}/",
+    ):
+        assert whole_reads(client, url) == [], url
+    assert (
+        f"Ranks seen: {WORLD - 1} of {WORLD}"
+        in client.get(reverse("sharing:export", args=[incident.pk])).content.decode()
     )
