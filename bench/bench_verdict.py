@@ -110,12 +110,24 @@ def reset(snapshot) -> None:
     )  # fmt: skip
 
 
-class Timer:
-    """Wraps the task's steps where it looks them up; sums CPU and wall per step."""
+TICKS = os.sysconf("SC_CLK_TCK")
 
-    def __init__(self) -> None:
+
+def _backend_cpu(pid: int) -> float:
+    """User + system seconds of the PostgreSQL backend serving this process (same machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class Timer:
+    """Wraps the task's steps where it looks them up; sums CPU and wall per step, and the CPU
+    of the PostgreSQL backend that serves them."""
+
+    def __init__(self, backend_pid: int) -> None:
+        self.backend_pid = backend_pid
         self.cpu: dict[str, float] = {}
         self.wall: dict[str, float] = {}
+        self.pg: dict[str, float] = {}
         self._undo: list = []
         # When the last step (the finish: the verdict's transaction) returned: wall, CPU.
         self.finished_at, self.finished_cpu = 0.0, 0.0
@@ -135,28 +147,38 @@ class Timer:
 
     def _wrapped(self, label, original):
         def timed(*args, **kwargs):
-            wall, cpu = time.perf_counter(), time.process_time()
+            wall, cpu, pg = time.perf_counter(), time.process_time(), self.pg_now()
             try:
                 return original(*args, **kwargs)
             finally:
                 self.cpu[label] = self.cpu.get(label, 0.0) + time.process_time() - cpu
                 self.wall[label] = self.wall.get(label, 0.0) + time.perf_counter() - wall
+                self.pg[label] = self.pg.get(label, 0.0) + self.pg_now() - pg
                 self.finished_at, self.finished_cpu = time.perf_counter(), time.process_time()
 
         return timed
 
+    def pg_now(self) -> float:
+        return _backend_cpu(self.backend_pid)
 
-def run_once(snapshot) -> tuple[dict, dict]:
+
+def run_once(snapshot) -> Timer:
+    from django.db import connection
+
     from collectors import tasks
 
     reset(snapshot)
-    timer = Timer()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (backend,) = cursor.fetchone()
+    timer = Timer(backend)
     timer.install()
     try:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, pg = time.perf_counter(), time.process_time(), timer.pg_now()
         tasks.analyse_snapshot(snapshot.pk)
         timer.cpu["the task, all of it"] = time.process_time() - cpu
         timer.wall["the task, all of it"] = time.perf_counter() - wall
+        timer.pg["the task, all of it"] = timer.pg_now() - pg
         # The verdict is stored (committed) when the finish returns; what follows is the
         # task freeing what it built.
         timer.cpu["verdict stored (from the start)"] = timer.finished_cpu - cpu
@@ -165,7 +187,7 @@ def run_once(snapshot) -> tuple[dict, dict]:
         timer.uninstall()
     snapshot.refresh_from_db(fields=["status", "error"])
     assert snapshot.status == "done", (snapshot.status, snapshot.error)
-    return timer.cpu, timer.wall
+    return timer
 
 
 def _stored(snapshot) -> str:
@@ -207,17 +229,19 @@ def main() -> None:
     runs = []
     for _ in range(args.repeat):
         before = _load()
-        cpu, wall = run_once(snapshot)
-        runs.append((cpu, wall, before, _load()))
+        runs.append((run_once(snapshot), before, _load()))
     print(f"ranks={args.ranks} nodes={args.nodes} snapshot={snapshot.pk} repeat={args.repeat}")
-    for label in runs[0][0]:
-        cpu = [r[0].get(label, 0.0) for r in runs]
-        wall = [r[1].get(label, 0.0) for r in runs]
-        print(
-            f"  {label:>30}: CPU median {statistics.median(cpu):.3f} s (best {min(cpu):.3f}), "
-            f"wall median {statistics.median(wall):.3f} s (best {min(wall):.3f})"
-        )
-    print("  load before → after: " + ", ".join(f"{r[2]:.1f} → {r[3]:.1f}" for r in runs))
+    for label in runs[0][0].wall:
+        figures = []
+        for name in ("cpu", "wall", "pg"):
+            values = [getattr(r[0], name).get(label) for r in runs]
+            if None in values:
+                continue
+            title = {"cpu": "CPU", "wall": "wall", "pg": "PostgreSQL CPU"}[name]
+            figures.append(f"{title} {statistics.median(values):.3f} s ({min(values):.3f})")
+        print(f"  {label:>32}: " + ", ".join(figures))
+    print("  (medians, best in brackets; PostgreSQL's in clock ticks of 10 ms)")
+    print("  load before → after: " + ", ".join(f"{r[1]:.1f} → {r[2]:.1f}" for r in runs))
     print("  " + _stored(snapshot))
 
 
