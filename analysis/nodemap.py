@@ -43,13 +43,14 @@ from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.parsers.pyspy_samples import WindowSample, parse_samples
 from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
-from analysis.rankmodel import RENDEZVOUS
+from analysis.ranklogs import summarize_steps
+from analysis.rankmodel import RENDEZVOUS, StepSummary
 from analysis.signals import LineSource
 from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 # The stored form's version: a parse stored by another version is parsed again, never read.
-NODE_PARSE_VERSION = 2  # 2: lists of records as columns
+NODE_PARSE_VERSION = 4  # 2: records as columns; 3: step lines summarized; 4: nested columns
 
 # srun's own numbering of its tasks, in every task's environment.
 SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})
@@ -88,6 +89,9 @@ class LogParse:
     written: bool  # the file holds any line (a rank that wrote one was observed)
     master_pods: bool  # it lists a PyTorchJob's master pod (its rank 0)
     start: datetime | None  # its first stamped line, when the log is held whole
+    # Its step lines as they leave each rank (`facts.steps` is then empty): a few fields a
+    # rank for the merge to read, not a record a line.
+    steps: list[StepSummary] = field(default_factory=list)
 
 
 @dataclass
@@ -142,12 +146,14 @@ def map_node(
     scheduler_log: tuple[str, str] | None = None,
     rank_pids: Mapping[int, int] | None = None,
     flight_recorder: bool = True,
+    step_summaries: bool = True,
 ) -> NodeParse:
     """Parse one node. `hosts`: how lines spell the snapshot's nodes, as far as known
     (`signals.place.host_map`); `assigned`: pid -> (rank, local rank) a scheduler gives;
     `scheduler_log`: its words about this node, (path, text), read as one more log;
     `rank_pids`: which pids hold a rank, when the merge knows better than the node (a RANK
-    another node holds)."""
+    another node holds); `step_summaries`: the logs' step lines summarized per rank (when
+    every one names its rank), else kept line by line."""
     assigned = assigned or {}
     if scheduler_log is not None:
         node_ev = replace(node_ev, logs={**node_ev.logs, scheduler_log[0]: scheduler_log[1]})
@@ -183,6 +189,8 @@ def map_node(
                 start=first_stamp(text, node_ev.collected_at) if whole else None,
             )
         )
+    if step_summaries:
+        _summarize_steps(logs)
     return NodeParse(
         node=node_ev.node,
         hostname=node_ev.hostname,
@@ -219,6 +227,15 @@ def map_node(
         asked_pids=asked_pids.answers(),
         assumed_pids=dict(rank_pids),
     )
+
+
+def _summarize_steps(logs: list[LogParse]) -> None:
+    summaries = summarize_steps([entry.facts for entry in logs])
+    if summaries is None:
+        return
+    for entry, found in zip(logs, summaries, strict=True):
+        entry.steps = found
+        entry.facts.steps = []
 
 
 def own_rank_pids(processes: list[RankProcess], by_pid: Mapping[int, PsRow]) -> dict[int, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from datetime import datetime
 from itertools import pairwise
 
 from analysis.parsers.logs import LineFact, LogFacts, parse_timestamp
@@ -18,14 +19,23 @@ from analysis.rankmodel import (
     ParsedNode,
     ParsedSnapshot,
     RankState,
+    StepSummary,
 )
 from analysis.signals.place import placed
 from analysis.signals.progress import bar_step_time
 
 
 def apply_log(
-    node, log: LogFacts, local_to_global, facts: ParsedNode, parsed, problem, single_node: bool
+    node,
+    log: LogFacts,
+    local_to_global,
+    facts: ParsedNode,
+    parsed,
+    problem,
+    single_node: bool,
+    steps: list[StepSummary] = (),
 ) -> None:
+    """`steps`: the log's step lines as the map summarized them (its `log.steps` then empty)."""
     _learn_local_ranks(node, log, local_to_global, facts)
 
     def resolve(rank: int | None, local: int | None) -> int | None:
@@ -36,6 +46,7 @@ def apply_log(
         return local_to_global.get(local, local if single_node else None)
 
     _apply_steps(node, log, resolve, parsed.ranks, problem)
+    apply_step_summaries(node, steps, parsed.ranks)
     parsed.raw_signals += placed(log.signals, resolve, log.pid_ranks)
     for exit_fact in log.exits:
         if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks, log.pid_ranks):
@@ -63,29 +74,105 @@ def _learn_local_ranks(node, log: LogFacts, local_to_global, facts: ParsedNode) 
 
 
 def _apply_steps(node, log: LogFacts, resolve, ranks: dict[int, RankState], problem) -> None:
-    unresolved = 0
+    def new_state(rank: int) -> RankState:
+        return RankState(rank=rank, node=node)
+
+    step_times, periods, unresolved = _walk_steps(log.steps, resolve, ranks, new_state)
+    for rank, times in step_times.items():
+        ranks[rank].step_time = _median_step_time(times)
+    for rank, gaps in periods.items():
+        if gaps:
+            ranks[rank].log_period = _log_period(gaps)
+    if unresolved:
+        problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
+
+
+def _walk_steps(steps, resolve, ranks: dict, new_state):
+    """Each step line on its rank's state; per rank (in the order the lines first name them),
+    what each step took and the gaps past the warm-up; the lines no rank was found for."""
     step_times: dict[int, list[float]] = defaultdict(list)
     periods: dict[int, list[float]] = defaultdict(list)
-    for record in log.steps:
+    unresolved = 0
+    for record in steps:
         rank = resolve(record.rank, record.local_rank)
         if rank is None:
             unresolved += 1
             continue
         state = ranks.get(rank)
         if state is None:
-            state = ranks[rank] = RankState(rank=rank, node=node)
+            state = ranks[rank] = new_state(rank)
         took = _apply_step(state, record, periods[rank])
         if took is not None and took >= 0:
             step_times[rank].append(took)
-    for rank, times in step_times.items():
-        ranks[rank].step_time = _median_step_time(times)
-    for rank, gaps in periods.items():
-        if not gaps:
-            continue
-        recent = sorted(gaps[-10:])
-        ranks[rank].log_period = recent[len(recent) // 2]
-    if unresolved:
-        problem(node, log.path, f"{unresolved} step lines with a local rank but no RANK map")
+    return step_times, periods, unresolved
+
+
+class _StepState:
+    """What a step line reads and moves of its rank (the map's stand-in for a RankState)."""
+
+    __slots__ = ("last_step", "last_step_at")
+
+    def __init__(self, rank: int) -> None:
+        self.last_step: int | None = None
+        self.last_step_at: datetime | None = None
+
+
+def summarize_steps(logs: list[LogFacts]) -> list[list[StepSummary]] | None:
+    """What each log's step lines leave on its ranks, the node's logs read in order from
+    fresh ranks (the map's half of `_apply_steps`): per log, one summary a rank, in the
+    order its lines first name them. None when a line names only a local rank (its rank is
+    the merge's to resolve)."""
+    states: dict[int, _StepState] = {}
+    out = []
+    for log in logs:
+        step_times, periods, unresolved = _walk_steps(log.steps, _explicit, states, _StepState)
+        if unresolved:
+            return None
+        summaries = []
+        for rank, gaps in periods.items():
+            state, times = states[rank], step_times.get(rank)
+            summaries.append(
+                StepSummary(
+                    rank,
+                    state.last_step,
+                    state.last_step_at,
+                    _median_step_time(times) if times else None,
+                    _log_period(gaps) if gaps else None,
+                )
+            )
+        out.append(summaries)
+    return out
+
+
+def fresh_for_steps(ranks: dict[int, RankState], summaries) -> bool:
+    """Do the summaries hold: has no earlier node's step line moved any of their ranks?"""
+    for summary in summaries:
+        state = ranks.get(summary.rank)
+        if state is not None and (state.last_step is not None or state.last_step_at is not None):
+            return False
+    return True
+
+
+def apply_step_summaries(node, summaries: list[StepSummary], ranks: dict[int, RankState]) -> None:
+    """A log's step summaries on ranks no other node's step line moved: as `_apply_steps`."""
+    for summary in summaries:
+        state = ranks.get(summary.rank)
+        if state is None:
+            state = ranks[summary.rank] = RankState(rank=summary.rank, node=node)
+        state.last_step, state.last_step_at = summary.last_step, summary.last_step_at
+        if summary.step_time is not None:
+            state.step_time = summary.step_time
+        if summary.log_period is not None:
+            state.log_period = summary.log_period
+
+
+def _explicit(rank: int | None, local: int | None) -> int | None:
+    return rank
+
+
+def _log_period(gaps: list[float]) -> float:
+    recent = sorted(gaps[-10:])
+    return recent[len(recent) // 2]
 
 
 def _apply_step(state: RankState, record, periods: list[float]) -> float | None:

@@ -66,6 +66,19 @@ class RankState:
 
 
 @dataclass
+class StepSummary:
+    """What one log's step lines leave on one rank (`ranklogs.summarize_steps`, in the map):
+    its last step and when, the median step time and the gap between lines the log gives
+    (None: it gives none, the rank keeps what it had)."""
+
+    rank: int
+    last_step: int
+    last_step_at: datetime | None
+    step_time: float | None
+    log_period: float | None
+
+
+@dataclass
 class ParsedNode:
     node: str
     hostname: str
@@ -122,6 +135,7 @@ class ParsedSnapshot:
     # Every signal placed so far, and each node's ncclras output, until `signals` is built.
     raw_signals: list[Signal] = field(default_factory=list)
     ras_outputs: list[tuple[str, str]] = field(default_factory=list)
+    step_lines: bool = False  # any log held a step line (placed or not)
 
     @property
     def world_size(self) -> int:

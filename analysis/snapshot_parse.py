@@ -21,7 +21,13 @@ from analysis.nodemap import (
 )
 from analysis.parsers.environ import COMMS_PREFIXES
 from analysis.parsers.ps import PsRow
-from analysis.ranklogs import apply_log, apply_signal_progress, line_rank, place_comm_inits
+from analysis.ranklogs import (
+    apply_log,
+    apply_signal_progress,
+    fresh_for_steps,
+    line_rank,
+    place_comm_inits,
+)
 from analysis.rankmodel import (
     MAX_WORLD,
     RENDEZVOUS,
@@ -63,7 +69,9 @@ def parse_snapshot(
     the scheduler's words about each node are read as one more of its logs."""
     hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
 
-    def parse(index: int, rank_pids: dict[int, int] | None = None) -> NodeParse:
+    def parse(
+        index: int, rank_pids: dict[int, int] | None = None, step_summaries: bool = True
+    ) -> NodeParse:
         node_ev = evidence.nodes[index]
         return map_node(
             node_ev,
@@ -75,6 +83,7 @@ def parse_snapshot(
             else None,
             rank_pids=rank_pids,
             flight_recorder=flight_recorder,
+            step_summaries=step_summaries,
         )
 
     return merge_parses(
@@ -88,7 +97,8 @@ def parse_snapshot(
     )
 
 
-Reparse = Callable[[int, "dict[int, int] | None"], NodeParse]
+# (index, rank_pids[, step_summaries]) -> the node parsed again from its evidence
+Reparse = Callable[..., NodeParse]
 
 
 def merge_parses(
@@ -104,7 +114,9 @@ def merge_parses(
     """The reduce: the nodes' parses merged in node order, as one pass over the whole
     snapshot would have read them. `reparse(index, rank_pids)` parses a node again from its
     evidence, when what its parse was told no longer holds (another node's host name, a RANK
-    another node holds, a scheduler's word that changed)."""
+    another node holds, a scheduler's word that changed); `reparse(index, rank_pids, False)`
+    with its step lines kept, when an earlier node's step lines moved one of its ranks (its
+    summaries assume they start fresh)."""
     parsed = ParsedSnapshot(
         ranks={},
         env={},
@@ -140,6 +152,8 @@ def merge_parses(
         facts, rank_pids = _merge_processes(node_parse, parsed, world_sizes, problem)
         if not still_holds(node_parse, hosts, rank_pids):
             node_parse = reparse(index, rank_pids)
+        if not fresh_for_steps(parsed.ranks, (s for e in node_parse.logs for s in e.steps)):
+            node_parse = reparse(index, rank_pids, False)
         dumps = node_parse.dumps if flight_recorder else []
         _merge_node(node_parse, dumps, facts, parsed, world_sizes, problem, hosts, single_node)
 
@@ -291,7 +305,8 @@ def _merge_node(
             problem(node, log.path, text)
         if log.world_size:
             world_sizes.append(log.world_size)
-        apply_log(node, log, local_to_global, facts, parsed, problem, single_node)
+        apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)
+        parsed.step_lines = parsed.step_lines or bool(log.steps or entry.steps)
         launched.update(log.pid_ranks)
         if entry.start:
             parsed.log_starts.append(entry.start)

@@ -12,10 +12,14 @@ farm's own CPU apart; database rows and bytes per node; the incident page's serv
 and HTML size; the load average beside each (the machine is shared).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \\
-    REDIS_URL=redis://127.0.0.1:6379/14 \\
-        .venv/bin/python bench/bench_fleet.py --nodes 250 1000 4000 --workers 1 2 4
+        .venv/bin/python bench/bench_fleet.py --redis-url redis://127.0.0.1:6379/13 \\
+        --nodes 250 1000 4000 --workers 1 2 4
 
     --faults rank-gone group-mismatch node-down node-slow   (each fault its own farm)
+    --redis-url   the broker for this run's workers (default: $REDIS_URL, else db 14). Give
+                  it a Redis database of its own: the bench purges its ssh queue, and any
+                  other worker on that database would take its tasks (and run them with its
+                  own code); the bench refuses to start when another worker answers there.
 """
 
 from __future__ import annotations
@@ -47,11 +51,14 @@ def main() -> None:
     parser.add_argument("--slow-s", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path, help="append each run's figures here")
+    parser.add_argument("--redis-url", default=os.environ["REDIS_URL"])
     args = parser.parse_args()
+    os.environ["REDIS_URL"] = args.redis_url  # before django.setup(); the workers inherit it
 
     from bench.consolekit import console_database
 
     console_database()
+    _alone_on_the_broker(args.redis_url)
     rows = []
     for nodes in args.nodes:
         for fault in args.faults:
@@ -78,6 +85,18 @@ def main() -> None:
             f"| {r['kb_per_node']:.1f} | {r['page_s']:.2f} s | {r['html_kib']:.0f} KiB "
             f"| {r['load'][0]:.1f} → {r['load'][1]:.1f} |"
         )
+
+
+def _alone_on_the_broker(url: str) -> None:
+    """No other worker listens on this Redis database (it would take the bench's tasks)."""
+    from console.celery import app
+
+    answers = app.control.ping(timeout=1.0) or []
+    if answers:
+        names = ", ".join(name for answer in answers for name in answer)
+        raise SystemExit(f"{url}: other workers answer there ({names}): give --redis-url a "
+                         "Redis database of the bench's own")  # fmt: skip
+    print(f"broker {url}, database {os.environ['DATABASE_URL']}", flush=True)
 
 
 def _farm_runs(nodes: int, fault: str, args) -> list[dict]:

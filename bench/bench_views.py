@@ -51,13 +51,14 @@ def time_views(timed: Callable, client, snapshot, user) -> None:
     ranks_api = f"/api/v1/snapshots/{spk}/ranks/"
     if client.get(ranks_api).status_code == 200:
         timed("API ranks, first page", ranks_api)
-        timed("API ranks, after rank 20000", ranks_api + "?after=20000")
+        timed("API ranks, offset 20000", ranks_api + "?offset=20000")
     shared = _published_copy(snapshot, user)
     timed("post-mortem page (published)", reverse("pages:postmortem", args=[shared.pk]))
     timed("print page", reverse("sharing:print", args=[shared.pk]))
     timed("Markdown export", reverse("sharing:export", args=[shared.pk]))
     token = _share_token(shared, user)
     timed("shared page (with evidence)", f"/s/{token}/", cl=Client())
+    timed("incident list (2 incidents of 32,000 ranks)", reverse("pages:incident_list"))
     timed("cluster page (its nodes)", reverse("clusters:detail", args=[incident.cluster.name]))
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import authentication, exceptions, permissions, serializers, status
@@ -28,7 +29,7 @@ from readings import guide
 
 from . import audit, push, selectors, starts
 from .bundles import read_bundle_fileobj
-from .diagnosis_serializers import DiagnosisSerializer
+from .diagnosis_serializers import DiagnosisPageSerializer, RankPageSerializer
 from .models import NodeCollection, Snapshot
 from .views import MAX_BUNDLE_UPLOAD_BYTES, MULTIPART_SLACK
 
@@ -163,17 +164,89 @@ class SnapshotStartApi(APIView):
 class SnapshotDetailApi(APIView):
     @extend_schema(responses=SnapshotProgressSerializer)
     def get(self, request, snapshot_pk: int):
-        snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
+        # Its class and summary from the diagnosis without its per-rank table.
+        snapshot = get_object_or_404(Snapshot.objects.for_pages(), pk=snapshot_pk)
         return Response(SnapshotProgressSerializer(snapshot).data)
 
 
+# The per-rank table's rows in one answer of the API (and the most `limit` may ask for).
+RANK_PAGE = 1000
+
+
+def _diagnosed(snapshot_pk: int) -> Snapshot:
+    """The snapshot read without its per-rank table; 409 before its diagnosis."""
+    snapshot = get_object_or_404(Snapshot.objects.for_pages(), pk=snapshot_pk)
+    if not snapshot.has_diagnosis:
+        raise Conflict(f"Snapshot {snapshot.pk} is {snapshot.status}; no diagnosis yet.")
+    return snapshot
+
+
+def _ranks_url(request, snapshot: Snapshot, offset: int | None, limit: int) -> str | None:
+    if offset is None:
+        return None
+    path = reverse("api-ranks", args=[snapshot.pk])
+    return request.build_absolute_uri(f"{path}?offset={offset}&limit={limit}")
+
+
 class SnapshotDiagnosisApi(APIView):
-    @extend_schema(responses={200: DiagnosisSerializer})
+    @extend_schema(responses={200: DiagnosisPageSerializer})
     def get(self, request, snapshot_pk: int):
-        snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
-        if snapshot.diagnosis is None:
-            raise Conflict(f"Snapshot {snapshot.pk} is {snapshot.status}; no diagnosis yet.")
-        return Response(DiagnosisSerializer(snapshot.read_diagnosis().to_json()).data)
+        """The stored diagnosis (masked as stored), whole but for its per-rank table: the
+        first RANK_PAGE rows in rank order, `per_rank_total` of them in all, the rest from
+        `per_rank_next` (GET .../ranks/)."""
+        snapshot = _diagnosed(snapshot_pk)
+        page = selectors.rank_rows_page(snapshot, 0, RANK_PAGE)
+        data = {
+            **snapshot.read_diagnosis().to_json(),
+            "per_rank": page.rows,
+            "per_rank_total": page.total,
+            "per_rank_next": _ranks_url(request, snapshot, page.next_offset, RANK_PAGE),
+        }
+        return Response(DiagnosisPageSerializer(data).data)
+
+
+class SnapshotRanksApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("offset", int, description="the first row's index (default 0)"),
+            OpenApiParameter("limit", int, description=f"rows, 1 to {RANK_PAGE} (the default)"),
+        ],
+        responses={200: RankPageSerializer},
+    )
+    def get(self, request, snapshot_pk: int):
+        """The per-rank table a page at a time, in rank order, sliced in the database:
+        `?offset=K&limit=L`; `next` and `previous` are the neighbouring pages' URLs."""
+        snapshot = _diagnosed(snapshot_pk)
+        offset = _count(request, "offset", 0, None)
+        limit = _count(request, "limit", RANK_PAGE, RANK_PAGE, least=1)
+        page = selectors.rank_rows_page(snapshot, offset, limit)
+        previous = page.previous_offset
+        return Response(
+            RankPageSerializer(
+                {
+                    "count": page.total,
+                    "offset": offset,
+                    "limit": limit,
+                    "next": _ranks_url(request, snapshot, page.next_offset, limit),
+                    "previous": _ranks_url(request, snapshot, previous, limit),
+                    "results": page.rows,
+                }
+            ).data
+        )
+
+
+def _count(request, name: str, default: int, most: int | None, *, least: int = 0) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least or (most is not None and value > most):
+        upper = f" to {most}" if most is not None else " or more"
+        raise Invalid(f"`{name}` is a whole number, {least}{upper}.", field=name)
+    return value
 
 
 class BundleImportApi(APIView):

@@ -285,3 +285,31 @@ class DiagnosisSerializer(serializers.Serializer):
         help_text="when the job began (its first process, else its first whole log's first "
         "line); kernel and log lines stamped before it are not quoted",
     )
+
+
+class DiagnosisPageSerializer(DiagnosisSerializer):
+    """The diagnosis as the API serves it: whole but for its per-rank table, of which the
+    first page comes (a 32,000-rank table is 12 MB of JSON); `per_rank_next` is the rest."""
+
+    per_rank = RankRowSerializer(
+        many=True,
+        help_text="the per-rank table's first page: its first rows in rank order, at most the "
+        "ranks endpoint's page size (all of a smaller job's)",
+    )
+    per_rank_total = serializers.IntegerField(help_text="rows in the whole per-rank table")
+    per_rank_next = serializers.URLField(
+        allow_null=True,
+        help_text="the table's next page (GET .../ranks/?offset=K&limit=L); null when "
+        "`per_rank` is the whole table",
+    )
+
+
+class RankPageSerializer(serializers.Serializer):
+    """One page of the per-rank table, in rank order."""
+
+    count = serializers.IntegerField(help_text="rows in the whole table")
+    offset = serializers.IntegerField(help_text="the first row's index in the table")
+    limit = serializers.IntegerField(help_text="rows asked for (at most the page size)")
+    next = serializers.URLField(allow_null=True, help_text="the next page; null after the last")
+    previous = serializers.URLField(allow_null=True, help_text="the page before; null on the first")
+    results = RankRowSerializer(many=True)

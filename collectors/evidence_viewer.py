@@ -195,6 +195,16 @@ def artifact_page(
     )
 
 
+def with_page_snapshot(artifact: Artifact) -> Artifact:
+    """The artifact (with its collection) given its snapshot as a page reads it: the
+    diagnosis without its per-rank table (the viewer needs its quotes and times; the whole
+    table is 12 MB of JSON at 32,000 ranks). One query."""
+    artifact.collection.snapshot = (
+        Snapshot.objects.for_pages().select_related("incident").get(pk=artifact.collection.snapshot_id)
+    )  # fmt: skip
+    return artifact
+
+
 def artifact_quoting(snapshot: Snapshot, index: int) -> tuple[Artifact, int] | None:
     """The stored artifact (of the quoting node, in name order) holding the verdict's
     evidence line `index`, and the line's number. Searched in the masked text, which is
@@ -208,7 +218,7 @@ def artifact_quoting(snapshot: Snapshot, index: int) -> tuple[Artifact, int] | N
         return None
     candidates = (
         Artifact.objects.filter(collection__snapshot=snapshot, collection__node_name=item.node)
-        .select_related("collection__snapshot")
+        .select_related("collection")
         .order_by("name")
     )
     budget = LOCATE_BUDGET_BYTES
@@ -217,6 +227,7 @@ def artifact_quoting(snapshot: Snapshot, index: int) -> tuple[Artifact, int] | N
         budget -= len(text)
         line = first_line_with(text, core)
         if line is not None:
+            artifact.collection.snapshot = snapshot  # as the caller read it
             return artifact, line
         if budget <= 0:
             break

@@ -131,6 +131,35 @@ class RankRowOf(models.Func):
         return template.format(sql), [*params, self.rank]
 
 
+class RankFieldValues(models.Func):
+    """The distinct values one field takes over the stored per-rank table (nulls left out),
+    gathered in the database: a page that needs one column of 32,000 rows reads that."""
+
+    output_field = models.JSONField()
+
+    def __init__(self, name: str) -> None:
+        if not name.isidentifier():
+            raise ValueError(f"not a row field: {name!r}")
+        super().__init__(models.F("diagnosis"))
+        self.name = name
+
+    def as_postgresql(self, compiler, connection, **extra):
+        sql, params = compiler.compile(self.source_expressions[0])
+        # `sql` is the compiled column reference; the path (an identifier's) a parameter. The
+        # path's array, then its elements: a third of jsonb_path_query's time at 32,000 rows.
+        template = (
+            "(SELECT jsonb_agg(DISTINCT v) FROM jsonb_array_elements("
+            "jsonb_path_query_array({} -> 'per_rank', %s::jsonpath)) v)"
+        )
+        return template.format(sql), [*params, f"$[*].{self.name} ? (@ != null)"]
+
+    def as_sqlite(self, compiler, connection, **extra):
+        sql, params = compiler.compile(self.source_expressions[0])
+        field = f"$.{self.name}"
+        template = "(SELECT json_group_array(DISTINCT json_extract(value, %s)) FROM json_each({}, '$.per_rank') WHERE json_extract(value, %s) IS NOT NULL)"  # noqa: E501
+        return template.format(sql), [field, *params, field]
+
+
 class SnapshotQuerySet(QuerySet):
     def for_pages(self) -> SnapshotQuerySet:
         """Snapshots as a page reads them: the diagnosis without its per-rank table (its
@@ -247,6 +276,14 @@ class Snapshot(models.Model):
             .values_list("row", flat=True).first()
         )  # fmt: skip
         return found if isinstance(found, dict) else None
+
+    def rank_field_values(self, name: str) -> list:
+        """The distinct values of one field of the stored per-rank table's rows."""
+        found = (
+            Snapshot.objects.filter(pk=self.pk).annotate(values=RankFieldValues(name))
+            .values_list("values", flat=True).first()
+        )  # fmt: skip
+        return found if isinstance(found, list) else []
 
     @property
     def duration_s(self) -> float | None:

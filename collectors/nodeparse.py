@@ -101,6 +101,7 @@ def _map(
     node_ev: NodeEvidence,
     hosts: dict[str, str],
     rank_pids: dict[int, int] | None = None,
+    step_summaries: bool = True,
 ) -> NodeParse:
     scheduler = snapshot.scheduler
     return nodemap.map_node(
@@ -110,6 +111,7 @@ def _map(
         assigned=scheduler_ranks(scheduler, node_ev.node, node_ev.hostname),
         scheduler_log=scheduler_log(scheduler, node_ev.node, node_ev.hostname),
         rank_pids=rank_pids,
+        step_summaries=step_summaries,
     )
 
 
@@ -161,8 +163,10 @@ def snapshot_parses(snapshot: Snapshot, *, still_out: Iterable[str] = ()) -> Mer
         if parse is None:
             parses[index] = _map(snapshot, node_evidence(index), hosts)
 
-    def reparse(index: int, rank_pids: dict[int, int] | None) -> NodeParse:
-        return _map(snapshot, node_evidence(index), hosts, rank_pids)
+    def reparse(
+        index: int, rank_pids: dict[int, int] | None, step_summaries: bool = True
+    ) -> NodeParse:
+        return _map(snapshot, node_evidence(index), hosts, rank_pids, step_summaries)
 
     return MergeInput(_head(snapshot), parses, reparse, stored, len(parses) - stored)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, fields
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
@@ -15,7 +15,7 @@ from analysis import gpushape
 from analysis.diagnosis import Diagnosis
 from analysis.evidence import SnapshotEvidence
 from analysis.rankview import RankOverview
-from analysis.records import RankRow, RankStatus
+from analysis.records import RankRow, RankStatus, read_when
 from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import masked_diagnosis
 from incidents.guided import Reasked, Standing, guided_state
@@ -305,6 +305,42 @@ def rank_row(snapshot: Snapshot, rank: int) -> RankRow | None:
         return row
     found = snapshot.rank_row_json(rank)
     return RankRow.from_json(found) if found else None
+
+
+@dataclass(frozen=True)
+class RankRowsPage:
+    """Rows [offset, offset + limit) of the per-rank table, in today's shape (typed, then as
+    JSON), and the table's length."""
+
+    rows: list[dict]
+    offset: int
+    limit: int
+    total: int
+
+    @property
+    def next_offset(self) -> int | None:
+        return self.offset + self.limit if self.offset + self.limit < self.total else None
+
+    @property
+    def previous_offset(self) -> int | None:
+        return max(0, self.offset - self.limit) if self.offset > 0 else None
+
+
+def rank_rows_page(snapshot: Snapshot, offset: int, limit: int) -> RankRowsPage:
+    """Sliced in the database (one query); the length from the stored overview."""
+    ranks = snapshot.read_rank_overview()
+    total = ranks.total if ranks else 0
+    stop = min(offset + limit, total)
+    rows = snapshot.rank_rows(offset, stop) if offset < stop else []
+    return RankRowsPage([RankRow.from_json(r).to_json() for r in rows], offset, limit, total)
+
+
+def last_step_at(snapshot: Snapshot) -> datetime | None:
+    """When any rank last wrote a step line: the latest stamp of the whole table, gathered
+    in the database (one query; the distinct stamps, not the rows)."""
+    stamps = [read_when(value) for value in snapshot.rank_field_values("last_step_at")]
+    stamps = [stamp for stamp in stamps if stamp is not None]
+    return max(stamps) if stamps else None
 
 
 def rank_page(snapshot: Snapshot, page: int) -> RankTablePage:

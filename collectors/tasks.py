@@ -30,8 +30,8 @@ ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
 
 
 def snapshot_visits_queue(created: services.SnapshotCreated) -> None:
-    """A new snapshot's node visits, queued once its transaction commits (and its first
-    verdict without the slowest nodes, past a visit's deadline)."""
+    """A new snapshot's node visits, queued once its transaction commits (and the check for a
+    first verdict without the slowest nodes, past the deadline its own visits set)."""
     ids, snapshot_id = created.collection_ids, created.snapshot.pk
     transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id))
 
@@ -45,9 +45,9 @@ def _visit_nodes(collection_ids: tuple[int, ...], snapshot_id: int | None = None
     for batch in fanout.batches(collection_ids, settings.HANGDESK_SSH_FANOUT):
         collect_nodes.delay(batch)
     if snapshot_id is not None:
-        # The slowest nodes past a visit's deadline: a first verdict without them.
+        # The slowest nodes past the deadline: a first verdict without them.
         analyse_provisional_at_deadline.apply_async(
-            (snapshot_id,), countdown=TIME_BUDGET.provisional_after_s
+            (snapshot_id,), countdown=provisional.SLOW_FLOOR_S
         )
 
 
@@ -93,8 +93,13 @@ def analyse_provisional(snapshot_id: int) -> None:
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_provisional_at_deadline(snapshot_id: int) -> None:
-    if provisional.provisional_past_deadline(snapshot_id=snapshot_id):
+    """Are the slowest past the deadline (collectors/provisional.py)? Then the first verdict;
+    not yet, the same check again when they may be; never, nothing more."""
+    deadline = provisional.provisional_past_deadline(snapshot_id=snapshot_id)
+    if deadline.due:
         provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
+    elif deadline.recheck_s is not None:
+        analyse_provisional_at_deadline.apply_async((snapshot_id,), countdown=deadline.recheck_s)
 
 
 @shared_task

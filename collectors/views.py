@@ -225,10 +225,11 @@ def artifact_raw(
         artifact, line = _artifact_quoting(snapshot_pk, quote)
     else:
         artifact = get_object_or_404(
-            Artifact.objects.select_related("collection__snapshot"),
+            Artifact.objects.select_related("collection"),
             pk=artifact_pk,
             collection__snapshot_id=snapshot_pk,
         )
+        evidence_viewer.with_page_snapshot(artifact)
         line = None
     confirm = _raw_confirm(request, f"{artifact.name} of {artifact.collection.node_name}")
     if confirm is not None:
@@ -253,7 +254,9 @@ def artifact_raw(
 
 
 def _artifact_quoting(snapshot_pk: int, index: int) -> tuple[Artifact, int | None]:
-    snapshot = get_object_or_404(Snapshot, pk=snapshot_pk)
+    snapshot = get_object_or_404(
+        Snapshot.objects.for_pages().select_related("incident"), pk=snapshot_pk
+    )
     found = evidence_viewer.artifact_quoting(snapshot, index)
     if found is None:
         raise Http404("No stored artifact of that node holds this line.")

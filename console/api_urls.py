@@ -75,6 +75,11 @@ urlpatterns = [
         name="api-diagnosis",
     ),
     path(
+        "v1/snapshots/<int:snapshot_pk>/ranks/",
+        api(snapshot_apis.SnapshotRanksApi),
+        name="api-ranks",
+    ),
+    path(
         "v1/incidents/<int:pk>/bundles/",
         api(snapshot_apis.BundleImportApi),
         name="api-bundle-import",

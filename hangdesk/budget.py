@@ -74,12 +74,6 @@ class TimeBudget:
         return self._limits(self.steal_s + visits + self.store_s)
 
     @property
-    def provisional_after_s(self) -> float:
-        """A snapshot's nodes still out one whole visit after it started are slow: a first
-        verdict is made without them (collectors/provisional.py)."""
-        return self.visit_s
-
-    @property
     def analysis_task(self) -> TaskLimits:
         return self._limits(self.analysis_s)
 

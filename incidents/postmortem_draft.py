@@ -44,11 +44,16 @@ ACTION_DUE_AFTER = timedelta(days=14)
 
 
 def postmortem_draft(
-    incident: Incident, *, diagnosis: Diagnosis | None = None, diagnosed_at: datetime | None = None
+    incident: Incident,
+    *,
+    diagnosis: Diagnosis | None = None,
+    diagnosed_at: datetime | None = None,
+    last_step_at: datetime | None = None,
 ) -> PostMortem:
     """An unsaved post-mortem drafted from the latest diagnosis (made at `diagnosed_at`), the
     responders' decisions and the timeline. The diagnosis is the stored one, masked as it was
-    stored (hangdesk/masking)."""
+    stored (hangdesk/masking). `last_step_at`: when the job stopped moving, where the caller
+    read it apart (a diagnosis read without its whole per-rank table: pages/selectors.py)."""
     d = diagnosis
     events = list(incident.events.select_related("author").order_by("at", "pk"))
     decisions = [e for e in events if e.kind in DECISION_KINDS]
@@ -58,6 +63,8 @@ def postmortem_draft(
         d.classification if d else ""
     )
     times = _times(incident, d, events, diagnosed_at)
+    if last_step_at is not None:
+        times["stalled"] = last_step_at
     owner = _owner(incident, final)
     due = (times.get("resolved") or timezone.now()).date() + ACTION_DUE_AFTER
     cause = confirmed_cause(decisions, classification)

@@ -262,11 +262,16 @@ def postmortem_page(
 
 def _draft(incident: Incident) -> PostMortem:
     """A first draft (unsaved) built from the incident and its latest verdict."""
-    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident)
+    # Read as a page reads it (the diagnosis without its per-rank table); of the table the
+    # draft needs only when the last step line was written.
+    snapshot = snapshot_selectors.latest_diagnosed_snapshot(incident, for_page=True)
     if snapshot is None:
         return postmortem_draft.postmortem_draft(incident)
     return postmortem_draft.postmortem_draft(
-        incident, diagnosis=snapshot.read_diagnosis(), diagnosed_at=snapshot.finished_at
+        incident,
+        diagnosis=snapshot.read_diagnosis(),
+        diagnosed_at=snapshot.finished_at,
+        last_step_at=snapshot_selectors.last_step_at(snapshot),
     )
 
 

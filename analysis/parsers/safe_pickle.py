@@ -9,6 +9,7 @@ than any dump holds.
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import re
@@ -68,6 +69,35 @@ _CLASSES = bytes(
     next((size[0] for size, ops in _FIXED_OPS.items() if op in ops), ord("x")) for op in range(256)
 )
 _FIXED_RUN = re.compile(rb"(?:1.|0++|2..|4....|8........)*+", re.DOTALL)
+
+
+def _set(ops: bytes) -> bytes:
+    return b"[" + b"".join(re.escape(bytes([op])) for op in ops) + b"]"
+
+
+@functools.cache  # compiled on the first dump (10-20 ms): most analyses read none
+def _inline_run() -> re.Pattern:
+    """The walk of `_FIXED_RUN` over the dump's own bytes, a payload of under 256 bytes taken in
+    the same run (one alternative per length: 1-byte lengths, and 4-byte ones whose three high
+    bytes are 0), and LONG_BINPUT with an index the memo may hold. A payload that runs past the
+    end, or anything else, ends the run, and `_walk` handles it as before."""
+    sizes = [(re.escape(bytes([size])), b".{%d}" % size if size else b"") for size in range(256)]
+    short = b"|".join(size + skip for size, skip in sizes)
+    long = b"|".join(size + rb"\x00\x00\x00" + skip for size, skip in sizes)
+    memo = rb"r..[\x00-\x1f]\x00|r\x00\x00\x20\x00"  # index <= MAX_MEMO_INDEX (1 << 21)
+    alternatives = [
+        _set(_FIXED_OPS[b"1"]) + b".",
+        _set(_FIXED_OPS[b"0"]) + b"++",
+        _set(b"\x8cUC\x8a") + b"(?:" + short + b")",
+        _set(b"XBT\x8b") + b"(?:" + long + b")",
+        _set(_FIXED_OPS[b"2"]) + b"..",
+        _set(_FIXED_OPS[b"4"]) + b"....",
+        memo,
+        b"G........",
+    ]
+    return re.compile(b"(?:" + b"|".join(alternatives) + b")*+", re.DOTALL)
+
+
 # Opcode -> what `_scan` does with it: N > 0, skip a payload whose little-endian length takes
 # N bytes; _LINE/_LINES2, skip one/two lines; _PUT, check a memo index; _STOP; _REFUSE.
 _STOP, _PUT, _LINE, _LINES2, _FRAME, _REFUSE = -1, -2, -3, -4, -5, 0
@@ -90,17 +120,34 @@ _NOT_BUILDS = bytes(b for b in range(256) if b not in b"]}()\x85\x86\x87")
 
 def _scan(data: bytes) -> None:
     """Walk the opcodes without building anything; refuse a dump that would build more than
-    MAX_UNPICKLED_BYTES or ask for a memo slot past MAX_MEMO_INDEX. Fixed-size opcodes go a run
-    at a time through `_FIXED_RUN` (over their classes), payloads are skipped by their length.
-    A dump that ends early is left to the unpickler, which fails on it before building past
-    it."""
-    run = _FIXED_RUN.match
-    classes = data.translate(_CLASSES)
+    MAX_UNPICKLED_BYTES or ask for a memo slot past MAX_MEMO_INDEX. A dump that ends early is
+    left to the unpickler, which fails on it before building past it."""
+    end = len(data)
+    # The weight below is at most 16 * end + 80 * builds + 80 * payloads, with builds <= end and
+    # payloads <= end / 2 (an opcode and its length at least): 136 bytes a byte. A dump of up
+    # to 1.97 MB can never reach the cap, so it is only walked (`_inline_run`), not counted.
+    if 136 * end <= MAX_UNPICKLED_BYTES:
+        _walk(data, _inline_run().match, data)
+        return
+    payloads, payload_bytes = _walk(data, _FIXED_RUN.match, data.translate(_CLASSES))
+    builds = len(data.translate(None, _NOT_BUILDS))
+    weight = 16 * (end - payload_bytes) + 80 * builds + 80 * payloads + 4 * payload_bytes
+    if weight > MAX_UNPICKLED_BYTES:
+        raise UnsafePickleError(
+            f"refusing a dump that would build about {weight >> 20} MiB of objects from "
+            f"{end} bytes (cap {MAX_UNPICKLED_BYTES >> 20} MiB)"
+        )
+
+
+def _walk(data: bytes, run, subject: bytes) -> tuple[int, int]:
+    """The opcodes from the first, a run at a time through `run` (over `subject`: the dump, or
+    its copy in opcode classes), payloads it leaves skipped by their length. Returns the
+    number of payloads skipped here, and their bytes."""
     actions, from_bytes = _ACTIONS, int.from_bytes
     payload_bytes = payloads = at = 0
     end = len(data)
     while True:
-        at = run(classes, at).end()
+        at = run(subject, at).end()
         if at >= end:
             break
         op = data[at]
@@ -125,13 +172,7 @@ def _scan(data: bytes) -> None:
             at = _skip_argument(data, at, op, action)
         else:
             raise UnsafePickleError(f"opcode {op:#04x} at byte {at}: not in a flight recorder")
-    builds = len(data.translate(None, _NOT_BUILDS))
-    weight = 16 * (end - payload_bytes) + 80 * builds + 80 * payloads + 4 * payload_bytes
-    if weight > MAX_UNPICKLED_BYTES:
-        raise UnsafePickleError(
-            f"refusing a dump that would build about {weight >> 20} MiB of objects from "
-            f"{end} bytes (cap {MAX_UNPICKLED_BYTES >> 20} MiB)"
-        )
+    return payloads, payload_bytes
 
 
 def _skip_argument(data: bytes, at: int, op: int, action: int) -> int:

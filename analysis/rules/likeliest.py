@@ -26,7 +26,7 @@ def tied_evidence(facts: Facts) -> bool:
         return True
     # A line of a node's log that says anything (a step of a local rank no map places, an
     # error naming nobody) is evidence of that node.
-    if any(log.signals or log.steps or log.errors for _, log in facts.snap.logs):
+    if facts.snap.step_lines or any(log.signals or log.errors for _, log in facts.snap.logs):
         return True
     return any(
         not node.status.gathered

@@ -127,6 +127,18 @@ def test_every_protocol_of_plain_data_passes_the_scan(protocol):
         assert safe_loads(pickle.dumps(value, protocol=protocol)) == value
 
 
+@pytest.mark.parametrize("protocol", [2, 3, 4])
+def test_payloads_of_every_short_length_pass_the_scan_and_one_cut_short_is_refused(protocol):
+    # The scan takes payloads of under 256 bytes inside its regex, one alternative per length
+    # (protocol 2 spells bytes as a call, refused: strings only there).
+    raw = [b"b" * size for size in range(300)] if protocol >= 3 else []
+    value = {"entries": ["é" * size for size in range(300)] + raw}
+    assert safe_loads(pickle.dumps(value, protocol=protocol)) == value
+    for opcode in (b"\x8c\xc8", b"X\xc8\x00\x00\x00"):  # 200 bytes announced, 199 there
+        with pytest.raises(UnsafePickleError, match="at byte 2 announces 200 bytes; 199 are left"):
+            safe_loads(b"\x80" + bytes([protocol]) + opcode + b"x" * 199)
+
+
 def test_every_captured_pickle_passes_the_scan_unchanged():
     dumps = sorted(p for p in SAMPLES.glob("*/fr/trace_rank_*") if p.suffix != ".json")
     assert len(dumps) >= 20

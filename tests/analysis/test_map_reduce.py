@@ -30,7 +30,13 @@ SAMPLES = ["outside", "crash", "init", "mismatch", "tp-mismatch", "tp-rank-stall
 SAMPLES += ["healthy", "straggler"]
 
 
-def _map(evidence: SnapshotEvidence, index: int, known: list[NodeEvidence], rank_pids=None):
+def _map(
+    evidence: SnapshotEvidence,
+    index: int,
+    known: list[NodeEvidence],
+    rank_pids=None,
+    step_summaries=True,
+):
     node = evidence.nodes[index]
     return map_node(
         node,
@@ -39,6 +45,7 @@ def _map(evidence: SnapshotEvidence, index: int, known: list[NodeEvidence], rank
         assigned=scheduler_ranks(evidence.scheduler, node.node, node.hostname),
         scheduler_log=scheduler_log(evidence.scheduler, node.node, node.hostname),
         rank_pids=rank_pids,
+        step_summaries=step_summaries,
     )
 
 
@@ -54,9 +61,9 @@ def _map_reduce(
     parses = [from_json(json.loads(text)) for text in stored]
     again = []
 
-    def reparse(index: int, rank_pids):
+    def reparse(index: int, rank_pids, step_summaries=True):
         again.append(index)
-        return _map(evidence, index, evidence.nodes, rank_pids)
+        return _map(evidence, index, evidence.nodes, rank_pids, step_summaries)
 
     head = dataclasses.replace(evidence, nodes=[])
     return diagnose_parses(head, parses, reparse, previous).to_json(), len(again)
@@ -156,6 +163,12 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"][11].__setitem__(1, {"same": 1}),  # the first column shared
         lambda d: d["parse"][11].__setitem__(2, {"same": 1, "and": 2}),  # not a column
         lambda d: d["parse"][19].__setitem__(4, {"same": []}),  # records shared: never
+        # A column of lists of records is [each row's length, the records as columns]:
+        lambda d: d["parse"][19][4][0].__setitem__(0, 99),  # lengths past the entries held
+        lambda d: d["parse"][19][4][0].__setitem__(0, -1),  # a length below zero
+        lambda d: d["parse"][19][4].__setitem__(0, "6"),  # lengths, not a list
+        lambda d: d["parse"][18][5].append([]),  # the step summaries: not [lengths, records]
+        lambda d: d["parse"][18][1].__setitem__(0, 2),  # the logs' facts: not one a log
     ],
 )
 def test_damaged_stored_parse_is_refused(damage):

@@ -4,6 +4,7 @@ by itself, the table a page at a time. Each view's content stays what it was."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -12,10 +13,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from analysis.records import RankRow
 from collectors import selectors
-from collectors.models import RankRowOf, Snapshot
+from collectors.models import RankFieldValues, RankRowOf, Snapshot
 from incidents.services import incident_open
 from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
+from tests.pages.test_evidence_viewer import crashed  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -90,3 +93,141 @@ def test_the_guided_pages_read_no_whole_table(client, bob, fleet):
     assert posted.status_code == 302
     assert not [q for q in queries if WHOLE_DIAGNOSIS.search(q["sql"])]
     assert incident.events.get(kind="answer").details["answer"] == "suspect"
+
+
+def test_the_post_mortems_first_draft_finds_the_last_step_in_the_whole_table(client, bob, cluster):
+    """The draft reads the diagnosis without its table, and of the table only the latest step
+    stamp (here a rank no overview row holds)."""
+    incident = incident_open(opened_by=bob, title="fleet hang", cluster=cluster)
+    diagnosis = fleet_diagnosis(WORLD, suspect=SUSPECT, missing=MISSING)
+    for row in diagnosis["per_rank"]:
+        row["last_step_at"] = "2026-11-30T09:00:00+00:00"
+    diagnosis["per_rank"][FAR]["last_step_at"] = "2026-11-30T10:17:42+01:00"  # 09:17:42 UTC
+    snapshot = fleet_snapshot(incident, cluster, diagnosis)
+    assert selectors.last_step_at(snapshot).isoformat() == "2026-11-30T10:17:42+01:00"
+    client.force_login(bob)
+    url = reverse("pages:postmortem", args=[incident.pk])
+    assert whole_reads(client, url) == []
+    page = client.get(url).content.decode()
+    assert "2026-11-30 10:17:42 | Last step line written" in page
+
+
+def test_the_rank_stamps_are_gathered_the_same_in_sqlite():
+    class Compiler:
+        def compile(self, expression):
+            return "diagnosis", []
+
+    sql, params = RankFieldValues("last_step_at").as_sqlite(Compiler(), None)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (diagnosis TEXT)")
+    rows = '[{"rank": 0, "last_step_at": "a"}, {"rank": 1}, {"rank": 2, "last_step_at": "a"}]'
+    db.execute("INSERT INTO t VALUES (?)", [f'{{"per_rank": {rows}}}'])
+    query = f"SELECT {sql.replace('%s', '?')} FROM t"  # noqa: S608 - our own compiled SQL
+    assert db.execute(query, params).fetchone() == ('["a"]',)
+    with pytest.raises(ValueError):
+        RankFieldValues("x') OR (1")
+
+
+def test_the_evidence_viewer_reads_no_whole_table(client, bob, crashed):  # noqa: F811
+    crashed = crashed[1]
+    client.force_login(bob)
+    evidence = crashed.diagnosis["evidence"]
+    at = next(i for i, e in enumerate(evidence) if e["kind"] == "exit_code")
+    quote = reverse("collectors:quote", args=[crashed.pk, at])
+    assert whole_reads(client, quote) == []
+    body = client.get(quote).content.decode()
+    assert f'class="quoted" data-quote="{at}"' in body  # the line still marked
+    artifact = crashed.collections.first().artifacts.order_by("name").first()
+    view = reverse("collectors:artifact_view", args=[crashed.pk, artifact.pk])
+    assert whole_reads(client, view) == []
+    assert (
+        f'href="{crashed.incident.get_absolute_url()}#diagnosis"'
+        in client.get(view).content.decode()
+    )
+
+
+def _api(user):
+    from rest_framework.test import APIClient
+
+    from core.services import api_token_create
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token_create(user=user, name='t')[1]}")
+    return client
+
+
+def test_the_api_serves_the_table_a_page_at_a_time(bob, carol, fleet):
+    from collectors.apis import RANK_PAGE
+
+    _, snapshot, diagnosis = fleet
+    api = _api(carol)
+    url = f"/api/v1/snapshots/{snapshot.pk}/diagnosis/"
+    assert whole_reads(api, url) == []
+    served = api.get(url).json()
+    assert served["summary"] == diagnosis["summary"] and served["suspect_ranks"] == [SUSPECT]
+    assert [r["rank"] for r in served["per_rank"]] == list(range(RANK_PAGE))
+    assert served["per_rank_total"] == WORLD
+    ranks = f"http://testserver/api/v1/snapshots/{snapshot.pk}/ranks/"
+    assert served["per_rank_next"] == f"{ranks}?offset={RANK_PAGE}&limit={RANK_PAGE}"
+    rows, page = list(served["per_rank"]), served["per_rank_next"]
+    while page:  # follow `next` to the end
+        assert whole_reads(api, page) == []
+        answer = api.get(page).json()
+        rows += answer["results"]
+        page = answer["next"]
+    first = api.get(f"{ranks}?limit={RANK_PAGE}").json()["results"]
+    assert first == served["per_rank"]  # the diagnosis' first page is the ranks' first page
+    typed = [RankRow.from_json(r).to_json() for r in diagnosis["per_rank"]]
+    assert rows == json.loads(json.dumps(typed))  # every row, in today's shape
+    assert [r["rank"] for r in rows] == list(range(WORLD))
+    assert rows[SUSPECT]["suspect"] and rows[MISSING]["status"] == "missing"
+    last = api.get(f"{ranks}?offset={WORLD - 3}&limit=10").json()
+    assert [r["rank"] for r in last["results"]] == [WORLD - 3, WORLD - 2, WORLD - 1]
+    assert last["next"] is None and last["count"] == WORLD
+    assert last["previous"] == f"{ranks}?offset={WORLD - 13}&limit=10"
+    assert api.get(f"{ranks}?offset={WORLD + 5}").json()["results"] == []
+    for junk in ("limit=0", "limit=1001", "offset=-1", "offset=x"):
+        assert api.get(f"{ranks}?{junk}").status_code == 400, junk
+    detail = f"/api/v1/snapshots/{snapshot.pk}/"
+    assert whole_reads(api, detail) == []
+    assert api.get(detail).json()["classification"] == diagnosis["classification"]
+
+
+def test_the_incident_snapshot_and_document_pages_read_no_whole_table(client, bob, fleet):
+    """The pages fixed before (the incident page, the snapshot page, the rank table, the live
+    poll) and the frozen documents: none reads the table whole."""
+    from incidents.postmortem_saving import postmortem_save
+    from incidents.services import incident_change_status
+    from sharing.services import share_link_create
+
+    incident, snapshot, _ = fleet
+    client.force_login(bob)
+    detail = reverse("collectors:detail", args=[snapshot.pk])
+    live = reverse("pages:incident_live", args=[incident.pk])
+    for url in (
+        incident.get_absolute_url(),
+        detail,
+        f"{detail}?node=node-0150",
+        reverse("collectors:ranks", args=[snapshot.pk]) + "?page=7",
+        f"{live}?version=0&verdict=",
+    ):
+        assert whole_reads(client, url) == [], url
+    incident_change_status(incident=incident, to_status="resolved", by=bob)
+    sections = {
+        "summary": "Rank 1207 stopped.",
+        "root_cause": "Its host ran out of memory.",
+        "action_items": "Drain it | bob | 2026-12-14",
+    }
+    postmortem_save(incident=incident, by=bob, status="published", **sections)
+    _, token = share_link_create(incident=incident, by=bob, include_evidence=True)
+    for url in (
+        reverse("pages:postmortem", args=[incident.pk]),
+        reverse("sharing:print", args=[incident.pk]),
+        reverse("sharing:export", args=[incident.pk]),
+        f"/s/{token}/",
+    ):
+        assert whole_reads(client, url) == [], url
+    assert (
+        f"Ranks seen: {WORLD - 1} of {WORLD}"
+        in client.get(reverse("sharing:export", args=[incident.pk])).content.decode()
+    )
