@@ -12,6 +12,8 @@ PostgreSQL's) and wall, per step, and the load average beside them.
         .venv/bin/python bench/bench_verdict.py --ranks 32000 --nodes 4000 --repeat 3
     ... --profile        # one run under cProfile, by cumulative time
     ... --rebuild        # build the snapshot again (else the one built before is reused)
+    ... --previous       # with a previous snapshot of the incident to compare with (its
+                         # artifacts stored: the analysis reads and parses them)
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ console_settings()
 STEPS = (
     ("GPU metrics (none here)", "collectors.gpumetrics", "snapshot_gpu_metrics_store"),
     ("read back the parses", "collectors.nodeparse", "snapshot_parses"),
+    ("previous snapshot's evidence", "collectors.selectors", "snapshot_evidence"),
     ("merge + facts + rules", "analysis", "diagnose_parses"),
     ("rank overview, masked", "collectors.services", "masked_rank_overview"),
     ("diagnosis to JSON, masked", "collectors.services", "masked_diagnosis"),
@@ -46,11 +49,11 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _cluster_name(ranks: int, nodes: int) -> str:
-    return f"bench-verdict-{ranks}-{nodes}"
+def _cluster_name(ranks: int, nodes: int, previous: bool = False) -> str:
+    return f"bench-verdict-{ranks}-{nodes}" + ("-previous" if previous else "")
 
 
-def build(ranks: int, nodes: int):
+def build(ranks: int, nodes: int, previous: bool = False):
     """The snapshot, its node rows and their stored parses, as the fleet leaves them."""
     from analysis import nodemap
     from analysis.signals.place import host_map
@@ -66,10 +69,13 @@ def build(ranks: int, nodes: int):
     from incidents.services import incident_open
 
     started = time.perf_counter()
-    Cluster.objects.filter(name=_cluster_name(ranks, nodes)).delete()
+    name = _cluster_name(ranks, nodes, previous)
+    Cluster.objects.filter(name=name).delete()
     evidence = build_snapshot(ranks, nodes, stuck_rank=ranks * 3 // 10)
-    cluster = Cluster.objects.create(name=_cluster_name(ranks, nodes), expected_world_size=ranks)
+    cluster = Cluster.objects.create(name=name, expected_world_size=ranks)
     incident = incident_open(opened_by=None, title="bench verdict", cluster=cluster)
+    if previous:
+        _previous_build(incident, evidence)
     snapshot = Snapshot.objects.create(
         incident=incident, cluster=cluster, source="bench", status=SnapshotStatus.ANALYSING,
         collected_at=evidence.collected_at, expected_world_size=ranks,
@@ -94,10 +100,37 @@ def build(ranks: int, nodes: int):
     return snapshot
 
 
-def find(ranks: int, nodes: int):
+def _previous_build(incident, evidence) -> None:
+    """The incident's snapshot before, two minutes earlier: the same evidence, stored as
+    artifacts (analysed: "done"), as the analysis finds a previous snapshot to compare with."""
+    from datetime import timedelta
+
+    from collectors import node_work
+    from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
+
+    snapshot = Snapshot.objects.create(
+        incident=incident, cluster=incident.cluster, source="bench", status=SnapshotStatus.DONE,
+        collected_at=evidence.collected_at - timedelta(minutes=2),
+        expected_world_size=evidence.expected_world_size,
+    )  # fmt: skip
+    collections = NodeCollection.objects.bulk_create(
+        NodeCollection(snapshot=snapshot, node_name=n.node, address="(bench)",
+                       status=NodeStatus.OK)
+        for n in evidence.nodes
+    )  # fmt: skip
+    node_work.artifacts_insert(
+        row
+        for collection, node in zip(collections, evidence.nodes, strict=True)
+        for row in node_work.artifact_rows(collection.pk, node)
+    )
+
+
+def find(ranks: int, nodes: int, previous: bool = False):
+    """The snapshot measured: the cluster's last (a previous one is made before it)."""
     from collectors.models import Snapshot
 
-    return Snapshot.objects.filter(cluster__name=_cluster_name(ranks, nodes)).order_by("pk").last()
+    name = _cluster_name(ranks, nodes, previous)
+    return Snapshot.objects.filter(cluster__name=name).order_by("pk").last()
 
 
 def reset(snapshot) -> None:
@@ -213,11 +246,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--profile", action="store_true", help="one run under cProfile")
+    parser.add_argument("--previous", action="store_true", help="a previous snapshot too")
     args = parser.parse_args()
     console_database(flush=False)
-    snapshot = None if args.rebuild else find(args.ranks, args.nodes)
+    snapshot = None if args.rebuild else find(args.ranks, args.nodes, args.previous)
     if snapshot is None:
-        snapshot = build(args.ranks, args.nodes)
+        snapshot = build(args.ranks, args.nodes, args.previous)
     if args.profile:
         import cProfile
         import pstats
