@@ -19,7 +19,7 @@ import typing
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import Enum
-from itertools import repeat
+from itertools import accumulate, chain, repeat
 from typing import Any
 
 MAX_DEPTH = 32  # of a plain JSON value held in an untyped field (`tuple`, `list`, `dict`)
@@ -130,10 +130,13 @@ def _dataclass_encoder(cls: type) -> Encode:
 def _columns_encoder(cls: type) -> Encode:
     """A list of records as its row count and one list per field (see `_columns_decoder`); a
     column whose every value is the same plain value (a node's ranks' environment, their
-    stack, an entry's group) as {"same": value}, the first column never."""
+    stack, an entry's group) as {"same": value}, the first column never. A column of records
+    (a log's facts) is itself stored as columns, and a column of lists of records (each log's
+    step lines, each dump's entries) as [each row's length, their items as columns]: the
+    reader then builds a node's records a field at a time, not a row at a time."""
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     parts = [
-        (f.name, _encoder(hints[f.name]), _shareable(hints[f.name]))
+        (f.name, _column_encoder(hints[f.name]), _shareable(hints[f.name]))
         for f in dataclasses.fields(cls)
     ]
 
@@ -141,8 +144,12 @@ def _columns_encoder(cls: type) -> Encode:
         if not value:
             return []
         out: list = [len(value)]
-        for index, (name, part, shareable) in enumerate(parts):
-            column = [part(getattr(v, name)) for v in value]
+        for index, (name, (whole, part), shareable) in enumerate(parts):
+            values = [getattr(v, name) for v in value]
+            if whole is not None:
+                out.append(whole(values))
+                continue
+            column = list(map(part, values))
             first = column[0]
             if index and shareable and len(column) > 1 and all(c == first for c in column):
                 out.append({"same": first})
@@ -151,6 +158,31 @@ def _columns_encoder(cls: type) -> Encode:
         return out
 
     return encode_rows
+
+
+def _nested_kind(hint: Any) -> tuple[str, type] | None:
+    """("rows", cls) for a field holding one record, ("lists", cls) for a list of records,
+    ("tuples", cls) for a tuple of them."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return "rows", hint
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list and args and dataclasses.is_dataclass(args[0]):
+        return "lists", args[0]
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return ("tuples", args[0]) if dataclasses.is_dataclass(args[0]) else None
+    return None
+
+
+def _column_encoder(hint: Any) -> tuple[Encode | None, Encode]:
+    """(an encoder of the whole column, or None; the encoder of one value)."""
+    nested = _nested_kind(hint)
+    if nested is None:
+        return None, _encoder(hint)
+    kind, cls = nested
+    rows = _encoder(list[cls])
+    if kind == "rows":
+        return rows, _encoder(hint)
+    return lambda values: [list(map(len, values)), rows(list(chain.from_iterable(values)))], rows
 
 
 def _shareable(hint: Any) -> bool:
@@ -377,9 +409,17 @@ def _columns_decoder(cls: type) -> Decode:
     whole (its values' types against the field's), the records built in one call per row."""
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     fields = dataclasses.fields(cls)
-    # Per field: its name, its scalar kinds (or None), its decoder, whether it may be shared.
+    # Per field: its name, its scalar kinds (or None), its decoder, whether it may be shared,
+    # a decoder of its whole column (records), an empty value's maker (lists, maps, sets).
     columns = [
-        (f.name, _column_kinds(hints[f.name]), _decoder(hints[f.name]), _shareable(hints[f.name]))
+        (
+            f.name,
+            _column_kinds(hints[f.name]),
+            _decoder(hints[f.name]),
+            _shareable(hints[f.name]),
+            _nested_decoder(hints[f.name]),
+            _empty_maker(hints[f.name]),
+        )
         for f in fields
     ]
     plain = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
@@ -394,27 +434,83 @@ def _columns_decoder(cls: type) -> Decode:
         count = v[0]
         if type(count) is not int or not 0 < count <= MAX_ROWS or len(v) != width:
             raise CodecError(f"{where}: a row count and {width - 1} columns expected")
-        values = []
-        for index, (name, kinds, decode_one, shareable) in enumerate(columns, 1):
-            column = v[index]
-            if type(column) is dict and index > 1 and shareable:
-                if len(column) != 1 or "same" not in column:
-                    raise CodecError(f"{where}.{name}: a column expected")
-                values.append(repeat(decode_one(column["same"]), count))
-                continue
-            if type(column) is not list or len(column) != count:
-                raise CodecError(f"{where}.{name}: a column of {count} expected")
-            if kinds is not None:
-                if not kinds.issuperset(map(type, column)):
-                    raise CodecError(f"{where}.{name}")
-                values.append(column)
-            else:
-                values.append(list(map(decode_one, column)))
+        values = [
+            _column_values(spec, v[index], count, index, where)
+            for index, spec in enumerate(columns, 1)
+        ]
         if plain:
             return list(map(cls, *values))
         return [_built(cls, fields, row) for row in zip(*values, strict=True)]
 
     return decode_rows
+
+
+def _column_values(spec: tuple, column: Any, count: int, index: int, where: str) -> Any:
+    """One stored column's values (a list, or one value repeated), checked."""
+    name, kinds, decode_one, shareable, whole, empty = spec
+    if whole is not None:
+        return whole(column, count, f"{where}.{name}")
+    if type(column) is dict and index > 1 and shareable:
+        if len(column) != 1 or "same" not in column:
+            raise CodecError(f"{where}.{name}: a column expected")
+        return repeat(decode_one(column["same"]), count)
+    if type(column) is not list or len(column) != count:
+        raise CodecError(f"{where}.{name}: a column of {count} expected")
+    if kinds is not None:
+        if not kinds.issuperset(map(type, column)):
+            raise CodecError(f"{where}.{name}")
+        return column
+    if empty is not None and column.count([]) == count:
+        return [empty() for _ in column]  # each row its own
+    return list(map(decode_one, column))
+
+
+def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
+    """The decoder of a whole column of records, or of lists of records (`_column_encoder`)."""
+    nested = _nested_kind(hint)
+    if nested is None:
+        return None
+    kind, cls = nested
+    rows = _decoder(list[cls])
+    if kind == "rows":
+
+        def decode_column(column: Any, count: int, where: str) -> list:
+            found = rows(column)
+            if len(found) != count:
+                raise CodecError(f"{where}: {count} records expected")
+            return found
+
+        return decode_column
+
+    def decode_lists(column: Any, count: int, where: str) -> list:
+        if type(column) is not list or len(column) != 2 or type(column[0]) is not list:
+            raise CodecError(f"{where}: [lengths, records] expected")
+        lengths, items = column[0], rows(column[1])
+        if len(lengths) != count or not {int}.issuperset(map(type, lengths)):
+            raise CodecError(f"{where}: {count} lengths expected")
+        if min(lengths) < 0 or sum(lengths) != len(items):
+            raise CodecError(f"{where}: the lengths do not add up to the records")
+        if not items:
+            return [() for _ in lengths] if kind == "tuples" else [[] for _ in lengths]
+        ends = list(accumulate(lengths))
+        found = map(items.__getitem__, map(slice, [0, *ends[:-1]], ends))
+        return list(map(tuple, found) if kind == "tuples" else found)
+
+    return decode_lists
+
+
+def _empty_maker(hint: Any) -> Callable[[], Any] | None:
+    """What makes a fresh empty value of the field (a list, map or set; an empty tuple is
+    one value), when its decoder reads [] as one; else None."""
+    try:
+        empty = _decoder(hint)([])
+    except (CodecError, TypeError, ValueError):
+        return None
+    if type(empty) in (list, dict, set):
+        return type(empty)
+    if empty == () or empty == frozenset():
+        return lambda: empty
+    return None
 
 
 def _column_kinds(hint: Any) -> frozenset | None:

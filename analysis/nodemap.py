@@ -50,7 +50,7 @@ from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 # The stored form's version: a parse stored by another version is parsed again, never read.
-NODE_PARSE_VERSION = 3  # 2: lists of records as columns; 3: step lines summarized per rank
+NODE_PARSE_VERSION = 4  # 2: records as columns; 3: step lines summarized; 4: nested columns
 
 # srun's own numbering of its tasks, in every task's environment.
 SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})
@@ -133,8 +133,17 @@ def scheduler_context(
     assigned: Mapping[int, tuple[int, int | None]], log: tuple[str, str] | None
 ) -> str:
     """A digest of what a scheduler said of one node: the map and the merge compare it."""
+    if not assigned and log is None:
+        return _NO_CONTEXT  # no scheduler: every node's, computed once
+    return _digest(assigned, log)
+
+
+def _digest(assigned: Mapping[int, tuple[int, int | None]], log: tuple[str, str] | None) -> str:
     text = json.dumps([sorted(assigned.items()), log])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+_NO_CONTEXT = _digest({}, None)
 
 
 def map_node(

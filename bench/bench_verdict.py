@@ -12,6 +12,8 @@ PostgreSQL's) and wall, per step, and the load average beside them.
         .venv/bin/python bench/bench_verdict.py --ranks 32000 --nodes 4000 --repeat 3
     ... --profile        # one run under cProfile, by cumulative time
     ... --rebuild        # build the snapshot again (else the one built before is reused)
+    ... --previous       # with a previous snapshot of the incident to compare with (its
+                         # artifacts stored: the analysis reads and parses them)
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ console_settings()
 STEPS = (
     ("GPU metrics (none here)", "collectors.gpumetrics", "snapshot_gpu_metrics_store"),
     ("read back the parses", "collectors.nodeparse", "snapshot_parses"),
+    ("previous snapshot's evidence", "collectors.selectors", "snapshot_evidence"),
     ("merge + facts + rules", "analysis", "diagnose_parses"),
     ("rank overview, masked", "collectors.services", "masked_rank_overview"),
     ("diagnosis to JSON, masked", "collectors.services", "masked_diagnosis"),
@@ -46,11 +49,11 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _cluster_name(ranks: int, nodes: int) -> str:
-    return f"bench-verdict-{ranks}-{nodes}"
+def _cluster_name(ranks: int, nodes: int, previous: bool = False) -> str:
+    return f"bench-verdict-{ranks}-{nodes}" + ("-previous" if previous else "")
 
 
-def build(ranks: int, nodes: int):
+def build(ranks: int, nodes: int, previous: bool = False):
     """The snapshot, its node rows and their stored parses, as the fleet leaves them."""
     from analysis import nodemap
     from analysis.signals.place import host_map
@@ -66,10 +69,13 @@ def build(ranks: int, nodes: int):
     from incidents.services import incident_open
 
     started = time.perf_counter()
-    Cluster.objects.filter(name=_cluster_name(ranks, nodes)).delete()
+    name = _cluster_name(ranks, nodes, previous)
+    Cluster.objects.filter(name=name).delete()
     evidence = build_snapshot(ranks, nodes, stuck_rank=ranks * 3 // 10)
-    cluster = Cluster.objects.create(name=_cluster_name(ranks, nodes), expected_world_size=ranks)
+    cluster = Cluster.objects.create(name=name, expected_world_size=ranks)
     incident = incident_open(opened_by=None, title="bench verdict", cluster=cluster)
+    if previous:
+        _previous_build(incident, evidence)
     snapshot = Snapshot.objects.create(
         incident=incident, cluster=cluster, source="bench", status=SnapshotStatus.ANALYSING,
         collected_at=evidence.collected_at, expected_world_size=ranks,
@@ -94,10 +100,37 @@ def build(ranks: int, nodes: int):
     return snapshot
 
 
-def find(ranks: int, nodes: int):
+def _previous_build(incident, evidence) -> None:
+    """The incident's snapshot before, two minutes earlier: the same evidence, stored as
+    artifacts (analysed: "done"), as the analysis finds a previous snapshot to compare with."""
+    from datetime import timedelta
+
+    from collectors import node_work
+    from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
+
+    snapshot = Snapshot.objects.create(
+        incident=incident, cluster=incident.cluster, source="bench", status=SnapshotStatus.DONE,
+        collected_at=evidence.collected_at - timedelta(minutes=2),
+        expected_world_size=evidence.expected_world_size,
+    )  # fmt: skip
+    collections = NodeCollection.objects.bulk_create(
+        NodeCollection(snapshot=snapshot, node_name=n.node, address="(bench)",
+                       status=NodeStatus.OK)
+        for n in evidence.nodes
+    )  # fmt: skip
+    node_work.artifacts_insert(
+        row
+        for collection, node in zip(collections, evidence.nodes, strict=True)
+        for row in node_work.artifact_rows(collection.pk, node)
+    )
+
+
+def find(ranks: int, nodes: int, previous: bool = False):
+    """The snapshot measured: the cluster's last (a previous one is made before it)."""
     from collectors.models import Snapshot
 
-    return Snapshot.objects.filter(cluster__name=_cluster_name(ranks, nodes)).order_by("pk").last()
+    name = _cluster_name(ranks, nodes, previous)
+    return Snapshot.objects.filter(cluster__name=name).order_by("pk").last()
 
 
 def reset(snapshot) -> None:
@@ -110,12 +143,24 @@ def reset(snapshot) -> None:
     )  # fmt: skip
 
 
-class Timer:
-    """Wraps the task's steps where it looks them up; sums CPU and wall per step."""
+TICKS = os.sysconf("SC_CLK_TCK")
 
-    def __init__(self) -> None:
+
+def _backend_cpu(pid: int) -> float:
+    """User + system seconds of the PostgreSQL backend serving this process (same machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class Timer:
+    """Wraps the task's steps where it looks them up; sums CPU and wall per step, and the CPU
+    of the PostgreSQL backend that serves them."""
+
+    def __init__(self, backend_pid: int) -> None:
+        self.backend_pid = backend_pid
         self.cpu: dict[str, float] = {}
         self.wall: dict[str, float] = {}
+        self.pg: dict[str, float] = {}
         self._undo: list = []
         # When the last step (the finish: the verdict's transaction) returned: wall, CPU.
         self.finished_at, self.finished_cpu = 0.0, 0.0
@@ -135,28 +180,38 @@ class Timer:
 
     def _wrapped(self, label, original):
         def timed(*args, **kwargs):
-            wall, cpu = time.perf_counter(), time.process_time()
+            wall, cpu, pg = time.perf_counter(), time.process_time(), self.pg_now()
             try:
                 return original(*args, **kwargs)
             finally:
                 self.cpu[label] = self.cpu.get(label, 0.0) + time.process_time() - cpu
                 self.wall[label] = self.wall.get(label, 0.0) + time.perf_counter() - wall
+                self.pg[label] = self.pg.get(label, 0.0) + self.pg_now() - pg
                 self.finished_at, self.finished_cpu = time.perf_counter(), time.process_time()
 
         return timed
 
+    def pg_now(self) -> float:
+        return _backend_cpu(self.backend_pid)
 
-def run_once(snapshot) -> tuple[dict, dict]:
+
+def run_once(snapshot) -> Timer:
+    from django.db import connection
+
     from collectors import tasks
 
     reset(snapshot)
-    timer = Timer()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (backend,) = cursor.fetchone()
+    timer = Timer(backend)
     timer.install()
     try:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, pg = time.perf_counter(), time.process_time(), timer.pg_now()
         tasks.analyse_snapshot(snapshot.pk)
         timer.cpu["the task, all of it"] = time.process_time() - cpu
         timer.wall["the task, all of it"] = time.perf_counter() - wall
+        timer.pg["the task, all of it"] = timer.pg_now() - pg
         # The verdict is stored (committed) when the finish returns; what follows is the
         # task freeing what it built.
         timer.cpu["verdict stored (from the start)"] = timer.finished_cpu - cpu
@@ -165,7 +220,7 @@ def run_once(snapshot) -> tuple[dict, dict]:
         timer.uninstall()
     snapshot.refresh_from_db(fields=["status", "error"])
     assert snapshot.status == "done", (snapshot.status, snapshot.error)
-    return timer.cpu, timer.wall
+    return timer
 
 
 def _stored(snapshot) -> str:
@@ -191,11 +246,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--profile", action="store_true", help="one run under cProfile")
+    parser.add_argument("--previous", action="store_true", help="a previous snapshot too")
     args = parser.parse_args()
     console_database(flush=False)
-    snapshot = None if args.rebuild else find(args.ranks, args.nodes)
+    snapshot = None if args.rebuild else find(args.ranks, args.nodes, args.previous)
     if snapshot is None:
-        snapshot = build(args.ranks, args.nodes)
+        snapshot = build(args.ranks, args.nodes, args.previous)
     if args.profile:
         import cProfile
         import pstats
@@ -207,17 +263,19 @@ def main() -> None:
     runs = []
     for _ in range(args.repeat):
         before = _load()
-        cpu, wall = run_once(snapshot)
-        runs.append((cpu, wall, before, _load()))
+        runs.append((run_once(snapshot), before, _load()))
     print(f"ranks={args.ranks} nodes={args.nodes} snapshot={snapshot.pk} repeat={args.repeat}")
-    for label in runs[0][0]:
-        cpu = [r[0].get(label, 0.0) for r in runs]
-        wall = [r[1].get(label, 0.0) for r in runs]
-        print(
-            f"  {label:>30}: CPU median {statistics.median(cpu):.3f} s (best {min(cpu):.3f}), "
-            f"wall median {statistics.median(wall):.3f} s (best {min(wall):.3f})"
-        )
-    print("  load before → after: " + ", ".join(f"{r[2]:.1f} → {r[3]:.1f}" for r in runs))
+    for label in runs[0][0].wall:
+        figures = []
+        for name in ("cpu", "wall", "pg"):
+            values = [getattr(r[0], name).get(label) for r in runs]
+            if None in values:
+                continue
+            title = {"cpu": "CPU", "wall": "wall", "pg": "PostgreSQL CPU"}[name]
+            figures.append(f"{title} {statistics.median(values):.3f} s ({min(values):.3f})")
+        print(f"  {label:>32}: " + ", ".join(figures))
+    print("  (medians, best in brackets; PostgreSQL's in clock ticks of 10 ms)")
+    print("  load before → after: " + ", ".join(f"{r[1]:.1f} → {r[2]:.1f}" for r in runs))
     print("  " + _stored(snapshot))
 
 

@@ -163,6 +163,12 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"][11].__setitem__(1, {"same": 1}),  # the first column shared
         lambda d: d["parse"][11].__setitem__(2, {"same": 1, "and": 2}),  # not a column
         lambda d: d["parse"][19].__setitem__(4, {"same": []}),  # records shared: never
+        # A column of lists of records is [each row's length, the records as columns]:
+        lambda d: d["parse"][19][4][0].__setitem__(0, 99),  # lengths past the entries held
+        lambda d: d["parse"][19][4][0].__setitem__(0, -1),  # a length below zero
+        lambda d: d["parse"][19][4].__setitem__(0, "6"),  # lengths, not a list
+        lambda d: d["parse"][18][5].append([]),  # the step summaries: not [lengths, records]
+        lambda d: d["parse"][18][1].__setitem__(0, 2),  # the logs' facts: not one a log
     ],
 )
 def test_damaged_stored_parse_is_refused(damage):

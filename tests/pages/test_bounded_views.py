@@ -191,3 +191,43 @@ def test_the_api_serves_the_table_a_page_at_a_time(bob, carol, fleet):
     detail = f"/api/v1/snapshots/{snapshot.pk}/"
     assert whole_reads(api, detail) == []
     assert api.get(detail).json()["classification"] == diagnosis["classification"]
+
+
+def test_the_incident_snapshot_and_document_pages_read_no_whole_table(client, bob, fleet):
+    """The pages fixed before (the incident page, the snapshot page, the rank table, the live
+    poll) and the frozen documents: none reads the table whole."""
+    from incidents.postmortem_saving import postmortem_save
+    from incidents.services import incident_change_status
+    from sharing.services import share_link_create
+
+    incident, snapshot, _ = fleet
+    client.force_login(bob)
+    detail = reverse("collectors:detail", args=[snapshot.pk])
+    live = reverse("pages:incident_live", args=[incident.pk])
+    for url in (
+        incident.get_absolute_url(),
+        detail,
+        f"{detail}?node=node-0150",
+        reverse("collectors:ranks", args=[snapshot.pk]) + "?page=7",
+        f"{live}?version=0&verdict=",
+    ):
+        assert whole_reads(client, url) == [], url
+    incident_change_status(incident=incident, to_status="resolved", by=bob)
+    sections = {
+        "summary": "Rank 1207 stopped.",
+        "root_cause": "Its host ran out of memory.",
+        "action_items": "Drain it | bob | 2026-12-14",
+    }
+    postmortem_save(incident=incident, by=bob, status="published", **sections)
+    _, token = share_link_create(incident=incident, by=bob, include_evidence=True)
+    for url in (
+        reverse("pages:postmortem", args=[incident.pk]),
+        reverse("sharing:print", args=[incident.pk]),
+        reverse("sharing:export", args=[incident.pk]),
+        f"/s/{token}/",
+    ):
+        assert whole_reads(client, url) == [], url
+    assert (
+        f"Ranks seen: {WORLD - 1} of {WORLD}"
+        in client.get(reverse("sharing:export", args=[incident.pk])).content.decode()
+    )
