@@ -104,12 +104,13 @@ def main() -> None:
     url = incident.get_absolute_url()
     client.get(url)  # warm template and connection caches
 
-    def timed(label: str, page_url: str, expect: int = 200, cl=None) -> None:
+    def timed(label: str, page_url: str, expect: int = 200, cl=None, post=None) -> None:
         times, cpu, queries, size = [], [], 0, 0
         for _ in range(args.repeat):
             with CaptureQueriesContext(connection) as captured:
                 start, start_cpu = time.perf_counter(), time.process_time()
-                response = (cl or client).get(page_url)
+                asked = cl or client
+                response = asked.post(page_url, post) if post else asked.get(page_url)
                 times.append(time.perf_counter() - start)
                 cpu.append(time.process_time() - start_cpu)
             assert response.status_code == expect, (response.status_code, page_url)

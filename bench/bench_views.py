@@ -53,6 +53,9 @@ def time_views(timed: Callable, client, snapshot, user) -> None:
         timed("API ranks, first page", ranks_api)
         timed("API ranks, offset 20000", ranks_api + "?offset=20000")
     shared = _published_copy(snapshot, user)
+    # On the copy: each answer is a timeline event, which the incident page would show.
+    answered = reverse("pages:guided_answer", args=[shared.pk, shared.snapshots.get().pk])
+    timed("guided answer (POST)", answered, 302, post={"q": "who", "action": "confirm"})
     timed("post-mortem page (published)", reverse("pages:postmortem", args=[shared.pk]))
     timed("print page", reverse("sharing:print", args=[shared.pk]))
     timed("Markdown export", reverse("sharing:export", args=[shared.pk]))
