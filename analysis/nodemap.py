@@ -133,8 +133,17 @@ def scheduler_context(
     assigned: Mapping[int, tuple[int, int | None]], log: tuple[str, str] | None
 ) -> str:
     """A digest of what a scheduler said of one node: the map and the merge compare it."""
+    if not assigned and log is None:
+        return _NO_CONTEXT  # no scheduler: every node's, computed once
+    return _digest(assigned, log)
+
+
+def _digest(assigned: Mapping[int, tuple[int, int | None]], log: tuple[str, str] | None) -> str:
     text = json.dumps([sorted(assigned.items()), log])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+_NO_CONTEXT = _digest({}, None)
 
 
 def map_node(

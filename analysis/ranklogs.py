@@ -35,8 +35,10 @@ def apply_log(
     single_node: bool,
     steps: list[StepSummary] = (),
 ) -> None:
-    """`steps`: the log's step lines as the map summarized them (its `log.steps` then empty)."""
-    _learn_local_ranks(node, log, local_to_global, facts)
+    """`steps`: the log's step lines as the map summarized them (its `log.steps` then empty).
+    What a log does not hold is not walked: most of a big job's logs hold steps alone."""
+    if log.local_to_global or log.host_ranks or log.exits:
+        _learn_local_ranks(node, log, local_to_global, facts)
 
     def resolve(rank: int | None, local: int | None) -> int | None:
         if rank is not None:
@@ -45,9 +47,20 @@ def apply_log(
             return None
         return local_to_global.get(local, local if single_node else None)
 
-    _apply_steps(node, log, resolve, parsed.ranks, problem)
-    apply_step_summaries(node, steps, parsed.ranks)
-    parsed.raw_signals += placed(log.signals, resolve, log.pid_ranks)
+    if log.steps:
+        _apply_steps(node, log, resolve, parsed.ranks, problem)
+    if steps:
+        apply_step_summaries(node, steps, parsed.ranks)
+    if log.signals:
+        parsed.raw_signals += placed(log.signals, resolve, log.pid_ranks)
+    if log.exits or log.watchdog:
+        _apply_exits(node, log, resolve, facts, parsed)
+    if _has_sources(log):
+        _apply_sources(node, log, resolve, parsed)
+
+
+def _apply_exits(node, log: LogFacts, resolve, facts: ParsedNode, parsed) -> None:
+    """Launcher-reported exits on their ranks, and the watchdog's lines."""
     for exit_fact in log.exits:
         if not _apply_exit(node, exit_fact, resolve, facts, parsed.ranks, log.pid_ranks):
             parsed.unplaced_exits.append((node, exit_fact))
@@ -56,7 +69,22 @@ def apply_log(
         parsed.watchdog.append((node, rank, fact))
         if rank is not None:
             parsed.mentioned.add(rank)
-    _apply_sources(node, log, resolve, parsed)
+
+
+def _has_sources(log: LogFacts) -> bool:
+    return bool(
+        log.collectives
+        or log.peer_errors
+        or log.nccl_config
+        or log.slow_reports
+        or log.named_ranks
+        or log.rendezvous_errors
+        or log.comm_inits
+        or log.errors
+        or log.nccl_warn
+        or log.desync
+        or log.mismatches
+    )
 
 
 def _learn_local_ranks(node, log: LogFacts, local_to_global, facts: ParsedNode) -> None:

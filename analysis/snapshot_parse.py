@@ -288,28 +288,7 @@ def _merge_node(
     """The node's logs, dumps and kernel lines applied to the snapshot's ranks."""
     node = node_parse.node
     parsed.nodes[node] = facts
-    local_to_global = {
-        parsed.ranks[rank].local_rank: rank
-        for rank in facts.rank_pids.values()
-        if parsed.ranks[rank].local_rank is not None
-    }
-    launched: dict[int, int] = {}  # pid -> rank, as this node's launchers' lines say
-    for entry in node_parse.logs:
-        log = entry.facts
-        parsed.logs.append((node, log))
-        if log.file_rank is not None and entry.written:
-            parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
-        if entry.master_pods:
-            parsed.mentioned.add(0)  # a PyTorchJob's master pod, listed, is its rank 0
-        for text in log.problems:
-            problem(node, log.path, text)
-        if log.world_size:
-            world_sizes.append(log.world_size)
-        apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)
-        parsed.step_lines = parsed.step_lines or bool(log.steps or entry.steps)
-        launched.update(log.pid_ranks)
-        if entry.start:
-            parsed.log_starts.append(entry.start)
+    launched = _merge_logs(node_parse, facts, parsed, world_sizes, problem, single_node)
     for dump in dumps:
         for text in dump.problems:
             problem(node, dump.path, text)
@@ -324,6 +303,42 @@ def _merge_node(
     if node_parse.ncclras:
         parsed.ras_outputs.append((node, node_parse.ncclras))
     parsed.ras_outputs += [(node, text) for text in node_parse.ras_texts]
+
+
+def _merge_logs(
+    node_parse: NodeParse,
+    facts: ParsedNode,
+    parsed: ParsedSnapshot,
+    world_sizes: list[int],
+    problem,
+    single_node: bool,
+) -> dict[int, int]:
+    """The node's logs on the snapshot's ranks; pid -> rank, as its launchers' lines say."""
+    node = node_parse.node
+    local_to_global = {
+        parsed.ranks[rank].local_rank: rank
+        for rank in facts.rank_pids.values()
+        if parsed.ranks[rank].local_rank is not None
+    }
+    launched: dict[int, int] = {}
+    for entry in node_parse.logs:
+        log = entry.facts
+        parsed.logs.append((node, log))
+        if log.file_rank is not None and entry.written:
+            parsed.mentioned.add(log.file_rank)  # a rank that wrote any line was observed
+        if entry.master_pods:
+            parsed.mentioned.add(0)  # a PyTorchJob's master pod, listed, is its rank 0
+        for text in log.problems:
+            problem(node, log.path, text)
+        if log.world_size:
+            world_sizes.append(log.world_size)
+        apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)
+        if not parsed.step_lines and (log.steps or entry.steps):
+            parsed.step_lines = True
+        launched.update(log.pid_ranks)
+        if entry.start:
+            parsed.log_starts.append(entry.start)
+    return launched
 
 
 def _is_ras_report(text: str) -> bool:

@@ -6,7 +6,7 @@
 #   nodes.json is the file `python -m lab up` writes (cluster settings + nodes with key_path
 #   and host_key). Each node's raw probe output lands in <out-dir>/<name>.out; the last line
 #   printed is "baseline: <n> nodes, <complete> complete, <seconds>s wall".
-# Decode an output with collectors.remote.parse_probe_output(name, bytes) for a like-for-like
+# Decode an output with hangdesk.frames.parse_probe_output(name, bytes) for a like-for-like
 # comparison with collect_node().
 set -euo pipefail
 
@@ -33,7 +33,7 @@ plan = CollectionPlan(
     flight_recorder_globs=cluster["flight_recorder_globs"],
     pyspy_command=cluster.get("pyspy_command") or "py-spy",
 )
-(out / "probe.sh").write_bytes(render_probe(plan))
+(out / "probe.sh").write_bytes(render_probe(plan, packed=True))  # gzipped frames, as a visit asks
 known, rows = [], []
 for node in data["nodes"]:
     host = node["address"] if node["port"] == 22 else f"[{node['address']}]:{node['port']}"

@@ -22,6 +22,7 @@ from analysis.evidence import NodeEvidence
 from clusters.sshspec import NodeTarget
 from hangdesk.artifacts import artifacts_from_evidence
 from hangdesk.budget import TIME_BUDGET
+from hangdesk.frames import Packed
 from hangdesk.masking import mask_text
 from hangdesk.plan import CollectionPlan
 
@@ -37,7 +38,7 @@ from .models import (
     SnapshotStatus,
 )
 from .outcomes import FailureKind, NodeFailure, NodeVisit, SweepOutcome
-from .visits import ssh_visit
+from .visits import SshVisit, ssh_visit
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,9 @@ def node_results_record(
             )
         Artifact.objects.filter(collection_id__in=[w.collection_id for w, _ in mine]).delete()
         artifacts_insert(
-            row for work, visit in mine for row in artifact_rows(work.collection_id, visit.evidence)
+            row
+            for work, visit in mine
+            for row in artifact_rows(work.collection_id, visit.evidence, _packed(visit))
         )
         # The map half of the analysis, here on the worker that has the nodes in hand, in the
         # same transaction: a node is never in without its parse. (Stored after the commit,
@@ -217,10 +220,20 @@ ARTIFACT_ZLIB_LEVEL = 1
 ArtifactRow = tuple[int, str, bytes, int, bool]  # collection id, name, compressed, size, truncated
 
 
-def artifact_rows(collection_id: int, evidence: NodeEvidence) -> Iterator[ArtifactRow]:
+def artifact_rows(
+    collection_id: int, evidence: NodeEvidence, packed: Packed | None = None
+) -> Iterator[ArtifactRow]:
+    """The artifacts' rows, each compressed: as the node sent it when it came compressed with
+    exactly this content (`packed`: inflated and checked whole on the way in), else here."""
     for name, content, truncated in artifacts_from_evidence(evidence):
-        compressed = zlib.compress(content, ARTIFACT_ZLIB_LEVEL)
+        compressed = packed.find(content) if packed is not None else None
+        if compressed is None:
+            compressed = zlib.compress(content, ARTIFACT_ZLIB_LEVEL)
         yield collection_id, name[:1024], compressed, len(content), truncated
+
+
+def _packed(visit: NodeVisit) -> Packed | None:
+    return visit.packed if isinstance(visit, SshVisit) else None
 
 
 def artifacts_insert(rows: Iterable[ArtifactRow]) -> None:

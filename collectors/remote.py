@@ -35,6 +35,7 @@ from clusters.sshspec import (
 )
 from hangdesk.frames import (
     FrameReader,
+    frame_cap_of,
     render_probe,
 )
 from hangdesk.plan import CollectionPlan, KiB
@@ -191,7 +192,8 @@ class _Watchdog:
 # Ciphers in the order the collector asks for them: AEAD first (one pass per packet, where
 # CTR needs a separate MAC), then what every sshd since 2014 has. Key exchange stays
 # paramiko's (the post-quantum hybrid first: measured no dearer than curve25519, see
-# docs/performance.md); compression stays off (evidence is compressed once, when stored).
+# docs/performance.md); SSH compression stays off: the probe gzips its bigger frames on the
+# node, and the console stores them as they come (hangdesk.frames.Packed).
 CIPHERS = (
     "aes128-gcm@openssh.com",
     "aes256-gcm@openssh.com",
@@ -339,7 +341,7 @@ def _run_probe(
     run = ProbeRun(
         FrameReader(
             nonce,
-            frame_cap=max(plan.tail_bytes, plan.artifact_cap_bytes) + 64 * KiB,
+            frame_cap=frame_cap_of(plan),
             total_cap=plan.max_total_bytes,
         )
     )
@@ -357,7 +359,7 @@ def _run_probe(
         )
         channel.settimeout(max(0.1, deadline - time.monotonic()))
         channel.exec_command(f"timeout -k 2 {remote_budget} sh -s")
-        script = render(nonce) if render else render_probe(plan, nonce=nonce)
+        script = render(nonce) if render else render_probe(plan, nonce=nonce, packed=True)
         channel.sendall(script)
         channel.shutdown_write()
         channel.settimeout(0.25)  # short reads, so the deadline is checked often

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from analysis.evidence import GATHERED, EvidenceStatus, NodeEvidence, stopped_short
 from clusters.sshspec import NodeTarget
 from hangdesk.evidence_kinds import as_text
-from hangdesk.frames import evidence_from_frames, mark_unfinished
+from hangdesk.frames import Packed, evidence_from_frames, mark_unfinished
 from hangdesk.plan import CollectionPlan
 
 from .outcomes import FailureKind, NodeFailure, NodeVisit
@@ -56,6 +56,13 @@ def _gathered_status(run: ProbeRun) -> EvidenceStatus:
     return stopped_short(f"probe exited with status {run.exit_status} before finishing: {detail}")
 
 
+@dataclass
+class SshVisit(NodeVisit):
+    """A visit over SSH, with the frames the node sent compressed (stored as they came)."""
+
+    packed: Packed | None = None
+
+
 def ssh_visit(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeVisit:
     """Visit one node: its evidence, and why the visit failed if it did (never raised)."""
     plan = plan or CollectionPlan()
@@ -77,9 +84,11 @@ def ssh_visit(target: NodeTarget, plan: CollectionPlan | None = None) -> NodeVis
     )
     failure = _failure(run)
     if failure is not None:
-        return NodeVisit.failed(evidence, failure)
+        visit = SshVisit.failed(evidence, failure)
+        visit.packed = run.reader.packed  # its whole frames: partial evidence is kept too
+        return visit
     evidence.status = _gathered_status(run)
-    return NodeVisit(evidence)
+    return SshVisit(evidence, packed=run.reader.packed)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import zlib
 from pathlib import Path
 
 from analysis.evidence import NodeEvidence, stopped_short
@@ -41,10 +42,13 @@ def render_script(script: Path, settings: dict[str, str]) -> bytes:
     return preamble.encode() + LIBRARY_PATH.read_bytes() + script.read_bytes()
 
 
-def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: int = 0) -> bytes:
+def render_probe(
+    plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: int = 0, packed: bool = False
+) -> bytes:
     """The full script for `sh -s`: shell-quoted settings, then the constant probe.
     `skip_pid`: a process of the caller's own that the pattern may match but is no training
-    process (`hangdesk collect` itself).
+    process (`hangdesk collect` itself). `packed`: the bigger frames gzipped on the node, when
+    it has gzip (FrameReader inflates them, bounded, and keeps them as `packed`).
 
     Also usable with plain OpenSSH: `ssh node 'sh -s' < script` (see bench/).
     """
@@ -71,19 +75,56 @@ def render_probe(plan: CollectionPlan, *, nonce: str = "standalone", skip_pid: i
         "HD_PIDS": " ".join(str(int(pid)) for pid in plan.pids or ()),
         "HD_GPU_MS": str(int(plan.gpu_sample_ms)),
         "HD_GPU_WINDOW": str(int(plan.gpu_window_s)),
+        "HD_ZIP": "gzip" if packed else "",
     }
     return render_script(PROBE_PATH, settings)
 
 
 # --- reading the framed output -----------------------------------------------------------
 
-_HEADER = re.compile(rb"HD1 ([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*) (\d{1,12})")
+_HEADER = re.compile(rb"HD1 ([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*) (\d{1,12})(?: gz (\d{1,12}))?")
 _MAX_HEADER = 200
 _MAX_NOISE = 16 * KiB
+# A gzip member's header as `gzip -n` writes it (deflate, no flags: no name, time or extra).
+_GZIP_PLAIN_HEADER = b"\x1f\x8b\x08\x00"
+_GZIP_HEADER_SIZE, _GZIP_TRAILER_SIZE = 10, 8
+
+
+class Packed:
+    """The frames a node sent compressed, as zlib streams, found by their content: stored as
+    they came instead of compressed again (each one inflated and checked whole first)."""
+
+    def __init__(self) -> None:
+        self._by_size: dict[int, list[tuple[bytes, bytes]]] = {}
+
+    def add(self, content: bytes, stream: bytes) -> None:
+        self._by_size.setdefault(len(content), []).append((content, stream))
+
+    def find(self, content: bytes) -> bytes | None:
+        for known, stream in self._by_size.get(len(content), ()):
+            if known is content or known == content:
+                return stream
+        return None
+
+
+def _zlib_stream(member: bytes, content: bytes) -> bytes | None:
+    """A whole gzip member of `content` as a zlib stream (the same deflate data, zlib's
+    header and checksum): None for a member with header fields `gzip -n` does not write."""
+    if not member.startswith(_GZIP_PLAIN_HEADER):
+        return None
+    deflate = memoryview(member)[_GZIP_HEADER_SIZE:-_GZIP_TRAILER_SIZE]
+    return b"".join((b"\x78\x01", deflate, zlib.adler32(content).to_bytes(4, "big")))
+
+
+def frame_cap_of(plan: CollectionPlan) -> int:
+    """The most a frame may hold: the plan's bigger cap, and room for the probe's marks."""
+    return max(plan.tail_bytes, plan.artifact_cap_bytes) + 64 * KiB
 
 
 class FrameReader:
-    """Incremental parser of the probe's frames, bounded per frame and in total."""
+    """Incremental parser of the probe's frames, bounded per frame and in total: the bytes
+    read, and the bytes frames hold once inflated (a compressed frame is inflated at most to
+    the frame cap, so no frame, however it was packed, takes more)."""
 
     def __init__(self, nonce: str, *, frame_cap: int, total_cap: int) -> None:
         self.marker = f"HDPROBE1 {nonce}\n".encode()
@@ -91,34 +132,39 @@ class FrameReader:
         self.total_cap = total_cap
         self.frames: dict[str, bytes] = {}
         self.cut: set[str] = set()  # keys cut locally at frame_cap
+        self.packed = Packed()
         self.noise = bytearray()  # bytes before the start marker (e.g. a chatty .bashrc)
-        self.total = 0
+        self.total = 0  # bytes read
+        self.unpacked = 0  # bytes the frames hold (inflated)
         self.started = False
         self.ended = False
         self.error: str | None = None
-        self._buf = bytearray()
+        self._buf = bytearray()  # the start marker's search, or a header split between reads
         self._key: str | None = None
-        self._body = bytearray()
-        self._left = 0
+        self._size = 0  # the frame's size as its header says
+        self._left = 0  # bytes of the frame's body still to read
+        self._parts: list = []  # the body as read (pieces of the reads, joined at the end)
+        self._kept = 0
+        self._packed = False  # the frame came compressed
+        self._inflater = None  # ... and is being inflated (None once cut at the frame cap)
+        self._inflated: list[bytes] = []
 
     @property
     def over_cap(self) -> bool:
-        return self.total > self.total_cap
+        return self.total > self.total_cap or self.unpacked > self.total_cap
 
     def feed(self, data: bytes) -> None:
         self.total += len(data)
         if self.ended or self.error is not None:
             return
-        self._buf += data
-        while self._buf and self.error is None and not self.ended:
-            if not self.started:
-                if not self._seek_start():
-                    return
-            elif self._key is None:
-                if not self._read_header():
-                    return
-            else:
-                self._read_body()
+        if not self.started:
+            self._buf += data
+            if not self._seek_start():
+                return
+            data, self._buf = bytes(self._buf), bytearray()
+        view, at = memoryview(data), 0
+        while at < len(data) and self.error is None and not self.ended and not self.over_cap:
+            at = self._read_header(data, at) if self._key is None else self._read_body(view, at)
 
     def _seek_start(self) -> bool:
         at = self._buf.find(self.marker)
@@ -133,41 +179,89 @@ class FrameReader:
         self.started = True
         return True
 
-    def _read_header(self) -> bool:
-        end = self._buf.find(b"\n", 0, _MAX_HEADER)
+    def _read_header(self, data: bytes, at: int) -> int:
+        """Reads a header from data[at:] (its start may be held from the last read); returns
+        where its frame's body begins."""
+        room = _MAX_HEADER - len(self._buf)
+        end = data.find(b"\n", at, at + room)
         if end < 0:
-            if len(self._buf) >= _MAX_HEADER:
+            if len(data) - at >= room:
                 self.error = "malformed probe output (header too long)"
-            return False
-        match = _HEADER.fullmatch(bytes(self._buf[:end]))
-        del self._buf[: end + 1]
+            self._buf += data[at:]
+            return len(data)
+        line = bytes(self._buf) + data[at:end] if self._buf else data[at:end]
+        self._buf = bytearray()
+        match = _HEADER.fullmatch(line)
         if match is None:
             self.error = "malformed probe output (bad frame header)"
-            return False
-        key, size = match.group(1).decode(), int(match.group(2))
+            return end + 1
+        key, size, packed = match.group(1).decode(), int(match.group(2)), match.group(3)
         if key == "end":
             self.ended = True
-            return False
-        self._key, self._left, self._body = key, size, bytearray()
-        if size == 0:
-            self._finish_frame()
-        return True
-
-    def _read_body(self) -> None:
-        take = min(self._left, len(self._buf))
-        room = max(0, self.frame_cap - len(self._body))
-        self._body += self._buf[: min(take, room)]
-        if take > room:
-            self.cut.add(self._key or "")
-        del self._buf[:take]
-        self._left -= take
+            return end + 1
+        self._key, self._size, self._parts, self._kept = key, size, [], 0
+        self._packed = packed is not None
+        self._left = int(packed) if self._packed else size
+        if self._packed:
+            self._inflater, self._inflated = zlib.decompressobj(wbits=31), []
         if self._left == 0:
             self._finish_frame()
+        return end + 1
+
+    def _read_body(self, view: memoryview, at: int) -> int:
+        take = min(self._left, len(view) - at)
+        piece = view[at : at + take]
+        self._left -= take
+        if self._packed:
+            if self._inflater is not None:  # kept whole, to be stored as it came
+                self._parts.append(piece)
+                self._inflate(piece)
+        else:
+            room = max(0, self.frame_cap - self._kept)
+            if room:
+                self._parts.append(piece[:room])
+                self._kept += min(take, room)
+                self.unpacked += min(take, room)
+            if take > room:
+                self.cut.add(self._key or "")
+        if self._left == 0:
+            self._finish_frame()
+        return at + take
+
+    def _inflate(self, piece: memoryview) -> None:
+        """At most one byte past the frame cap: a frame inflating further is cut there."""
+        room = self.frame_cap + 1 - self._kept
+        try:
+            out = self._inflater.decompress(piece, room)
+        except zlib.error as exc:
+            self.error = f"malformed probe output (compressed frame {self._key}: {exc})"
+            return
+        self._kept += len(out)
+        self.unpacked += len(out)
+        self._inflated.append(out)
+        if self._kept > self.frame_cap:
+            self.cut.add(self._key or "")
+            self._inflater, self._parts = None, []  # the rest is read and dropped
 
     def _finish_frame(self) -> None:
         assert self._key is not None
-        self.frames[self._key] = bytes(self._body)
-        self._key, self._body = None, bytearray()
+        key, inflater = self._key, self._inflater
+        if self.error is not None:
+            return
+        if not self._packed:
+            body = b"".join(self._parts)
+        else:
+            body = b"".join(self._inflated)[: self.frame_cap]
+            if inflater is not None:  # not cut: whole, or not a frame
+                if not inflater.eof or inflater.unused_data or len(body) != self._size:
+                    self.error = f"malformed probe output (compressed frame {key} is not whole)"
+                    return
+                stream = _zlib_stream(b"".join(self._parts), body)
+                if stream is not None:
+                    self.packed.add(body, stream)
+        self.frames[key] = body
+        self._key, self._parts, self._inflater, self._inflated = None, [], None, []
+        self._packed = False
 
 
 def evidence_from_frames(node: str, reader: FrameReader) -> NodeEvidence:
@@ -193,8 +287,14 @@ def evidence_from_frames(node: str, reader: FrameReader) -> NodeEvidence:
 
 
 def parse_probe_output(node: str, output: bytes, *, nonce: str = "standalone") -> NodeEvidence:
-    """Evidence from a complete probe output captured some other way (e.g. plain ssh)."""
-    reader = FrameReader(nonce, frame_cap=len(output), total_cap=len(output))
+    """Evidence from a complete probe output captured some other way (e.g. plain ssh); its
+    gzipped frames inflated within the default plan's caps (or the output's size, if more)."""
+    plan = CollectionPlan()
+    reader = FrameReader(
+        nonce,
+        frame_cap=max(len(output), frame_cap_of(plan)),
+        total_cap=max(len(output), plan.max_total_bytes),
+    )
     reader.feed(output)
     evidence = evidence_from_frames(node, reader)
     if not reader.ended:

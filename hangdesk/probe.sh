@@ -7,7 +7,8 @@
 # runnable on their own:   cat probelib.sh probe.sh | ssh node 'sh -s'
 #
 # Output on stdout: the line "HDPROBE1 <nonce>", then frames "HD1 <key> <size>\n" followed by
-# exactly <size> raw bytes, ending with the frame "HD1 end 0".
+# exactly <size> raw bytes (the bigger ones gzipped when asked: probelib.sh's hd_emit), ending
+# with the frame "HD1 end 0".
 #
 # How: every step runs in the background and writes its artifact into a private temp dir
 # ($HD_DIR/w.<key>); once the file is complete it appends "<key> <size>" to $HD_DIR/ready.
@@ -39,6 +40,10 @@
 # The GPU's shape: nvidia-smi sampled every HD_GPU_MS ms for HD_GPU_WINDOW s (0: no sampling).
 [ -n "${HD_GPU_MS+x}" ] || HD_GPU_MS=200
 [ -n "${HD_GPU_WINDOW+x}" ] || HD_GPU_WINDOW=2
+# Frames of HD_ZIP_MIN bytes or more sent gzip-compressed when HD_ZIP=gzip and gzip is here
+# (plain otherwise): the console stores them as they come, without compressing them again.
+[ -n "${HD_ZIP+x}" ] || HD_ZIP=
+[ -n "${HD_ZIP_MIN+x}" ] || HD_ZIP_MIN=2048
 
 # --- plumbing ------------------------------------------------------------------------------
 
@@ -354,6 +359,7 @@ hd_file() { # n path: one file of hd_files
 hd_main() {
 	export RUST_BACKTRACE=0
 	hd_begin hangdesk || return 1
+	hd_zip_check
 	HD_SHIPPED=0
 	trap hd_cleanup EXIT
 	trap hd_stopped TERM INT HUP

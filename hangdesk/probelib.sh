@@ -5,7 +5,8 @@
 #   cat hangdesk/probelib.sh hangdesk/probe.sh | sh -s
 #
 # POSIX sh. The wire format (read by hangdesk/frames.py): the line "HDPROBE1 <nonce>", then
-# frames "HD1 <key> <size>\n" followed by exactly <size> raw bytes, ending with "HD1 end 0".
+# frames "HD1 <key> <size>\n" followed by exactly <size> raw bytes (or, with HD_ZIP=gzip,
+# "HD1 <key> <size> gz <n>\n" and a gzip member of n bytes), ending with "HD1 end 0".
 # Defines functions only (their locals start with _hd); HD_DIR is the script's private temp dir.
 
 # hd_begin name: the script's start: no globbing, private files, the C locale, a private temp
@@ -40,9 +41,23 @@ hd_size() { # file -> byte count on stdout
 
 hd_emit() { # key size file: one frame (HD_EMITTING says a frame is half written)
 	HD_EMITTING=1
-	printf 'HD1 %s %s\n' "$1" "$2"
-	cat "$3"
+	# Compressed when asked (HD_ZIP, checked by hd_zip_check) and worth it: the header gives
+	# the size before and after, "HD1 <key> <size> gz <gzip size>", then the gzip member.
+	if [ -n "${HD_ZIP:-}" ] && [ "$2" -ge "${HD_ZIP_MIN:-2048}" ] &&
+		gzip -1 -n -c <"$3" >"$HD_DIR/zip" 2>/dev/null; then
+		printf 'HD1 %s %s gz %s\n' "$1" "$2" "$(hd_size "$HD_DIR/zip")"
+		cat "$HD_DIR/zip"
+	else
+		printf 'HD1 %s %s\n' "$1" "$2"
+		cat "$3"
+	fi
 	HD_EMITTING=0
+}
+
+# hd_zip_check: HD_ZIP emptied (frames sent plain) unless gzip is here and takes -1 -n -c.
+hd_zip_check() {
+	[ -n "${HD_ZIP:-}" ] || return 0
+	[ "$(printf hd | gzip -1 -n -c 2>/dev/null | wc -c)" -gt 0 ] 2>/dev/null || HD_ZIP=
 }
 
 hd_frame() { # key file: the whole file as one frame

@@ -38,6 +38,10 @@ from lab.addresses import loopback_run
 SCRIPT_KIND = re.compile(rb"^# hangdesk (remote|watch) probe", re.M)
 NONCE = re.compile(rb"^HD_NONCE='?([A-Za-z0-9_-]{1,64})'?$", re.M)
 LOG_GLOBS = re.compile(rb"^HD_LOG_GLOBS=(''|$)", re.M)
+# The console asks the probe to gzip its frames of HD_ZIP_MIN bytes or more (probelib.sh).
+ZIP = re.compile(rb"^HD_ZIP='?gzip'?$", re.M)
+ZIP_MIN = re.compile(rb"^HD_ZIP_MIN='?(\d{1,9})'?$", re.M)
+DEFAULT_ZIP_MIN = 2048
 COMMAND = re.compile(r"^timeout -k \d+ \d+ sh -s$")
 MAX_SCRIPT = 1 << 20
 
@@ -211,7 +215,7 @@ class Farm:
             self.counters.probes += 1
             if node.fault and self.opts.fault == "node-slow":
                 await asyncio.sleep(self.opts.slow_s)
-            answer = self.answers.probe(node, nonce)
+            answer = self.answers.probe(node, nonce, zip_min=_zip_min(script))
         else:
             self.counters.refused += 1
             process.stderr.write(b"farm: unknown script\n")
@@ -261,6 +265,14 @@ class Farm:
         finally:
             for server in servers:
                 server.close()
+
+
+def _zip_min(script: bytes) -> int | None:
+    """The size from which the probe gzips a frame when the console asks; None: plain."""
+    if not ZIP.search(script):
+        return None
+    found = ZIP_MIN.search(script)
+    return int(found.group(1)) if found else DEFAULT_ZIP_MIN
 
 
 def run(opts: FarmOptions) -> int:

@@ -24,6 +24,7 @@ import gzip
 import json
 import pickle
 import re
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -61,6 +62,17 @@ def split_frames(raw: bytes) -> list[tuple[str, bytes]]:
 
 def frame_bytes(key: str, body: bytes) -> bytes:
     return b"HD1 %s %d\n" % (key.encode(), len(body)) + body
+
+
+def gzip_member(body: bytes) -> bytes:
+    """What `gzip -1 -n -c` writes on a node (no name, no time): a gzip member at level 1."""
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return packer.compress(body) + packer.flush()
+
+
+def packed_frame_bytes(key: str, body: bytes, member: bytes) -> bytes:
+    """A frame as probelib.sh's hd_emit sends it gzipped."""
+    return b"HD1 %s %d gz %d\n" % (key.encode(), len(body), len(member)) + member
 
 
 @dataclass(frozen=True)
@@ -184,17 +196,36 @@ class NodeAnswers:
         self.world = len(nodes) * ranks_per_node
         self.dump_world = dump_world or self.world
         self._dumps: dict[bytes, bytes] = {}
+        # Frames that are the same bytes object on every node (captured as they are, or the
+        # dumps), by id (they live as long as this), and their gzip members once made.
+        self._shared = {id(body) for frames in capture.probe for _, body in frames}
+        self._members: dict[int, bytes] = {}
 
     def _renumber(self, node: FarmNode) -> Renumber:
         return Renumber(self.capture, node, world=self.world, master=self.nodes[0])
 
-    def probe(self, node: FarmNode, nonce: str) -> bytes:
+    def probe(self, node: FarmNode, nonce: str, *, zip_min: int | None = None) -> bytes:
+        """The node's answer; with `zip_min`, its frames of that many bytes or more gzipped,
+        as the probe sends them from a node with gzip when the console asks (HD_ZIP)."""
         r = self._renumber(node)
         parts = [b"HDPROBE1 %s\n" % nonce.encode()]
         for key, body in self.capture.probe[node.captured]:
-            parts.append(frame_bytes(key, self._probe_frame(r, node, key, body)))
+            frame = self._probe_frame(r, node, key, body)
+            if zip_min is None or len(frame) < zip_min:
+                parts.append(frame_bytes(key, frame))
+            else:
+                parts.append(packed_frame_bytes(key, frame, self._member(frame)))
         parts.append(b"HD1 end 0\n")
         return b"".join(parts)
+
+    def _member(self, frame: bytes) -> bytes:
+        """Frames the same on every node (the dumps, stacks, dmesg) compressed once."""
+        member = self._members.get(id(frame))
+        if member is None:
+            member = gzip_member(frame)
+            if id(frame) in self._shared:
+                self._members[id(frame)] = member
+        return member
 
     def _probe_frame(self, r: Renumber, node: FarmNode, key: str, body: bytes) -> bytes:
         if key == "hostname":
@@ -204,6 +235,7 @@ class NodeAnswers:
         if key.startswith("fr.") and not key.endswith(".path"):
             if body not in self._dumps:
                 self._dumps[body] = world_dump(body, self.dump_world)
+                self._shared.add(id(self._dumps[body]))
             return self._dumps[body]
         if key == "sys.date":
             return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ\n").encode()

@@ -60,10 +60,12 @@ def _unmatched(facts: Facts) -> list[StuckSignal]:
         return []
     issued = _issued_at(facts, {(s.pg, s.seq) for s in stops})
     pace = job_step_time(facts.snap)
+    steps = [s.last_step_at for s in facts.ranks.values() if s.last_step_at is not None]
+    latest = max(steps) if steps else None
     return [
         StuckSignal("unmatched", None, None, quotes.flight_recorder(stop.mismatch).text)
         for stop in stops
-        if _waited_long(facts, issued.get((stop.pg, stop.seq)), pace)
+        if _waited_long(facts, issued.get((stop.pg, stop.seq)), pace, latest)
     ]
 
 
@@ -84,13 +86,14 @@ def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, in
     return out
 
 
-def _waited_long(facts: Facts, issued: datetime | None, pace: float | None) -> bool:
+def _waited_long(
+    facts: Facts, issued: datetime | None, pace: float | None, latest_step: datetime | None
+) -> bool:
     now = facts.snap.collected_at
     if issued is None or now is None:
         return True  # nothing tells in flight from stuck: it counts
     limit = timedelta(seconds=HEALTHY_STEP_MULTIPLE * pace if pace else UNMATCHED_WITHOUT_PACE_S)
-    steps = [s.last_step_at for s in facts.ranks.values() if s.last_step_at is not None]
-    if steps and max(steps) > issued + limit:
+    if latest_step is not None and latest_step > issued + limit:
         return False  # the job logged steps well after it: an old dump
     return now - issued > limit
 
