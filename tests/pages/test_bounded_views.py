@@ -252,3 +252,16 @@ def test_the_incident_list_reads_each_verdict_from_its_column(client, bob, fleet
     assert (
         selectors.with_latest_verdict(Incident.objects.filter(pk=incident.pk)).get().verdict == "C"
     )
+
+
+def test_the_schema_documents_the_paging(as_user, carol):
+    schema = as_user(carol).get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    ranks = schema["paths"]["/api/v1/snapshots/{snapshot_pk}/ranks/"]["get"]
+    assert {p["name"] for p in ranks["parameters"]} >= {"offset", "limit"}
+    ref = ranks["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    page = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    assert set(page["properties"]) == {"count", "offset", "limit", "next", "previous", "results"}
+    diagnosis = schema["paths"]["/api/v1/snapshots/{snapshot_pk}/diagnosis/"]["get"]
+    ref = diagnosis["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    served = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]["properties"]
+    assert {"per_rank", "per_rank_total", "per_rank_next"} <= set(served)
