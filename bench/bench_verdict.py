@@ -37,7 +37,7 @@ console_settings()
 STEPS = (
     ("GPU metrics (none here)", "collectors.gpumetrics", "snapshot_gpu_metrics_store"),
     ("read back the parses", "collectors.nodeparse", "snapshot_parses"),
-    ("previous snapshot's evidence", "collectors.selectors", "snapshot_evidence"),
+    ("previous snapshot's evidence", "collectors.services", "compared_evidence"),
     ("merge + facts + rules", "analysis", "diagnose_parses"),
     ("rank overview, masked", "collectors.services", "masked_rank_overview"),
     ("diagnosis to JSON, masked", "collectors.services", "masked_diagnosis"),

@@ -4,9 +4,12 @@ Before a snapshot is analysed, the console asks the cluster's Prometheus (`prome
 DCGM_FI_DEV_GPU_UTIL, _FB_USED, _POWER_USAGE and _XID_ERRORS of the snapshot's nodes over the
 window before it (`query_range`, one POST per metric, every node in one `Hostname=~` matcher),
 through the egress policy (purpose "metrics": the URL is a user's string). Each node's series
-are stored with its evidence as the system fact `dcgm` (`dcgm.json` in a bundle), where the
-analysis reads them (analysis/gpushape.py). A Prometheus that fails costs the verdict nothing:
-the failure's class is said on the timeline and the analysis goes on without it.
+are stored with its evidence as the system fact `dcgm` (`dcgm.json` in a bundle). The node's
+stored parse (made by its worker before the series existed) is kept: the merge gives it the
+series as a side input (`series_onto`, the GPU shape read as analysis/gpushape.py reads it),
+so no node is parsed again after the last one; a node parsed from its artifacts reads them
+there. A Prometheus that fails costs the verdict nothing: the failure's class is said on the
+timeline and the analysis goes on without it.
 """
 
 from __future__ import annotations
@@ -22,20 +25,22 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.db import transaction
 
-from analysis.gpushape import DCGM_METRICS, SOURCE_DCGM
+from analysis.gpushape import DCGM_METRICS, SOURCE_DCGM, parse_dcgm
+from analysis.nodemap import NodeParse
 from core import egress
 from hangdesk import evidence_kinds as kinds
 from hangdesk.artifacts import NODE_META
 from incidents.models import EventKind
 from incidents.services import timeline_event_record
 
-from .models import Artifact, NodeCollection, NodeParseRecord, NodeStatus, Snapshot, inflate
+from .models import Artifact, NodeCollection, NodeStatus, Snapshot, inflate
 
 log = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 MAX_SERIES = 8192
 _LABEL_VALUE = re.compile(r"[^\x00-\x1f\"\\]{1,253}")
+DCGM_ARTIFACT = kinds.artifact_name(kinds.SYSTEM, SOURCE_DCGM, "")
 
 
 class MetricsUnavailable(Exception):
@@ -146,28 +151,54 @@ def snapshot_gpu_metrics_store(*, snapshot_id: int) -> int:
         log.info("GPU metrics for snapshot %s: %s %s", snapshot_id, exc.kind, exc.detail)
         _say(snapshot, f"GPU metrics from Prometheus not read: {exc.kind}")
         return 0
-    stored = 0
-    name = kinds.artifact_name(kinds.SYSTEM, SOURCE_DCGM, "")
-    with transaction.atomic():
-        for host, series in by_host.items():
-            collection = nodes.get(host)
-            if collection is None:
-                continue
-            content = json.dumps(
-                {"source": "prometheus", "start": window.start.isoformat(),
-                 "end": window.end.isoformat(), "step_s": window.step_s, "series": series}
-            ).encode()  # fmt: skip
-            Artifact.objects.update_or_create(
-                collection=collection,
-                name=name,
-                defaults={"compressed": zlib.compress(content, 6), "size": len(content)},
-            )
-            # The node's stored parse predates its DCGM series: the merge parses it again.
-            NodeParseRecord.objects.filter(collection=collection).delete()
-            stored += 1
+    stored = series_store(nodes, window, by_host)
     _say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot for {stored} of "
          f"{len({c.pk for c in nodes.values()})} nodes")  # fmt: skip
     return stored
+
+
+def series_store(nodes: dict[str, NodeCollection], window: Window, by_host: dict[str, list]) -> int:
+    """Each node's series as its `dcgm` system artifact (replacing any: a bundle's too), in
+    one transaction; its stored parse is kept: the merge reads the series beside it
+    (`series_onto`). Returns how many nodes got series."""
+    rows: dict[int, Artifact] = {}
+    for host, series in by_host.items():
+        collection = nodes.get(host)
+        if collection is None:
+            continue
+        content = json.dumps(
+            {"source": "prometheus", "start": window.start.isoformat(),
+             "end": window.end.isoformat(), "step_s": window.step_s, "series": series}
+        ).encode()  # fmt: skip
+        rows[collection.pk] = Artifact(
+            collection=collection, name=DCGM_ARTIFACT, compressed=zlib.compress(content, 6),
+            size=len(content),
+        )  # fmt: skip
+    with transaction.atomic():
+        Artifact.objects.filter(collection_id__in=list(rows), name=DCGM_ARTIFACT).delete()
+        Artifact.objects.bulk_create(rows.values(), batch_size=500)
+    return len(rows)
+
+
+def series_onto(parses: dict[int, NodeParse]) -> int:
+    """The merge's side input: each stored parse (by collection id) given its node's stored
+    DCGM series as the map would have read them (`gpushape.node_series`: DCGM's hour first,
+    else the probe's samples the parse holds already). One query; returns the nodes changed."""
+    if not parses:
+        return 0
+    changed = 0
+    rows = Artifact.objects.filter(collection_id__in=list(parses), name=DCGM_ARTIFACT)
+    for collection_id, compressed in rows.values_list("collection_id", "compressed").iterator():
+        parse = parses[collection_id]
+        try:
+            text = inflate(compressed).decode("utf-8", "replace")
+        except zlib.error:
+            continue
+        dcgm = parse_dcgm(parse.node, text)
+        if dcgm:
+            parse.gpu_series = dcgm
+            changed += 1
+    return changed
 
 
 def _say(snapshot: Snapshot, text: str) -> None:

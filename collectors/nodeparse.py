@@ -28,6 +28,7 @@ from analysis.signals.place import host_map
 from analysis.snapshot_parse import Reparse
 from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
+from . import gpumetrics
 from .models import Artifact, NodeCollection, NodeParseRecord, NodeStatus, Snapshot, inflate
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ def snapshot_parses(snapshot: Snapshot, *, still_out: Iterable[str] = ()) -> Mer
     with no_cyclic_gc():  # hundreds of thousands of small records, none of them cyclic
         _read_all(rows, out, parses, nodes)
     stored = sum(p is not None for p in parses)
+    # Their GPUs' DCGM hour, stored after their parses were (a node parsed here reads it).
+    gpumetrics.series_onto({nodes[i][0]: p for i, p in enumerate(parses) if p is not None})
     missing = [i for i, p in enumerate(parses) if p is None and nodes[i][1] not in out]
     evidence = _evidence(snapshot, [nodes[i][0] for i in missing])
 

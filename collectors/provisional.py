@@ -25,7 +25,7 @@ from hangdesk.masking import mask_json
 from incidents.models import EventKind
 from incidents.services import timeline_event_record
 
-from . import nodeparse, selectors
+from . import nodeparse, selectors, services
 from .models import (
     FINISHED_NODE_STATUSES,
     NodeCollection,
@@ -146,8 +146,7 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     out = [name for name, status in rows if status not in FINISHED_NODE_STATUSES]
     if not out:
         return None
-    previous = selectors.previous_snapshot(snapshot)
-    previous_evidence = selectors.snapshot_evidence(previous) if previous else None
+    previous_evidence = services.compared_evidence(snapshot)
     try:
         merge = nodeparse.snapshot_parses(snapshot, still_out=out)
         if not Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).exists():

@@ -82,14 +82,26 @@ def _inline_run() -> re.Pattern:
     bytes are 0), and LONG_BINPUT with an index the memo may hold. A payload that runs past the
     end, or anything else, ends the run, and `_walk` handles it as before."""
     sizes = [(re.escape(bytes([size])), b".{%d}" % size if size else b"") for size in range(256)]
-    short = b"|".join(size + skip for size, skip in sizes)
-    long = b"|".join(size + rb"\x00\x00\x00" + skip for size, skip in sizes)
+    short = b"(?:" + b"|".join(size + skip for size, skip in sizes) + b")"
+    long = b"(?:" + b"|".join(size + rb"\x00\x00\x00" + skip for size, skip in sizes) + b")"
     memo = rb"r..[\x00-\x1f]\x00|r\x00\x00\x20\x00"  # index <= MAX_MEMO_INDEX (1 << 21)
+    # The regex engine tries alternatives in turn, one led by a literal at a glance, one led by
+    # a set by a lookup: torch's most frequent opcodes go first, each as its own literal
+    # (BINGET; MARK, EMPTY_LIST, APPENDS; BININT1, BINPUT; BINUNICODE). Whichever alternative
+    # takes an opcode takes its argument's bytes, so the order changes nothing of the walk.
     alternatives = [
-        _set(_FIXED_OPS[b"1"]) + b".",
+        b"h.",
+        rb"\(",
+        rb"\]",
+        b"e",
+        b"K.",
+        b"q.",
+        b"X" + long,
         _set(_FIXED_OPS[b"0"]) + b"++",
-        _set(b"\x8cUC\x8a") + b"(?:" + short + b")",
-        _set(b"XBT\x8b") + b"(?:" + long + b")",
+        b"\x8c" + short,
+        _set(b"UC\x8a") + short,
+        _set(b"BT\x8b") + long,
+        _set(b"\x80\x82") + b".",
         _set(_FIXED_OPS[b"2"]) + b"..",
         _set(_FIXED_OPS[b"4"]) + b"....",
         memo,
