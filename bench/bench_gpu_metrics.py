@@ -101,6 +101,7 @@ def main() -> None:
     parser.add_argument("--step", type=float, default=60.0, help="GPU_METRICS_STEP_S")
     parser.add_argument("--before", action="store_true", help="the parses deleted, as before")
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="one run under cProfile")
     args = parser.parse_args()
     console_database(flush=False)
     from django.conf import settings
@@ -116,6 +117,14 @@ def main() -> None:
     with prometheus_stub.serving(hosts, _dcgm, apart=True) as url:
         snapshot.cluster.prometheus_url = url
         snapshot.cluster.save(update_fields=["prometheus_url"])
+        if args.profile:
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            profiler.runcall(run, snapshot, args.before)
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+            return
         for _ in range(args.repeat):
             load = os.getloadavg()[0]
             runs.append((run(snapshot, args.before), load, os.getloadavg()[0]))
