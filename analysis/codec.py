@@ -423,46 +423,75 @@ def _columns_decoder(cls: type) -> Decode:
         for f in fields
     ]
     plain = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
-    width = len(fields) + 1
     where = cls.__name__
+    env: dict[str, Any] = {"CodecError": CodecError, "MAX_ROWS": MAX_ROWS, "cls": cls}
+    env["width"] = len(fields) + 1
+    env |= {"built": _built, "fields": fields, "same": _same_column}
+    lines = [
+        "def decode_rows(v):",
+        "    if type(v) is not list:",
+        f"        raise CodecError('{where}: a list of rows expected')",
+        "    if not v:",
+        "        return []",
+        "    count = v[0]",
+        "    if type(count) is not int or not 0 < count <= MAX_ROWS or len(v) != width:",
+        f"        raise CodecError('{where}: a row count and {len(fields)} columns expected')",
+    ]
+    for index, spec in enumerate(columns, 1):
+        lines += _column_lines(index, spec, where, env)
+    names = ", ".join(f"c{i}" for i in range(1, len(fields) + 1))
+    if plain:
+        lines.append(f"    return list(map(cls, {names}))")
+    else:
+        lines.append(f"    return [built(cls, fields, row) for row in zip({names}, strict=True)]")
+    exec("\n".join(lines), env)  # noqa: S102 - the source is made here from field names only
+    return env["decode_rows"]
 
-    def decode_rows(v: Any) -> list:
-        if type(v) is not list:
-            raise CodecError(f"{where}: a list of rows expected")
-        if not v:
-            return []
-        count = v[0]
-        if type(count) is not int or not 0 < count <= MAX_ROWS or len(v) != width:
-            raise CodecError(f"{where}: a row count and {width - 1} columns expected")
-        values = [
-            _column_values(spec, v[index], count, index, where)
-            for index, spec in enumerate(columns, 1)
-        ]
-        if plain:
-            return list(map(cls, *values))
-        return [_built(cls, fields, row) for row in zip(*values, strict=True)]
 
-    return decode_rows
-
-
-def _column_values(spec: tuple, column: Any, count: int, index: int, where: str) -> Any:
-    """One stored column's values (a list, or one value repeated), checked."""
+def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> list[str]:
+    """The decoder's lines for one stored column (`c{index}`: a list, or one value repeated),
+    checked: the column's length, its values' types, or each value's decoder."""
     name, kinds, decode_one, shareable, whole, empty = spec
+    c, label = f"c{index}", f"{where}.{name}"
+    env[f"d{index}"] = decode_one
     if whole is not None:
-        return whole(column, count, f"{where}.{name}")
-    if type(column) is dict and index > 1 and shareable:
-        if len(column) != 1 or "same" not in column:
-            raise CodecError(f"{where}.{name}: a column expected")
-        return repeat(decode_one(column["same"]), count)
-    if type(column) is not list or len(column) != count:
-        raise CodecError(f"{where}.{name}: a column of {count} expected")
+        env[f"w{index}"] = whole
+        return [f"    {c} = w{index}(v[{index}], count, '{label}')"]
+    lines = [
+        f"    {c} = v[{index}]",
+        f"    if type({c}) is list:",
+        f"        if len({c}) != count:",
+        f"            raise CodecError('{label}: a column of ' + str(count) + ' expected')",
+    ]
     if kinds is not None:
-        if not kinds.issuperset(map(type, column)):
-            raise CodecError(f"{where}.{name}")
-        return column
-    if empty is not None and column.count([]) == count:
-        return [empty() for _ in column]  # each row its own
-    return list(map(decode_one, column))
+        env[f"k{index}"] = kinds
+        lines += [f"        if not k{index}.issuperset(map(type, {c})):"]
+        lines += [f"            raise CodecError('{label}')"]
+    elif empty is not None:  # an empty list or map a row: each row its own, no call a row
+        env[f"e{index}"] = empty
+        lines += [
+            f"        if {c}.count([]) == count:",
+            f"            {c} = [e{index}() for _ in {c}]",
+        ]
+        lines += ["        else:", f"            {c} = list(map(d{index}, {c}))"]
+    else:
+        lines.append(f"        {c} = list(map(d{index}, {c}))")
+    if index > 1 and shareable:
+        lines += [
+            f"    elif type({c}) is dict:",
+            f"        {c} = same({c}, d{index}, count, '{label}')",
+        ]
+    lines += [
+        "    else:",
+        f"        raise CodecError('{label}: a column of ' + str(count) + ' expected')",
+    ]
+    return lines
+
+
+def _same_column(column: dict, decode_one: Decode, count: int, label: str) -> Any:
+    if len(column) != 1 or "same" not in column:
+        raise CodecError(f"{label}: a column expected")
+    return repeat(decode_one(column["same"]), count)
 
 
 def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
@@ -571,7 +600,32 @@ _RUNS: dict[str, tuple[int, ...]] = {}
 MAX_RUN_INTS = 1 << 20  # ints one text may stand for
 
 
+# Encoded texts of long tuples, by value: every rank of a node lists the same default group
+# (the whole world: 3 ms a rank at 32,000 ranks in the loop below, a hash and a compare here).
+_RUNS_TEXT: dict[tuple[int, ...], str] = {}
+_RUNS_TEXT_INTS = 1 << 20  # ints the cache's keys may hold in all
+_RUNS_TEXT_FROM = 256  # shorter tuples are encoded each time (cheaper than hashing them)
+_runs_text_ints = 0
+
+
 def _runs_encode(value: tuple[int, ...]) -> str | list[int]:
+    global _runs_text_ints
+    if len(value) < _RUNS_TEXT_FROM:
+        return _runs_text(value)
+    found = _RUNS_TEXT.get(value)
+    if found is None:
+        found = _runs_text(value)
+        if type(found) is not str:
+            return found
+        if _runs_text_ints + len(value) > _RUNS_TEXT_INTS:
+            _RUNS_TEXT.clear()
+            _runs_text_ints = 0
+        _RUNS_TEXT[value] = found
+        _runs_text_ints += len(value)
+    return found
+
+
+def _runs_text(value: tuple[int, ...]) -> str | list[int]:
     if any(item < 0 for item in value):
         return list(value)  # runs are of non-negative ints
     parts: list[str] = []

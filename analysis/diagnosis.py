@@ -39,7 +39,7 @@ from analysis.records import (
 )
 from analysis.rules import decide
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
-from analysis.snapshot_parse import Reparse, merge_parses, parse_snapshot
+from analysis.snapshot_parse import ParsedSnapshot, Reparse, merge_parses, parse_snapshot
 from analysis.stacks import compact_ranks
 from analysis.verdict import Alternative, Quote
 
@@ -211,12 +211,14 @@ def diagnose_parses(
     head: SnapshotEvidence,
     parses: list[NodeParse],
     reparse: Reparse,
-    previous: SnapshotEvidence | None = None,
+    previous: SnapshotEvidence | ParsedSnapshot | None = None,
 ) -> Diagnosis:
     """The reduce: `diagnose` from each node's parse (`analysis.nodemap.map_node`, made with
     the scheduler's lines), as the workers that collected the nodes stored them. `head`: the
     snapshot without its nodes (world size, time, scheduler); `reparse(index, rank_pids)`
-    parses a node again from its evidence when what its parse assumed no longer holds."""
+    parses a node again from its evidence when what its parse assumed no longer holds.
+    `previous`: an earlier snapshot's evidence, or it parsed already as `diagnose` parses it
+    (`parse_snapshot(previous, flight_recorder=False)`: from its own stored parses)."""
     with _no_cyclic_gc():
         snap = merge_parses(
             parses,
@@ -227,7 +229,9 @@ def diagnose_parses(
             flight_recorder=True,
             reparse=reparse,
         )
-        prev = parse_snapshot(previous, flight_recorder=False) if previous is not None else None
+        prev = previous
+        if isinstance(previous, SnapshotEvidence):
+            prev = parse_snapshot(previous, flight_recorder=False)
         return diagnose_facts(build_facts(snap, prev))
 
 

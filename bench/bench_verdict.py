@@ -13,7 +13,10 @@ PostgreSQL's) and wall, per step, and the load average beside them.
     ... --profile        # one run under cProfile, by cumulative time
     ... --rebuild        # build the snapshot again (else the one built before is reused)
     ... --previous       # with a previous snapshot of the incident to compare with (its
-                         # artifacts stored: the analysis reads and parses them)
+                         # artifacts and its nodes' parses stored, as the fleet leaves them:
+                         # the analysis merges its parses, `services.compared_snapshot`)
+    ... --previous --previous-artifacts-only   # its parses not stored (a bundle's): the
+                         # analysis parses it from its artifacts
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ console_settings()
 STEPS = (
     ("GPU metrics (none here)", "collectors.gpumetrics", "snapshot_gpu_metrics_store"),
     ("read back the parses", "collectors.nodeparse", "snapshot_parses"),
-    ("previous snapshot's evidence", "collectors.services", "compared_evidence"),
+    ("previous snapshot, merged", "collectors.services", "compared_snapshot"),
     ("merge + facts + rules", "analysis", "diagnose_parses"),
     ("rank overview, masked", "collectors.services", "masked_rank_overview"),
     ("diagnosis to JSON, masked", "collectors.services", "masked_diagnosis"),
@@ -49,33 +52,26 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _cluster_name(ranks: int, nodes: int, previous: bool = False) -> str:
-    return f"bench-verdict-{ranks}-{nodes}" + ("-previous" if previous else "")
+def _cluster_name(ranks: int, nodes: int, previous: bool = False, parses: bool = True) -> str:
+    name = f"bench-verdict-{ranks}-{nodes}" + ("-previous" if previous else "")
+    return name + ("" if parses or not previous else "-artifacts")
 
 
-def build(ranks: int, nodes: int, previous: bool = False):
+def build(ranks: int, nodes: int, previous: bool = False, parses: bool = True):
     """The snapshot, its node rows and their stored parses, as the fleet leaves them."""
-    from analysis import nodemap
-    from analysis.signals.place import host_map
     from bench.bench_analysis import build_snapshot
     from clusters.models import Cluster
-    from collectors.models import (
-        NodeCollection,
-        NodeParseRecord,
-        NodeStatus,
-        Snapshot,
-        SnapshotStatus,
-    )
+    from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
     from incidents.services import incident_open
 
     started = time.perf_counter()
-    name = _cluster_name(ranks, nodes, previous)
+    name = _cluster_name(ranks, nodes, previous, parses)
     Cluster.objects.filter(name=name).delete()
     evidence = build_snapshot(ranks, nodes, stuck_rank=ranks * 3 // 10)
     cluster = Cluster.objects.create(name=name, expected_world_size=ranks)
     incident = incident_open(opened_by=None, title="bench verdict", cluster=cluster)
     if previous:
-        _previous_build(incident, evidence)
+        _previous_build(incident, evidence, parses)
     snapshot = Snapshot.objects.create(
         incident=incident, cluster=cluster, source="bench", status=SnapshotStatus.ANALYSING,
         collected_at=evidence.collected_at, expected_world_size=ranks,
@@ -85,10 +81,21 @@ def build(ranks: int, nodes: int, previous: bool = False):
                        status=NodeStatus.OK)
         for n in evidence.nodes
     )  # fmt: skip
-    hosts = host_map((n.node, n.hostname) for n in evidence.nodes)
+    _parses_store(collections, evidence.nodes, evidence.collected_at)
+    print(f"built snapshot {snapshot.pk} in {time.perf_counter() - started:.0f} s", flush=True)
+    return snapshot
+
+
+def _parses_store(collections, nodes, collected_at) -> None:
+    """Each node's parse, stored as its ssh worker stores it."""
+    from analysis import nodemap
+    from analysis.signals.place import host_map
+    from collectors.models import NodeParseRecord
+
+    hosts = host_map((n.node, n.hostname) for n in nodes)
     records = []
-    for collection, node in zip(collections, evidence.nodes, strict=True):
-        parse = nodemap.map_node(node, hosts=hosts, snapshot_collected_at=evidence.collected_at)
+    for collection, node in zip(collections, nodes, strict=True):
+        parse = nodemap.map_node(node, hosts=hosts, snapshot_collected_at=collected_at)
         raw = json.dumps(nodemap.to_json(parse), separators=(",", ":")).encode()
         records.append(
             NodeParseRecord(collection=collection, version=nodemap.NODE_PARSE_VERSION,
@@ -96,13 +103,12 @@ def build(ranks: int, nodes: int, previous: bool = False):
                             size=len(raw))
         )  # fmt: skip
     NodeParseRecord.objects.bulk_create(records, batch_size=500)
-    print(f"built snapshot {snapshot.pk} in {time.perf_counter() - started:.0f} s", flush=True)
-    return snapshot
 
 
-def _previous_build(incident, evidence) -> None:
+def _previous_build(incident, evidence, parses: bool) -> None:
     """The incident's snapshot before, two minutes earlier: the same evidence, stored as
-    artifacts (analysed: "done"), as the analysis finds a previous snapshot to compare with."""
+    artifacts (analysed: "done"), with its nodes' parses unless `parses` is false, as the
+    analysis finds a previous snapshot to compare with."""
     from datetime import timedelta
 
     from collectors import node_work
@@ -123,13 +129,15 @@ def _previous_build(incident, evidence) -> None:
         for collection, node in zip(collections, evidence.nodes, strict=True)
         for row in node_work.artifact_rows(collection.pk, node)
     )
+    if parses:
+        _parses_store(collections, evidence.nodes, snapshot.collected_at)
 
 
-def find(ranks: int, nodes: int, previous: bool = False):
+def find(ranks: int, nodes: int, previous: bool = False, parses: bool = True):
     """The snapshot measured: the cluster's last (a previous one is made before it)."""
     from collectors.models import Snapshot
 
-    name = _cluster_name(ranks, nodes, previous)
+    name = _cluster_name(ranks, nodes, previous, parses)
     return Snapshot.objects.filter(cluster__name=name).order_by("pk").last()
 
 
@@ -247,11 +255,16 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--profile", action="store_true", help="one run under cProfile")
     parser.add_argument("--previous", action="store_true", help="a previous snapshot too")
+    parser.add_argument(
+        "--previous-artifacts-only", action="store_true",
+        help="the previous snapshot's node parses not stored (parsed from its artifacts)",
+    )  # fmt: skip
     args = parser.parse_args()
     console_database(flush=False)
-    snapshot = None if args.rebuild else find(args.ranks, args.nodes, args.previous)
+    shape = (args.ranks, args.nodes, args.previous, not args.previous_artifacts_only)
+    snapshot = None if args.rebuild else find(*shape)
     if snapshot is None:
-        snapshot = build(args.ranks, args.nodes, args.previous)
+        snapshot = build(*shape)
     if args.profile:
         import cProfile
         import pstats

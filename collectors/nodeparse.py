@@ -26,6 +26,7 @@ from analysis.nodemap import NodeParse
 from analysis.schedulers.attach import scheduler_log, scheduler_ranks
 from analysis.signals.place import host_map
 from analysis.snapshot_parse import Reparse
+from hangdesk import evidence_kinds as kinds
 from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
 from . import gpumetrics
@@ -103,6 +104,7 @@ def _map(
     hosts: dict[str, str],
     rank_pids: dict[int, int] | None = None,
     step_summaries: bool = True,
+    compared: bool = False,
 ) -> NodeParse:
     scheduler = snapshot.scheduler
     return nodemap.map_node(
@@ -110,8 +112,11 @@ def _map(
         hosts=hosts,
         snapshot_collected_at=snapshot.collected_at or snapshot.started_at,
         assigned=scheduler_ranks(scheduler, node_ev.node, node_ev.hostname),
-        scheduler_log=scheduler_log(scheduler, node_ev.node, node_ev.hostname),
+        scheduler_log=None
+        if compared
+        else scheduler_log(scheduler, node_ev.node, node_ev.hostname),
         rank_pids=rank_pids,
+        flight_recorder=not compared,
         step_summaries=step_summaries,
     )
 
@@ -125,10 +130,15 @@ class MergeInput:
     parsed_here: int  # nodes parsed by the merge itself (no usable record)
 
 
-def snapshot_parses(snapshot: Snapshot, *, still_out: Iterable[str] = ()) -> MergeInput:
+def snapshot_parses(
+    snapshot: Snapshot, *, still_out: Iterable[str] = (), compared: bool = False
+) -> MergeInput:
     """Every node's parse, in node order, for `analysis.diagnose_parses`: its stored one,
     else parsed here from its artifacts. `still_out`: nodes a provisional verdict is made
-    without, each as a node that gave nothing yet."""
+    without, each as a node that gave nothing yet. `compared`: an earlier snapshot's, as a
+    later one is compared with it (`parse_snapshot(evidence, flight_recorder=False)`): a node
+    parsed here reads no dumps and no scheduler lines (the merge, told so, drops the stored
+    parses' dumps, and parses again a node whose parse read the scheduler's lines)."""
     out = set(still_out)
     rows = list(
         NodeCollection.objects.filter(snapshot_id=snapshot.pk)
@@ -146,14 +156,14 @@ def snapshot_parses(snapshot: Snapshot, *, still_out: Iterable[str] = ()) -> Mer
     # Their GPUs' DCGM hour, stored after their parses were (a node parsed here reads it).
     gpumetrics.series_onto({nodes[i][0]: p for i, p in enumerate(parses) if p is not None})
     missing = [i for i, p in enumerate(parses) if p is None and nodes[i][1] not in out]
-    evidence = _evidence(snapshot, [nodes[i][0] for i in missing])
+    evidence = _evidence(snapshot, [nodes[i][0] for i in missing], dumps=not compared)
 
     def node_evidence(index: int) -> NodeEvidence:
         pk, name, _ = nodes[index]
         if name in out:
             return NodeEvidence(node=name, status=not_gathered(still_out_note()))
         if pk not in evidence:
-            evidence.update(_evidence(snapshot, [pk]))
+            evidence.update(_evidence(snapshot, [pk], dumps=not compared))
         return evidence[pk]
 
     # The host names of every node with evidence, as the one-pass analysis reads them.
@@ -164,12 +174,14 @@ def snapshot_parses(snapshot: Snapshot, *, still_out: Iterable[str] = ()) -> Mer
     )
     for index, parse in enumerate(parses):
         if parse is None:
-            parses[index] = _map(snapshot, node_evidence(index), hosts)
+            parses[index] = _map(snapshot, node_evidence(index), hosts, compared=compared)
 
     def reparse(
         index: int, rank_pids: dict[int, int] | None, step_summaries: bool = True
     ) -> NodeParse:
-        return _map(snapshot, node_evidence(index), hosts, rank_pids, step_summaries)
+        return _map(
+            snapshot, node_evidence(index), hosts, rank_pids, step_summaries, compared=compared
+        )
 
     return MergeInput(_head(snapshot), parses, reparse, stored, len(parses) - stored)
 
@@ -210,15 +222,17 @@ def _read(pk: int, compressed: bytes | memoryview) -> NodeParse | None:
         return None
 
 
-def _evidence(snapshot: Snapshot, pks: list[int]) -> dict[int, NodeEvidence]:
-    """The given nodes' evidence from their artifacts, in one query."""
+def _evidence(snapshot: Snapshot, pks: list[int], dumps: bool = True) -> dict[int, NodeEvidence]:
+    """The given nodes' evidence from their artifacts, in one query; `dumps=False`: without
+    their flight-recorder dumps (most of a node's bytes at scale, each listing the world)."""
     if not pks:
         return {}
     collections = {c.pk: c for c in NodeCollection.objects.filter(pk__in=pks)}
     artifacts: dict[int, list] = {pk: [] for pk in pks}
-    rows = Artifact.objects.filter(collection_id__in=pks).values_list(
-        "collection_id", "name", "compressed", "truncated"
-    )
+    rows = Artifact.objects.filter(collection_id__in=pks)
+    if not dumps:
+        rows = rows.exclude(name__startswith=f"{kinds.FLIGHT_RECORDER.stored}/")
+    rows = rows.values_list("collection_id", "name", "compressed", "truncated")
     for collection_id, name, compressed, truncated in rows.iterator(chunk_size=2000):
         artifacts[collection_id].append((name, inflate(compressed), truncated))
     return {

@@ -146,13 +146,13 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     out = [name for name, status in rows if status not in FINISHED_NODE_STATUSES]
     if not out:
         return None
-    previous_evidence = services.compared_evidence(snapshot)
     try:
+        previous = services.compared_snapshot(snapshot)
         merge = nodeparse.snapshot_parses(snapshot, still_out=out)
         if not Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).exists():
             return None  # the last node came in meanwhile: the final verdict is being made
         diagnosis = analysis.diagnose_parses(
-            merge.head, merge.parses, merge.reparse, previous=previous_evidence
+            merge.head, merge.parses, merge.reparse, previous=previous
         )
     except Exception:  # a first verdict is a bonus: the final one still comes
         log.exception("provisional analysis of snapshot %s failed", snapshot_id)

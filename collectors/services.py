@@ -19,12 +19,11 @@ from django.utils import timezone
 
 import analysis
 from analysis import rankview
-from analysis.diagnosis import Diagnosis
+from analysis.diagnosis import Diagnosis, no_cyclic_gc
 from analysis.evidence import SnapshotEvidence
+from analysis.snapshot_parse import ParsedSnapshot, merge_parses
 from clusters.models import ClusterSource
 from core.errors import Conflict, Invalid
-from hangdesk import evidence_kinds as kinds
-from hangdesk.artifacts import evidence_from_artifacts
 from hangdesk.masking import mask_json, mask_text, masked_diagnosis
 from incidents.models import EventKind, Incident
 from incidents.services import incident_require_open, timeline_event_record
@@ -33,12 +32,10 @@ from readings import classes, guide
 from . import node_work, nodeparse, selectors
 from .models import (
     SNAPSHOT_FLOW,
-    Artifact,
     NodeCollection,
     NodeStatus,
     Snapshot,
     SnapshotStatus,
-    inflate,
 )
 
 log = logging.getLogger(__name__)
@@ -223,12 +220,12 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     snapshot = Snapshot.objects.select_related("incident", "cluster").get(pk=snapshot_id)
     if snapshot.status != SnapshotStatus.ANALYSING:
         return None
-    previous_evidence = compared_evidence(snapshot)
     try:
+        previous = compared_snapshot(snapshot)
         # The reduce: the nodes' stored parses merged (a node without one is parsed here).
         merge = nodeparse.snapshot_parses(snapshot)
         diagnosis = analysis.diagnose_parses(
-            merge.head, merge.parses, merge.reparse, previous=previous_evidence
+            merge.head, merge.parses, merge.reparse, previous=previous
         )
         # The overview from the diagnosis at hand (reading the stored JSON back into one cost
         # a second decode of the whole per-rank table: 0.5 s at 8,000 ranks).
@@ -244,34 +241,27 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     )
 
 
-def compared_evidence(snapshot: Snapshot) -> SnapshotEvidence | None:
-    """The previous snapshot's evidence (selectors.previous_snapshot), as the analysis compares
-    with it: without its flight-recorder dumps. The analysis reads none of a previous
-    snapshot's (`parse_snapshot(previous, flight_recorder=False)`), and they are most of its
-    bytes at scale, each listing the whole world: 60 % of the farm's at 2,000 ranks, of 2.4 GB at
-    32,000. (selectors.snapshot_evidence reads them all, for a bundle or a re-analysis.)"""
+def compared_snapshot(snapshot: Snapshot) -> ParsedSnapshot | None:
+    """The previous snapshot (selectors.previous_snapshot) as the analysis compares with it,
+    `parse_snapshot(evidence, flight_recorder=False)`, made from its nodes' stored parses: no
+    node of it is parsed again unless its parse is missing or of another version (then from
+    its artifacts, without their flight-recorder dumps: most of its bytes at 32,000 ranks).
+    The comparison reads a few fields of each rank (node, pid, process seen, last step, stack
+    signature: analysis/facts.py, progress.py), but where a rank is is the whole merge's."""
     previous = selectors.previous_snapshot(snapshot)
     if previous is None:
         return None
-    collections = list(previous.collections.order_by("node_name"))
-    pieces: dict[int, list] = {c.pk: [] for c in collections}
-    rows = (
-        Artifact.objects.filter(collection__snapshot=previous)
-        .exclude(name__startswith=f"{kinds.FLIGHT_RECORDER.stored}/")
-        .values_list("collection_id", "name", "compressed", "truncated")
-    )
-    for collection_id, name, compressed, truncated in rows.iterator(chunk_size=2000):
-        pieces[collection_id].append((name, inflate(compressed), truncated))
-    return SnapshotEvidence(
-        nodes=[
-            evidence_from_artifacts(c.node_name, pieces[c.pk], status=c.evidence_status)
-            for c in collections
-        ],
-        expected_world_size=previous.expected_world_size,
-        collected_at=previous.collected_at or previous.started_at,
-        cluster=previous.cluster.name,
-        scheduler=previous.scheduler,
-    )
+    merge = nodeparse.snapshot_parses(previous, compared=True)
+    with no_cyclic_gc():
+        return merge_parses(
+            merge.parses,
+            expected_world_size=merge.head.expected_world_size,
+            collected_at=merge.head.collected_at,
+            scheduler=merge.head.scheduler,
+            scheduler_lines=False,
+            flight_recorder=False,
+            reparse=merge.reparse,
+        )
 
 
 def rank_overview(diagnosis: dict | None) -> dict | None:

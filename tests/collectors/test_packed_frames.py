@@ -162,3 +162,24 @@ def test_a_node_without_gzip_or_with_a_broken_one_sends_its_frames_plain(tmp_pat
         assert b" gz " not in output
         assert _logs(output) == _logs(plain)
         assert parse_probe_output("n", output).status.note == ""
+
+
+# --- over a real sshd -----------------------------------------------------------------------
+
+
+def test_a_visit_over_ssh_gets_the_big_frames_gzipped_and_stores_them_as_they_came(
+    sshd, ranks, tmp_path
+):
+    from collectors.visits import ssh_visit
+
+    log = tmp_path / "rank0.log"
+    log.write_bytes(LOG)
+    visit = ssh_visit(sshd.target(), ranks.plan(log_globs=[str(tmp_path / "*.log")]))
+    assert visit.failure is None
+    assert visit.evidence.logs[str(log)] == LOG.decode()
+    node_stream = visit.packed.find(LOG)
+    assert node_stream is not None and zlib.decompress(node_stream) == LOG
+    wire = int(re.search(r", (\d+) bytes,", visit.evidence.system["collection"]).group(1))
+    stored = {name: z for _, name, z, _, _ in artifact_rows(1, visit.evidence, visit.packed)}
+    assert stored[f"logs/{log}"] is node_stream
+    assert wire < sum(len(zlib.decompress(z)) for z in stored.values())

@@ -231,3 +231,37 @@ def test_the_incident_snapshot_and_document_pages_read_no_whole_table(client, bo
         f"Ranks seen: {WORLD - 1} of {WORLD}"
         in client.get(reverse("sharing:export", args=[incident.pk])).content.decode()
     )
+
+
+def test_the_incident_list_reads_each_verdict_from_its_column(client, bob, fleet):
+    """`diagnosis -> 'classification'` decompressed each listed incident's whole diagnosis; the
+    class is a generated column the database keeps with every write of the diagnosis."""
+    from incidents.models import Incident
+
+    incident, snapshot, diagnosis = fleet
+    client.force_login(bob)
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("pages:incident_list")).content.decode()
+    # Neither the column nor a key of it, whatever the (sub)query's table alias.
+    reads = re.compile(r'\."diagnosis"(,| FROM|\s*->)')
+    assert not [q["sql"][:160] for q in queries if reads.search(q["sql"])]
+    assert incident.title in html
+    listed = selectors.with_latest_verdict(Incident.objects.filter(pk=incident.pk)).get()
+    assert listed.verdict == diagnosis["classification"] == "A"
+    Snapshot.objects.filter(pk=snapshot.pk).update(diagnosis={**diagnosis, "classification": "C"})
+    assert (
+        selectors.with_latest_verdict(Incident.objects.filter(pk=incident.pk)).get().verdict == "C"
+    )
+
+
+def test_the_schema_documents_the_paging(as_user, carol):
+    schema = as_user(carol).get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    ranks = schema["paths"]["/api/v1/snapshots/{snapshot_pk}/ranks/"]["get"]
+    assert {p["name"] for p in ranks["parameters"]} >= {"offset", "limit"}
+    ref = ranks["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    page = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    assert set(page["properties"]) == {"count", "offset", "limit", "next", "previous", "results"}
+    diagnosis = schema["paths"]["/api/v1/snapshots/{snapshot_pk}/diagnosis/"]["get"]
+    ref = diagnosis["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    served = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]["properties"]
+    assert {"per_rank", "per_rank_total", "per_rank_next"} <= set(served)

@@ -1,14 +1,16 @@
 """A later snapshot is compared with the earlier one without reading the earlier one's
-flight-recorder dumps (collectors/services.py, `compared_evidence`): the analysis reads none
-of a previous snapshot's, and at 32,000 ranks they are most of its stored bytes. The verdict
-is the one the whole earlier evidence gives."""
+flight-recorder dumps (collectors/services.py, `compared_snapshot`; here a bundle's, its
+nodes parsed from their artifacts): the analysis reads none of a previous snapshot's, and at
+32,000 ranks they are most of its stored bytes. The verdict is the one the whole earlier
+evidence gives."""
 
 import pytest
 
 import analysis
 from collectors import selectors
 from collectors.models import Artifact, Snapshot
-from collectors.services import compared_evidence, snapshot_analyse
+from collectors import nodeparse
+from collectors.services import compared_snapshot, snapshot_analyse
 from collectors.starts import snapshot_import_bundle
 from hangdesk.masking import masked_diagnosis
 from incidents.services import incident_open
@@ -36,7 +38,7 @@ def _earlier_with_dumps():
 
 
 def test_the_earlier_snapshots_dumps_are_not_read_and_the_verdict_is_the_same(
-    incident, django_capture_on_commit_callbacks
+    incident, django_capture_on_commit_callbacks, monkeypatch
 ):
     earlier = _imported(incident, _earlier_with_dumps(), django_capture_on_commit_callbacks)
     snapshot_analyse(snapshot_id=earlier.pk)
@@ -46,13 +48,24 @@ def test_the_earlier_snapshots_dumps_are_not_read_and_the_verdict_is_the_same(
     later = _imported(
         incident, load_snapshot("straggler", "snap1"), django_capture_on_commit_callbacks
     )
-    compared = compared_evidence(later)
+    read = []
+    original = nodeparse._evidence
+
+    def spy(snapshot, pks, dumps=True):
+        got = original(snapshot, pks, dumps)
+        read.extend(got.values())
+        return got
+
+    monkeypatch.setattr(nodeparse, "_evidence", spy)
+    compared = compared_snapshot(later)
     whole = selectors.snapshot_evidence(earlier)
-    assert [n.node for n in compared.nodes] == [n.node for n in whole.nodes]
-    assert all(not n.flight_recorder for n in compared.nodes)
+    assert [n.node for n in read] == [n.node for n in whole.nodes]
+    assert all(not n.flight_recorder for n in read)
     assert any(n.flight_recorder for n in whole.nodes)
     for field in ("environ", "pyspy", "logs", "ps"):
-        assert getattr(compared.nodes[0], field) == getattr(whole.nodes[0], field)
+        assert getattr(read[0], field) == getattr(whole.nodes[0], field)
+    assert compared.dumps == [] and compared.ranks
+    monkeypatch.undo()
 
     expected = masked_diagnosis(
         analysis.diagnose(selectors.snapshot_evidence(later), previous=whole)
@@ -64,4 +77,4 @@ def test_the_earlier_snapshots_dumps_are_not_read_and_the_verdict_is_the_same(
 
 def test_no_previous_snapshot_no_comparison(incident, django_capture_on_commit_callbacks):
     only = _imported(incident, load_snapshot("outside"), django_capture_on_commit_callbacks)
-    assert compared_evidence(only) is None
+    assert compared_snapshot(only) is None
