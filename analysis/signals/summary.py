@@ -131,12 +131,13 @@ def summarise(
     """Sum every signal of a snapshot per rank (ranks past `world` ignored) and per node.
     `steps` are (rank, time) of step lines the log reader's fast path took without the line
     reader (the lab's own step line): they move a rank's log too."""
-    ranks: dict[int, _RankTally] = {}
+    moved: dict[int, datetime] = {}  # most ranks of a big job only moved: no tally for them
     for rank, at in steps:
         if world is None or 0 <= rank < world:
-            tally = ranks.setdefault(rank, _RankTally())
-            if tally.moved is None or at > tally.moved:
-                tally.moved = at
+            seen = moved.get(rank)
+            if seen is None or at > seen:
+                moved[rank] = at
+    ranks: dict[int, _RankTally] = {}
     nodes: dict[str, list[Signal]] = {}
     for signal in signals:
         if signal.rank is not None and (world is None or 0 <= signal.rank < world):
@@ -145,8 +146,17 @@ def summarise(
             kept = nodes.setdefault(signal.node, [])
             if len(kept) < MAX_NODE_SIGNALS:
                 kept.append(signal)
+    by_rank: dict[int, RankSignals] = {}
+    for rank in sorted(moved.keys() | ranks.keys()):
+        tally, at = ranks.get(rank), moved.get(rank)
+        if tally is None:
+            by_rank[rank] = RankSignals(rank=rank, last_moved_at=at)
+            continue
+        if at is not None and (tally.moved is None or at >= tally.moved):
+            tally.moved = at  # a step line's time first, as if read before the signals
+        by_rank[rank] = tally.done(rank)
     return SignalFacts(
-        by_rank={rank: tally.done(rank) for rank, tally in sorted(ranks.items())},
+        by_rank=by_rank,
         by_node={node: tuple(kept) for node, kept in sorted(nodes.items())},
         ras=tuple(ras),
         ras_signals=tuple(ras_signals),

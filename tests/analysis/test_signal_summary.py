@@ -1,0 +1,26 @@
+"""`summarise`: a rank's last movement is the newest of its step lines and its signals."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+from analysis.signals.model import Signal
+from analysis.signals.summary import RankSignals, summarise
+
+T0 = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
+
+
+def test_a_rank_that_only_moved_has_its_newest_step_time_and_nothing_else():
+    facts = summarise([], steps=[(3, T0), (3, T0 + timedelta(seconds=5)), (9, T0)], world=8)
+    assert facts.by_rank == {3: RankSignals(rank=3, last_moved_at=T0 + timedelta(seconds=5))}
+
+
+def test_step_lines_and_signals_together_give_the_newest_and_a_tie_keeps_the_step_lines_time():
+    later = Signal("timeout", rank=1, node="n1", at=T0 + timedelta(seconds=9), text="t")
+    facts = summarise([later], steps=[(1, T0)], world=4)
+    assert facts.by_rank[1].last_moved_at == T0 + timedelta(seconds=9)
+    assert facts.by_rank[1].failures == (later,)
+    same_instant = T0.astimezone(timezone(timedelta(hours=1)))
+    tie = Signal("timeout", rank=2, node="n1", at=same_instant, text="t")
+    moved = summarise([tie], steps=[(2, T0)], world=4).by_rank[2].last_moved_at
+    assert moved == T0 and moved.tzinfo is UTC
