@@ -99,7 +99,8 @@ class Facts:
         return any(s.last_step is not None for s in self.snap.ranks.values())
 
     def step_of(self, ranks) -> int | None:
-        known = [self.ranks[r].last_step for r in ranks if r in self.ranks]
+        states = self.snap.ranks
+        known = [states[r].last_step for r in ranks if r in states]
         known = [s for s in known if s is not None]
         return max(known) if known else None
 

@@ -34,6 +34,7 @@ SHOWN_POINTS = 60  # the strip on the page
 RECENT_S = 300.0  # a long series is judged on its last five minutes
 SOURCE_SAMPLES = "nvidia-smi samples"  # the system facts the shape is read from
 SOURCE_DCGM = "dcgm"
+_MISSING = object()
 DCGM_METRICS = {
     "DCGM_FI_DEV_GPU_UTIL": "util",
     "DCGM_FI_DEV_FB_USED": "memory",
@@ -225,46 +226,92 @@ def parse_dcgm(node: str, text: str | None) -> list[GpuSeries]:
     series = stored.get("series") if isinstance(stored, dict) else None
     if not isinstance(series, list):
         return []
-    merged: dict[str, dict[float, dict[str, float]]] = defaultdict(dict)
+    merged: dict[str, dict[float, dict[str, float]]] = {}
     identity: dict[str, tuple[int | None, str]] = {}
     for item in series[:4096]:
-        if not isinstance(item, dict) or DCGM_METRICS.get(item.get("metric")) is None:
+        metric = item.get("metric") if isinstance(item, dict) else None
+        what = DCGM_METRICS.get(metric) if isinstance(metric, str) else None
+        if what is None:
             continue
         gpu, uuid = _int(str(item.get("gpu", ""))), str(item.get("UUID", ""))[:64]
         key = uuid or str(gpu)
         identity[key] = (gpu, uuid)
-        what = DCGM_METRICS[item["metric"]]
-        for point in (item.get("values") or [])[:MAX_POINTS]:
-            if isinstance(point, list) and len(point) == 2 and isinstance(point[0], int | float):
-                value = _number(str(point[1]))
-                if value is not None:
-                    merged[key].setdefault(float(point[0]), {})[what] = value
-    out = []
-    for key, by_time in merged.items():
-        gpu, uuid = identity[key]
-        shape = GpuSeries(node, gpu, uuid, "dcgm")
-        for at in sorted(by_time)[-MAX_POINTS:]:
-            values = by_time[at]
-            util, memory = values.get("util"), values.get("memory")
-            shape.points.append(
-                Point(
-                    at=_from_unix(at),
-                    util=int(util) if util is not None else None,
-                    memory_mib=int(memory) if memory is not None else None,
-                    power_w=values.get("power"),
-                )
+        values = item.get("values")
+        if isinstance(values, list):
+            by_time = merged.setdefault(key, {})
+            _dcgm_points(values[:MAX_POINTS], what, by_time)
+            if not by_time:  # a GPU is listed once a point of it is read
+                del merged[key]
+    return [_dcgm_series(node, *identity[key], by_time) for key, by_time in merged.items()]
+
+
+def _dcgm_points(values: list, what: str, by_time: dict[float, dict[str, float]]) -> None:
+    # This runs for every point of every node's hour: one plain loop, float() first (the
+    # checks of `_number` kept: a string that float() refuses is read by it).
+    for point in values:
+        if not isinstance(point, list) or len(point) != 2:
+            continue
+        at, raw = point
+        if not isinstance(at, int | float):
+            continue
+        if type(raw) is str:
+            try:
+                value = float(raw)
+            except ValueError:
+                value = _number(raw)
+            else:
+                value = value if value == value and abs(value) < 1e12 else None
+        else:
+            value = _number(str(raw))
+        if value is None:
+            continue
+        try:
+            stamp = float(at)
+        except OverflowError:  # an integer past a float's range
+            continue
+        slot = by_time.get(stamp)
+        if slot is None:
+            slot = by_time[stamp] = {}
+        slot[what] = value
+
+
+def _dcgm_series(
+    node: str, gpu: int | None, uuid: str, by_time: dict[float, dict[str, float]]
+) -> GpuSeries:
+    shape = GpuSeries(node, gpu, uuid, "dcgm")
+    for at in sorted(by_time)[-MAX_POINTS:]:
+        values = by_time[at]
+        util, memory = values.get("util"), values.get("memory")
+        shape.points.append(
+            Point(
+                at=_from_unix(at),
+                util=int(util) if util is not None else None,
+                memory_mib=int(memory) if memory is not None else None,
+                power_w=values.get("power"),
             )
-            if values.get("xid"):
-                shape.xid = int(values["xid"])
-        out.append(shape)
-    return out
+        )
+        if values.get("xid"):
+            shape.xid = int(values["xid"])
+    return shape
+
+
+# Every GPU of every node is sampled at the same instants: each instant's datetime made once.
+_STAMPS: dict[float, datetime | None] = {}
+_STAMPS_CACHED = 8192
 
 
 def _from_unix(value: float) -> datetime | None:
+    known = _STAMPS.get(value, _MISSING)
+    if known is not _MISSING:
+        return known
     try:
-        return datetime.fromtimestamp(value, UTC)
+        when = datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):
-        return None
+        when = None
+    if len(_STAMPS) >= _STAMPS_CACHED:
+        _STAMPS.clear()
+    _STAMPS[value] = when
+    return when
 
 
 def node_series(node: str, system: Mapping[str, str]) -> list[GpuSeries]:

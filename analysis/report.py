@@ -22,8 +22,9 @@ def stack_groups(facts: Facts) -> list[StackGroup]:
     """Ranks grouped by identical stacks, then the ranks without one, largest group first."""
     by_signature: dict[str, list[RankState]] = defaultdict(list)
     no_stack: list[int] = []
-    for rank in sorted(facts.ranks):
-        state = facts.ranks[rank]
+    states = facts.ranks
+    for rank in sorted(states):
+        state = states[rank]
         if state.stack_signature:
             by_signature[state.stack_signature].append(state)
         elif state.process_seen:
@@ -38,7 +39,8 @@ def stack_groups(facts: Facts) -> list[StackGroup]:
     exited = set(facts.exited)
     missing_only = [r for r in facts.missing if r not in exited]
     log_only = sorted(r for r in facts.observed if r in facts.ranks and not _live(facts, r))
-    log_only = [r for r in log_only if r not in exited and r not in set(facts.missing)]
+    missing = set(facts.missing)
+    log_only = [r for r in log_only if r not in exited and r not in missing]
     for label, kind, ranks in (
         ("(absent)", GroupKind.MISSING, missing_only),
         ("(exited)", GroupKind.EXITED, sorted(exited)),

@@ -341,11 +341,6 @@ def _merge_logs(
     return launched
 
 
-def _is_ras_report(text: str) -> bool:
-    head = text[:4096]
-    return "Job summary" in head and "Communicators" in head and "NCCL version" in head
-
-
 def _bounded_world(parsed: ParsedSnapshot, claimed: int | None) -> int | None:
     """A world size or rank number is a claim of the evidence (a manifest, WORLD_SIZE, a log
     line), and the analysis is linear in it: past MAX_WORLD ranks it is not believed."""

@@ -5,6 +5,7 @@ tests that compare verdicts and for bench_gpu_metrics. Only what the console ask
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -38,8 +39,9 @@ def answer(query: str, start: float, end: float, step: float, hosts: dict[str, i
 
 
 @contextmanager
-def serving(hosts: dict[str, int], value: Value) -> Iterator[str]:
-    """A Prometheus on 127.0.0.1 (an ephemeral port) for the block: its base URL."""
+def serving(hosts: dict[str, int], value: Value, *, apart: bool = False) -> Iterator[str]:
+    """A Prometheus on 127.0.0.1 (an ephemeral port) for the block: its base URL. `apart`: in
+    a forked process of its own (its CPU not the measured process's; stopped by its pid)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
@@ -58,10 +60,21 @@ def serving(hosts: dict[str, int], value: Value) -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    if apart:
+        child = multiprocessing.get_context("fork").Process(target=server.serve_forever)
+        child.start()
+        server.server_close()  # the child holds the listening socket
+        try:
+            yield url
+        finally:
+            child.terminate()
+            child.join()
+        return
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield url
     finally:
         server.shutdown()
         server.server_close()

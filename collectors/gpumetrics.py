@@ -171,7 +171,7 @@ def series_store(nodes: dict[str, NodeCollection], window: Window, by_host: dict
              "end": window.end.isoformat(), "step_s": window.step_s, "series": series}
         ).encode()  # fmt: skip
         rows[collection.pk] = Artifact(
-            collection=collection, name=DCGM_ARTIFACT, compressed=zlib.compress(content, 6),
+            collection=collection, name=DCGM_ARTIFACT, compressed=zlib.compress(content, 1),
             size=len(content),
         )  # fmt: skip
     with transaction.atomic():

@@ -156,8 +156,9 @@ def _failures(facts: Facts) -> list[StuckSignal]:
     timeout in a log tail that then shows the job restarted and training again)."""
     found = []
     signals = facts.snap.signals
+    states = facts.ranks
     for rank, mine in signals.by_rank.items():
-        moved = facts.ranks[rank].last_step_at if rank in facts.ranks else None
+        moved = states[rank].last_step_at if rank in states else None
         for signal in mine.failures:
             old = moved and signal.at and signal.at < moved
             if (
@@ -169,25 +170,34 @@ def _failures(facts: Facts) -> list[StuckSignal]:
                 break
         if len(found) >= SIGNALS_KEPT:
             return found
+    alive = _every_rank_alive(facts) if signals.by_node else {}
     for node, mine in signals.by_node.items():
         found += [
             StuckSignal(s.kind, None, node, s.text)
             for s in mine[:8]
             if s.kind in _STUCK_KINDS
             and not jobtime.before_job(s.at, facts.job_started)
-            and not _someone_elses(facts, node, s)
+            and not _someone_elses(facts, node, s, alive)
         ][:2]
     return found
 
 
-def _someone_elses(facts: Facts, node: str, signal) -> bool:
+def _every_rank_alive(facts: Facts) -> dict[str, bool]:
+    """node -> is every rank on it alive (its process seen); nodes without a rank absent. Read
+    once: a node signal each would be a walk of every rank each."""
+    alive: dict[str, bool] = {}
+    for state in facts.ranks.values():
+        alive[state.node] = alive.get(state.node, True) and state.process_seen
+    return alive
+
+
+def _someone_elses(facts: Facts, node: str, signal, alive: dict[str, bool]) -> bool:
     """A kernel kill of a process that is none of the node's ranks, every one of which is
     alive: another job's (machines are shared), or a helper's. No rank is gone."""
     facts_of_node = facts.nodes.get(node)
     if signal.pid is None or facts_of_node is None or signal.pid in facts_of_node.rank_pids:
         return False
-    here = [s for s in facts.ranks.values() if s.node == node]
-    return bool(here) and all(s.process_seen for s in here)
+    return alive.get(node, False)
 
 
 def _stopped(facts: Facts) -> list[StuckSignal]:

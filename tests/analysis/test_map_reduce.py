@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,18 @@ def test_a_tuple_of_ints_is_stored_as_runs():
     for bad in ["1-", "3-1", "a", f"0-{codec.MAX_RUN_INTS}", ["1"], 7]:
         with pytest.raises(codec.CodecError):
             codec.decode(bad, hint)
+
+
+def test_long_tuples_encode_the_same_through_the_cache_and_it_stays_bounded():
+    hint = tuple[int, ...]
+    rng = random.Random(7)
+    for _ in range(300):
+        start, gap, length = rng.randrange(-2, 40), rng.randrange(50, 400), rng.randrange(250, 5000)
+        value = tuple(start + i + i // gap for i in range(length))
+        assert codec.encode(value, hint) == codec.encode(tuple(list(value)), hint)
+        assert codec.encode(value, hint) == codec._runs_text(value)
+    assert sum(len(key) for key in codec._RUNS_TEXT) <= codec._RUNS_TEXT_INTS
+    world = tuple(range(codec._RUNS_TEXT_INTS))  # fills the cache alone: the next one clears it
+    assert codec.encode(world, hint) == f"0-{codec._RUNS_TEXT_INTS - 1}"
+    assert codec.encode(tuple(range(1000)), hint) == "0-999"
+    assert sum(len(key) for key in codec._RUNS_TEXT) <= codec._RUNS_TEXT_INTS
