@@ -60,6 +60,9 @@ _LABEL_VALUE = re.compile(r"[^\x00-\x1f\"\\]{1,253}")
 DCGM_ARTIFACT = kinds.artifact_name(kinds.SYSTEM, SOURCE_DCGM, "")
 
 
+_clock = time.monotonic
+
+
 class MetricsUnavailable(Exception):
     """Prometheus did not answer usefully; `kind` is what a responder may be shown."""
 
@@ -158,15 +161,19 @@ def _query(metric: str, matcher: str, window: Window, coarse: bool) -> str:
 
 
 def dcgm_by_hostname(
-    base_url: str, hostnames: list[str], windows: list[Window] | Window
-) -> dict[str, list]:
+    base_url: str, hostnames: list[str], windows: list[Window] | Window,
+    deadline: float = math.inf,
+) -> dict[str, list]:  # fmt: skip
     """Hostname label -> its series ({"metric", "gpu", "UUID", "values"}), every metric, its
-    values from every window (oldest first), in one answer per metric and window."""
+    values from every window (oldest first), in one answer per metric and window; no query
+    begun past `deadline` (`_clock`)."""
     windows = windows if isinstance(windows, list) else [windows]
     by_key: dict[tuple, dict] = {}
     matcher = _matcher(hostnames)
     for metric in DCGM_METRICS:
         for window in windows:
+            if _clock() > deadline:
+                raise MetricsUnavailable(egress.TIMED_OUT, "the queries' deadline passed")
             query = _query(metric, matcher, window, window is not windows[-1])
             for series in query_range(base_url, query, window):
                 _series_add(by_key, metric, series)
@@ -198,18 +205,16 @@ class Fetched:
 
 def dcgm_in_chunks(base_url: str, hostnames: list[str], windows: list[Window]) -> Fetched:
     """`dcgm_by_hostname` a chunk of names at a time; a chunk that fails (or is not asked:
-    the chunks' deadline, a few POSTs' timeouts, passed) costs only its names."""
+    the queries' deadline, three POSTs' timeouts, passed) costs only its names. The deadline
+    bounds what a slow Prometheus costs the verdict: at most about four timeouts in all."""
     names = sorted(set(hostnames))
     size = chunk_size(windows)
-    deadline = time.monotonic() + 3 * settings.GPU_METRICS_TIMEOUT_S
+    deadline = _clock() + 3 * settings.GPU_METRICS_TIMEOUT_S
     fetched = Fetched({}, {})
     for first in range(0, len(names), size):
         chunk = names[first : first + size]
-        if time.monotonic() > deadline:
-            fetched.unread.update(dict.fromkeys(chunk, "timed out"))
-            continue
         try:
-            fetched.by_host.update(dcgm_by_hostname(base_url, chunk, windows))
+            fetched.by_host.update(dcgm_by_hostname(base_url, chunk, windows, deadline))
         except MetricsUnavailable as exc:
             log.info("GPU metrics, a chunk of %d names: %s %s", len(chunk), exc.kind, exc.detail)
             fetched.unread.update(dict.fromkeys(chunk, exc.kind))

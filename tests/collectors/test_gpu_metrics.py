@@ -202,7 +202,8 @@ def test_a_fleet_past_the_budget_reads_the_hour_coarser_and_its_last_seconds_fin
     assert (stored["step_s"], stored["recent_step_s"]) == (3, 1)
     series = {(s["metric"], s["gpu"]): s["values"] for s in stored["series"]}
     assert {m for m, _ in series} == set(gpumetrics.DCGM_METRICS)  # max_over_time answered
-    recent_start = datetime.fromisoformat(stored["recent_start"]).timestamp()
+    # (the query's times are sent to the millisecond; the coarse part ends a second before)
+    recent_start = round(datetime.fromisoformat(stored["recent_start"]).timestamp(), 3) - 0.01
     times = [t for t, _ in series[("DCGM_FI_DEV_GPU_UTIL", "3")]]
     fine = [t for t in times if t >= recent_start]
     coarse = [t for t in times if t < recent_start]

@@ -103,3 +103,26 @@ def test_a_chunk_that_fails_costs_only_its_nodes_and_is_said(bob, cluster, setti
            "at 30 s steps for 2 of 4 nodes; 2 nodes not read (not a Prometheus answer)" in (
         events
     )  # fmt: skip
+
+
+def test_a_slow_prometheus_costs_the_chunks_past_the_deadline_only(settings, monkeypatch):
+    """Each POST is bounded by its timeout; all of them by three timeouts: a query that took
+    that long leaves the chunks after it not asked, said as timed out."""
+    settings.GPU_METRICS_WINDOW_S, settings.GPU_METRICS_STEP_S = 3600, 30
+    settings.GPU_METRICS_TIMEOUT_S = 10
+    now = [0.0]
+    monkeypatch.setattr(gpumetrics, "_clock", lambda: now[0])
+    monkeypatch.setattr(gpumetrics, "chunk_size", lambda windows: 2)
+    asked: list[str] = []
+
+    def slow(base_url, query, window):  # a Prometheus answering each POST in 4 s, empty
+        asked.append(query)
+        now[0] += 4.0
+        return []
+
+    monkeypatch.setattr(gpumetrics, "query_range", slow)
+    hosts = [f"node-{i}" for i in range(6)]
+    window = gpumetrics.window_before(WHEN)
+    fetched = gpumetrics.dcgm_in_chunks("http://prometheus:9090", hosts, [window])
+    assert len(asked) == 8  # 4 metrics x 2 chunks fit before 30 s; the 9th POST is not begun
+    assert fetched.unread == dict.fromkeys(["node-4", "node-5"], "timed out")
