@@ -7,8 +7,8 @@ does exactly that after the series are stored, and puts the parses back after ea
 The snapshot is bench_verdict's (real captured evidence, 8 ranks a node, each node's parse
 stored as its ssh worker stores it), with its artifacts stored too (the parse again reads
 them). Prometheus is bench/prometheus_stub.py on loopback: a series per GPU (8 a node) and
-metric, a point every GPU_METRICS_STEP_S of the hour (`--step`, default 60 s: at 30 s the
-answer of 1,000 nodes passes MAX_ANSWER_BYTES). CPU is this process's (time.process_time),
+metric, a point every step asked (`--step` is GPU_METRICS_STEP_S, default 30 s as the
+console's; before a10bb89 the 1,000 nodes' answer at 30 s passed MAX_ANSWER_BYTES). CPU is this process's (time.process_time),
 the load average beside it; the stub's own CPU is its process's, apart.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hd_gpu22_bench \\
@@ -69,7 +69,9 @@ def _parses_deleted_after_store():
     from collectors import gpumetrics
     from collectors.models import NodeParseRecord
 
-    original = gpumetrics.series_store
+    original = getattr(gpumetrics, "series_store", None)
+    if original is None:  # a tree from before it (a738d84's parent): it deletes them itself
+        return
 
     def store(nodes, window, by_host):
         stored = original(nodes, window, by_host)
@@ -98,7 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--step", type=float, default=60.0, help="GPU_METRICS_STEP_S")
+    parser.add_argument("--step", type=float, default=30.0, help="GPU_METRICS_STEP_S")
     parser.add_argument("--before", action="store_true", help="the parses deleted, as before")
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--profile", action="store_true", help="one run under cProfile")
@@ -140,6 +142,8 @@ def main() -> None:
             f"wall {statistics.median(wall):.3f} s ({min(wall):.3f})"
         )
     print("  load before → after: " + ", ".join(f"{r[1]:.1f} → {r[2]:.1f}" for r in runs))
+    said = snapshot.incident.events.filter(summary__contains="GPU metrics").order_by("pk").last()
+    print(f"  timeline: {said.summary if said else '-'}")
 
 
 if __name__ == "__main__":

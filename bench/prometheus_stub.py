@@ -19,8 +19,11 @@ Value = Callable[[str, int, str, float], float | None]
 
 def answer(query: str, start: float, end: float, step: float, hosts: dict[str, int],
            value: Value) -> dict:  # fmt: skip
-    """The matrix the console's query asks for: `METRIC{Hostname=~"a|b"}`."""
-    metric, matcher = re.fullmatch(r'(\w+)\{Hostname=~"(.*)"\}', query).groups()
+    """The matrix the console's query asks for: `METRIC{Hostname=~"a|b"}`, or that inside
+    `max_over_time(...[Ns])` (read here as the value at each step)."""
+    metric, matcher = re.fullmatch(
+        r'(?:max_over_time\()?(\w+)\{Hostname=~"(.*)"\}(?:\[\d+s\]\))?', query
+    ).groups()
     asked = {
         re.sub(r"\\(.)", r"\1", h) for h in re.split(r"(?<!\\)\|", matcher.replace("\\\\", "\\"))
     }

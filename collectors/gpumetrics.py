@@ -2,21 +2,26 @@
 
 Before a snapshot is analysed, the console asks the cluster's Prometheus (`prometheus_url`) for
 DCGM_FI_DEV_GPU_UTIL, _FB_USED, _POWER_USAGE and _XID_ERRORS of the snapshot's nodes over the
-window before it (`query_range`, one POST per metric, every node in one `Hostname=~` matcher),
-through the egress policy (purpose "metrics": the URL is a user's string). Each node's series
+window before it (`query_range`, one POST per metric and chunk of nodes, each chunk's names in
+one `Hostname=~` matcher, sized so its answer stays under MAX_SERIES and MAX_ANSWER_BYTES),
+through the egress policy (purpose "metrics": the URL is a user's string). A snapshot reads at
+most about POINTS_BUDGET points: a big fleet's hour is read at a coarser step, its last RECENT_S
+(what the GPU's reading is judged on) still at a fine one (`windows_before`). Each node's series
 are stored with its evidence as the system fact `dcgm` (`dcgm.json` in a bundle). The node's
 stored parse (made by its worker before the series existed) is kept: the merge gives it the
 series as a side input (`series_onto`, the GPU shape read as analysis/gpushape.py reads it),
 so no node is parsed again after the last one; a node parsed from its artifacts reads them
 there. A Prometheus that fails costs the verdict nothing: the failure's class is said on the
-timeline and the analysis goes on without it.
+timeline and the analysis goes on without it; a chunk that fails costs only its nodes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import re
+import time
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,7 +30,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.db import transaction
 
-from analysis.gpushape import DCGM_METRICS, SOURCE_DCGM, parse_dcgm
+from analysis.gpushape import DCGM_METRICS, RECENT_S, SOURCE_DCGM, parse_dcgm
 from analysis.nodemap import NodeParse
 from core import egress
 from hangdesk import evidence_kinds as kinds
@@ -39,6 +44,18 @@ log = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 MAX_SERIES = 8192
+# ~6 µs of a worker's CPU a point from the answer to the verdict (decode, store, parse again in
+# the merge: bench_gpu_metrics at 1,000 nodes), so about 6 s at most, and ~40 MB of answers.
+POINTS_BUDGET = 1_000_000
+# The reading (spin / idle) is judged on the last RECENT_S: at least six points in it, whatever
+# the budget; the rest of the hour is for `since` and the page's strip (SHOWN_POINTS).
+RECENT_STEP_AT_MOST_S = 60
+HOUR_POINTS_AT_LEAST = 4
+# A chunk's size: nodes of up to 16 GPUs (HGX-2), a series' labels as DCGM's exporter sends
+# them (~500 B; twice that), a point `[1733130000.000,"31566.25"],` (~30 B; 40).
+GPUS_A_NODE_AT_MOST = 16
+GPUS_A_NODE = 8  # the budget's estimate of the series asked (nodes report no count before)
+SERIES_LABEL_BYTES, POINT_BYTES = 1024, 40
 _LABEL_VALUE = re.compile(r"[^\x00-\x1f\"\\]{1,253}")
 DCGM_ARTIFACT = kinds.artifact_name(kinds.SYSTEM, SOURCE_DCGM, "")
 
@@ -58,9 +75,38 @@ class Window:
     step_s: int
 
 
+    @property
+    def points(self) -> int:
+        return int((self.end - self.start).total_seconds() // self.step_s) + 1
+
+
 def window_before(when: datetime) -> Window:
     span = timedelta(seconds=settings.GPU_METRICS_WINDOW_S)
     return Window(when - span, when, max(1, int(settings.GPU_METRICS_STEP_S)))
+
+
+def windows_before(when: datetime, series: int) -> list[Window]:
+    """The window before `when` at the configured step while `series` x its points fit in
+    POINTS_BUDGET; else two: the last RECENT_S at a step from half the budget (at most
+    RECENT_STEP_AT_MOST_S) and the rest of the hour at the step the other half allows."""
+    whole = window_before(when)
+    span = (whole.end - whole.start).total_seconds()
+    if series * whole.points <= POINTS_BUDGET or span <= 2 * RECENT_S:
+        return [whole]
+    base = whole.step_s
+    fine = math.ceil(RECENT_S * series / (POINTS_BUDGET // 2))
+    fine = min(max(base, fine), max(base, RECENT_STEP_AT_MOST_S))
+    recent = Window(when - timedelta(seconds=RECENT_S), when, fine)
+    left = max(HOUR_POINTS_AT_LEAST, (POINTS_BUDGET - series * recent.points) // series)
+    coarse = math.ceil((span - RECENT_S) / left / fine) * fine  # a multiple of the fine step
+    return [Window(whole.start, recent.start - timedelta(seconds=1), coarse), recent]
+
+
+def chunk_size(windows: list[Window]) -> int:
+    """Names a query may carry: its answer under MAX_SERIES and MAX_ANSWER_BYTES."""
+    points = max(w.points for w in windows)
+    node_bytes = GPUS_A_NODE_AT_MOST * (SERIES_LABEL_BYTES + points * POINT_BYTES)
+    return max(1, min(MAX_SERIES // GPUS_A_NODE_AT_MOST, MAX_ANSWER_BYTES // node_bytes))
 
 
 def _matcher(hostnames: list[str]) -> str:
@@ -101,22 +147,73 @@ def query_range(base_url: str, query: str, window: Window) -> list[dict]:
     return [r for r in result[:MAX_SERIES] if isinstance(r, dict)]
 
 
-def dcgm_by_hostname(base_url: str, hostnames: list[str], window: Window) -> dict[str, list]:
-    """Hostname label -> its series ({"metric", "gpu", "UUID", "values"}), every metric."""
-    found: dict[str, list] = {}
+def _query(metric: str, matcher: str, window: Window, coarse: bool) -> str:
+    # An Xid is a gauge that may be set and cleared between two coarse steps: its maximum
+    # over each step is read, so the hour's coarse part still sees it. Utilisation and memory
+    # are read at the step's instants (the reading is judged on the fine last minutes).
+    selector = f"{metric}{{{matcher}}}"
+    if coarse and metric == "DCGM_FI_DEV_XID_ERRORS":
+        return f"max_over_time({selector}[{window.step_s}s])"
+    return selector
+
+
+def dcgm_by_hostname(
+    base_url: str, hostnames: list[str], windows: list[Window] | Window
+) -> dict[str, list]:
+    """Hostname label -> its series ({"metric", "gpu", "UUID", "values"}), every metric, its
+    values from every window (oldest first), in one answer per metric and window."""
+    windows = windows if isinstance(windows, list) else [windows]
+    by_key: dict[tuple, dict] = {}
     matcher = _matcher(hostnames)
     for metric in DCGM_METRICS:
-        for series in query_range(base_url, f"{metric}{{{matcher}}}", window):
-            labels = series.get("metric") if isinstance(series.get("metric"), dict) else {}
-            host = labels.get("Hostname")
-            values = series.get("values")
-            if not isinstance(host, str) or not isinstance(values, list):
-                continue
-            found.setdefault(host, []).append(
-                {"metric": metric, "gpu": labels.get("gpu", ""), "UUID": labels.get("UUID", ""),
-                 "values": values}
-            )  # fmt: skip
+        for window in windows:
+            query = _query(metric, matcher, window, window is not windows[-1])
+            for series in query_range(base_url, query, window):
+                _series_add(by_key, metric, series)
+    found: dict[str, list] = {}
+    for (host, *_), series in by_key.items():
+        found.setdefault(host, []).append(series)
     return found
+
+
+def _series_add(by_key: dict[tuple, dict], metric: str, series: dict) -> None:
+    labels = series.get("metric") if isinstance(series.get("metric"), dict) else {}
+    host, values = labels.get("Hostname"), series.get("values")
+    if not isinstance(host, str) or not isinstance(values, list):
+        return
+    gpu, uuid = labels.get("gpu", ""), labels.get("UUID", "")
+    key = (host, metric, str(gpu), str(uuid))
+    known = by_key.get(key)
+    if known is None:
+        by_key[key] = {"metric": metric, "gpu": gpu, "UUID": uuid, "values": list(values)}
+    else:
+        known["values"].extend(values)
+
+
+@dataclass
+class Fetched:
+    by_host: dict[str, list]
+    unread: dict[str, str]  # a name of a chunk that failed -> why
+
+
+def dcgm_in_chunks(base_url: str, hostnames: list[str], windows: list[Window]) -> Fetched:
+    """`dcgm_by_hostname` a chunk of names at a time; a chunk that fails (or is not asked:
+    the chunks' deadline, a few POSTs' timeouts, passed) costs only its names."""
+    names = sorted(set(hostnames))
+    size = chunk_size(windows)
+    deadline = time.monotonic() + 3 * settings.GPU_METRICS_TIMEOUT_S
+    fetched = Fetched({}, {})
+    for first in range(0, len(names), size):
+        chunk = names[first : first + size]
+        if time.monotonic() > deadline:
+            fetched.unread.update(dict.fromkeys(chunk, "timed out"))
+            continue
+        try:
+            fetched.by_host.update(dcgm_by_hostname(base_url, chunk, windows))
+        except MetricsUnavailable as exc:
+            log.info("GPU metrics, a chunk of %d names: %s %s", len(chunk), exc.kind, exc.detail)
+            fetched.unread.update(dict.fromkeys(chunk, exc.kind))
+    return fetched
 
 
 def _node_hostnames(snapshot: Snapshot) -> dict[str, NodeCollection]:
@@ -144,32 +241,53 @@ def snapshot_gpu_metrics_store(*, snapshot_id: int) -> int:
     if not base_url:
         return 0
     nodes = _node_hostnames(snapshot)
-    window = window_before(snapshot.collected_at or snapshot.started_at)
-    try:
-        by_host = dcgm_by_hostname(base_url, list(nodes), window)
-    except MetricsUnavailable as exc:
-        log.info("GPU metrics for snapshot %s: %s %s", snapshot_id, exc.kind, exc.detail)
-        _say(snapshot, f"GPU metrics from Prometheus not read: {exc.kind}")
+    node_count = len({c.pk for c in nodes.values()})
+    series = node_count * GPUS_A_NODE * len(DCGM_METRICS)
+    windows = windows_before(snapshot.collected_at or snapshot.started_at, series)
+    fetched = dcgm_in_chunks(base_url, list(nodes), windows)
+    if not fetched.by_host and fetched.unread:
+        kind = sorted(set(fetched.unread.values()))[0]
+        _say(snapshot, f"GPU metrics from Prometheus not read: {kind}")
         return 0
-    stored = series_store(nodes, window, by_host)
-    _say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot for {stored} of "
-         f"{len({c.pk for c in nodes.values()})} nodes")  # fmt: skip
+    stored = series_store(nodes, windows, fetched.by_host)
+    read = f"{_steps_said(windows)} for {stored:,} of {node_count:,} nodes"
+    _say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot {read}"
+         f"{_unread_said(nodes, fetched)}")  # fmt: skip
     return stored
 
 
-def series_store(nodes: dict[str, NodeCollection], window: Window, by_host: dict[str, list]) -> int:
+def _steps_said(windows: list[Window]) -> str:
+    if len(windows) == 1:
+        return f"at {windows[0].step_s} s steps"
+    return f"at {windows[0].step_s} s steps, its last {RECENT_S:g} s at {windows[-1].step_s} s"
+
+
+def _unread_said(nodes: dict[str, NodeCollection], fetched: Fetched) -> str:
+    read = {nodes[h].pk for h in fetched.by_host if h in nodes}
+    unread = {nodes[h].pk: kind for h, kind in fetched.unread.items() if nodes[h].pk not in read}
+    if not unread:
+        return ""
+    kinds_said = ", ".join(sorted(set(unread.values())))
+    return f"; {len(unread):,} nodes not read ({kinds_said})"
+
+
+def series_store(
+    nodes: dict[str, NodeCollection], windows: list[Window] | Window, by_host: dict[str, list]
+) -> int:
     """Each node's series as its `dcgm` system artifact (replacing any: a bundle's too), in
     one transaction; its stored parse is kept: the merge reads the series beside it
     (`series_onto`). Returns how many nodes got series."""
+    windows = windows if isinstance(windows, list) else [windows]
+    said = {"source": "prometheus", "start": windows[0].start.isoformat(),
+            "end": windows[-1].end.isoformat(), "step_s": windows[0].step_s}  # fmt: skip
+    if len(windows) > 1:
+        said.update(recent_start=windows[-1].start.isoformat(), recent_step_s=windows[-1].step_s)
     rows: dict[int, Artifact] = {}
     for host, series in by_host.items():
         collection = nodes.get(host)
         if collection is None:
             continue
-        content = json.dumps(
-            {"source": "prometheus", "start": window.start.isoformat(),
-             "end": window.end.isoformat(), "step_s": window.step_s, "series": series}
-        ).encode()  # fmt: skip
+        content = json.dumps({**said, "series": series}).encode()
         rows[collection.pk] = Artifact(
             collection=collection, name=DCGM_ARTIFACT, compressed=zlib.compress(content, 1),
             size=len(content),

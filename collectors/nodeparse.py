@@ -172,9 +172,10 @@ def snapshot_parses(
         (name, hosts_of.get(i, parses[i].hostname if parses[i] else ""))
         for i, (_, name, _) in enumerate(nodes)
     )
-    for index, parse in enumerate(parses):
-        if parse is None:
-            parses[index] = _map(snapshot, node_evidence(index), hosts, compared=compared)
+    with no_cyclic_gc():  # the same kind of records, made here for the nodes without one
+        for index, parse in enumerate(parses):
+            if parse is None:
+                parses[index] = _map(snapshot, node_evidence(index), hosts, compared=compared)
 
     def reparse(
         index: int, rank_pids: dict[int, int] | None, step_summaries: bool = True

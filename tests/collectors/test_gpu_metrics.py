@@ -8,14 +8,17 @@ and the analysis reads the shape: split rank states, the idle rank the suspect."
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import subprocess
 import threading
 import time
 import urllib.request
 from dataclasses import replace
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
@@ -95,6 +98,16 @@ def prometheus(tmp_path_factory):
                 process.wait()
 
 
+def _seconds_held(base: str) -> float:
+    """How long ago Prometheus's oldest held GPU sample was scraped."""
+    query = "min(time() - min_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL)[1m:1s]))"
+    try:
+        result = _get(f"{base}/api/v1/query?{urlencode({'query': query})}")["data"]["result"]
+    except (OSError, KeyError):
+        return 0.0
+    return float(result[0]["value"][1]) if result else 0.0
+
+
 def _scraped(base: str) -> int:
     try:
         answer = _get(f"{base}/api/v1/query?query=count(DCGM_FI_DEV_GPU_UTIL)")
@@ -153,7 +166,7 @@ def test_the_console_reads_the_hour_from_prometheus_and_the_shape_decides(
     assert "<script" not in figure and "style=" not in figure
     events = list(snapshot.incident.events.values_list("summary", flat=True))
     assert f"Snapshot {snapshot.pk}: GPU metrics from Prometheus: the hour before the snapshot " \
-           "for 1 of 1 nodes" in events  # fmt: skip
+           "at 1 s steps for 1 of 1 nodes" in events  # fmt: skip
 
 
 def snapshot_evidence_names(snapshot) -> set[str]:
@@ -171,3 +184,36 @@ def test_the_default_policy_keeps_metrics_queries_off_loopback(settings, bob, cl
     assert f"Snapshot {snapshot.pk}: GPU metrics from Prometheus not read: refused by policy" in (
         summaries
     )
+
+
+def test_a_fleet_past_the_budget_reads_the_hour_coarser_and_its_last_seconds_fine(
+    prometheus, short_window, bob, cluster, monkeypatch
+):
+    # The budget cut to what one node's 30 s at 1 s steps passes, and "the last minutes" to 3 s:
+    # the same two queries a 1,000-node fleet's hour asks (the coarse Xid as max_over_time).
+    monkeypatch.setattr(gpumetrics, "POINTS_BUDGET", 500)
+    monkeypatch.setattr(gpumetrics, "RECENT_S", 3.0)
+    wait_for(lambda: _seconds_held(prometheus) >= 15, timeout=60, what="15 s of series")
+    snapshot = _snapshot(bob, cluster, prometheus)
+    assert gpumetrics.snapshot_gpu_metrics_store(snapshot_id=snapshot.pk) == 1
+    stored = json.loads(
+        Artifact.objects.get(collection__snapshot=snapshot, name="system/dcgm").content
+    )
+    assert (stored["step_s"], stored["recent_step_s"]) == (3, 1)
+    series = {(s["metric"], s["gpu"]): s["values"] for s in stored["series"]}
+    assert {m for m, _ in series} == set(gpumetrics.DCGM_METRICS)  # max_over_time answered
+    recent_start = datetime.fromisoformat(stored["recent_start"]).timestamp()
+    times = [t for t, _ in series[("DCGM_FI_DEV_GPU_UTIL", "3")]]
+    fine = [t for t in times if t >= recent_start]
+    coarse = [t for t in times if t < recent_start]
+    assert len(fine) == 4 and {b - a for a, b in itertools.pairwise(fine)} == {1}
+    assert coarse
+    assert {b - a for a, b in itertools.pairwise(coarse)} <= {3}
+    assert times == sorted(times)
+    snapshot_analyse(snapshot_id=snapshot.pk)
+    snapshot.refresh_from_db()
+    readings = {row["rank"]: row["reading"] for row in snapshot.diagnosis["gpu_shape"]}
+    assert [readings[r] for r in range(4)] == ["spin", "spin", "spin", "idle"]
+    events = list(snapshot.incident.events.values_list("summary", flat=True))
+    assert f"Snapshot {snapshot.pk}: GPU metrics from Prometheus: the hour before the snapshot " \
+           "at 3 s steps, its last 3 s at 1 s for 1 of 1 nodes" in events  # fmt: skip

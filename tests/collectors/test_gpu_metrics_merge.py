@@ -98,4 +98,4 @@ def test_series_stored_again_replace_the_first_and_keep_every_parse(bob, cluster
     assert NodeParseRecord.objects.filter(collection__snapshot=snapshot).count() == 4
     events = snapshot.incident.events.values_list("summary", flat=True)
     assert f"Snapshot {snapshot.pk}: GPU metrics from Prometheus: the hour before the snapshot " \
-           "for 2 of 4 nodes" in events  # fmt: skip
+           "at 30 s steps for 2 of 4 nodes" in events  # fmt: skip
