@@ -8,8 +8,9 @@ The snapshot is bench_verdict's (real captured evidence, 8 ranks a node, each no
 stored as its ssh worker stores it), with its artifacts stored too (the parse again reads
 them). Prometheus is bench/prometheus_stub.py on loopback: a series per GPU (8 a node) and
 metric, a point every step asked (`--step` is GPU_METRICS_STEP_S, default 30 s as the
-console's; before a10bb89 the 1,000 nodes' answer at 30 s passed MAX_ANSWER_BYTES). CPU is this process's (time.process_time),
-the load average beside it; the stub's own CPU is its process's, apart.
+console's; before a10bb89 the 1,000 nodes' answer at 30 s passed MAX_ANSWER_BYTES). CPU is
+this process's (time.process_time), the load average beside it; the stub's own CPU is its
+process's, apart.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hd_gpu22_bench \\
         .venv/bin/python bench/bench_gpu_metrics.py --nodes 1000 --repeat 3 [--before]

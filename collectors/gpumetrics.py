@@ -77,7 +77,6 @@ class Window:
     end: datetime
     step_s: int
 
-
     @property
     def points(self) -> int:
         return int((self.end - self.start).total_seconds() // self.step_s) + 1

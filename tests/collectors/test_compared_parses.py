@@ -2,8 +2,8 @@
 stored node parses (`collectors.services.compared_snapshot`), not by parsing its artifacts
 again: the same diagnosis, whole, as the earlier snapshot parsed from its evidence (today's
 `analysis.diagnose(..., previous=evidence)`), with steps advanced between the two, without,
-and with other processes since; an earlier node whose parse is of an older version or missing is parsed
-from its artifacts, the rest are not parsed again."""
+and with other processes since; an earlier node whose parse is of an older version or missing
+is parsed from its artifacts, the rest are not parsed again."""
 
 from __future__ import annotations
 

@@ -7,9 +7,8 @@ evidence gives."""
 import pytest
 
 import analysis
-from collectors import selectors
+from collectors import nodeparse, selectors
 from collectors.models import Artifact, Snapshot
-from collectors import nodeparse
 from collectors.services import compared_snapshot, snapshot_analyse
 from collectors.starts import snapshot_import_bundle
 from hangdesk.masking import masked_diagnosis
