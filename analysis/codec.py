@@ -188,8 +188,8 @@ def _column_encoder(hint: Any) -> tuple[Encode | None, Encode]:
 def _shareable(hint: Any) -> bool:
     """May one decoded value stand for a whole column? Scalars, and plain strings' lists and
     maps (read, never changed, by the analysis); never records (each row keeps its own)."""
-    if _scalar_kinds(hint) is not None or hint in (tuple, list, dict, object):
-        return True
+    if _scalar_kinds(hint) is not None or hint in (tuple, list, dict, object, datetime):
+        return True  # a datetime is immutable: a log's ranks' times often one instant
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
@@ -426,7 +426,7 @@ def _columns_decoder(cls: type) -> Decode:
     where = cls.__name__
     env: dict[str, Any] = {"CodecError": CodecError, "MAX_ROWS": MAX_ROWS, "cls": cls}
     env["width"] = len(fields) + 1
-    env |= {"built": _built, "fields": fields, "same": _same_column}
+    env |= {"built": _built, "fields": fields, "repeat": repeat}
     lines = [
         "def decode_rows(v):",
         "    if type(v) is not list:",
@@ -476,22 +476,22 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
         lines += ["        else:", f"            {c} = list(map(d{index}, {c}))"]
     else:
         lines.append(f"        {c} = list(map(d{index}, {c}))")
-    if index > 1 and shareable:
+    if index > 1 and shareable and kinds is not None:  # one value checked inline
         lines += [
-            f"    elif type({c}) is dict:",
-            f"        {c} = same({c}, d{index}, count, '{label}')",
+            f"    elif type({c}) is dict and len({c}) == 1"
+            f" and type({c}.get('same', {c})) in k{index}:",
+            f"        {c} = repeat({c}['same'], count)",
+        ]
+    elif index > 1 and shareable:
+        lines += [
+            f"    elif type({c}) is dict and len({c}) == 1 and 'same' in {c}:",
+            f"        {c} = repeat(d{index}({c}['same']), count)",
         ]
     lines += [
         "    else:",
         f"        raise CodecError('{label}: a column of ' + str(count) + ' expected')",
     ]
     return lines
-
-
-def _same_column(column: dict, decode_one: Decode, count: int, label: str) -> Any:
-    if len(column) != 1 or "same" not in column:
-        raise CodecError(f"{label}: a column expected")
-    return repeat(decode_one(column["same"]), count)
 
 
 def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
@@ -514,13 +514,14 @@ def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
     def decode_lists(column: Any, count: int, where: str) -> list:
         if type(column) is not list or len(column) != 2 or type(column[0]) is not list:
             raise CodecError(f"{where}: [lengths, records] expected")
-        lengths, items = column[0], rows(column[1])
+        lengths = column[0]
         if len(lengths) != count or not {int}.issuperset(map(type, lengths)):
             raise CodecError(f"{where}: {count} lengths expected")
+        if column[1] == [] and lengths.count(0) == count:  # most of a log's parts: no call
+            return [() for _ in lengths] if kind == "tuples" else [[] for _ in lengths]
+        items = rows(column[1])
         if min(lengths) < 0 or sum(lengths) != len(items):
             raise CodecError(f"{where}: the lengths do not add up to the records")
-        if not items:
-            return [() for _ in lengths] if kind == "tuples" else [[] for _ in lengths]
         ends = list(accumulate(lengths))
         found = map(items.__getitem__, map(slice, [0, *ends[:-1]], ends))
         return list(map(tuple, found) if kind == "tuples" else found)

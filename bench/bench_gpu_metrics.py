@@ -12,6 +12,11 @@ console's; before a10bb89 the 1,000 nodes' answer at 30 s passed MAX_ANSWER_BYTE
 this process's (time.process_time), the load average beside it; the stub's own CPU is its
 process's, apart.
 
+`--click` (click22): the series read as a click reads them, beside the node visits
+(collectors/gpuclick.py, `fetch_at_click`, timed apart: it is not after the last node), then
+the analysis task after the last node, which finds them in. `--dump PATH` writes the last
+run's diagnosis JSON (compare the two ways' verdicts).
+
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hd_gpu22_bench \\
         .venv/bin/python bench/bench_gpu_metrics.py --nodes 1000 --repeat 3 [--before]
 """
@@ -83,12 +88,30 @@ def _parses_deleted_after_store():
     gpumetrics.series_store = store
 
 
-def run(snapshot, before: bool):
+def _fetch_at_click(snapshot) -> tuple[float, float]:
+    """The click's read, as its task makes it: (CPU, wall) seconds."""
+    import time
+
+    from collectors import gpuclick
+    from collectors.models import Snapshot
+
+    Snapshot.objects.filter(pk=snapshot.pk).update(gpu_metrics=gpuclick.READING)
+    wall, cpu = time.perf_counter(), time.process_time()
+    gpuclick.fetch_at_click(snapshot_id=snapshot.pk)
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def run(snapshot, before: bool, click: bool = False):
     from collectors.models import NodeParseRecord
 
     kept = list(NodeParseRecord.objects.filter(collection__snapshot=snapshot))
     try:
-        return bench_verdict.run_once(snapshot)
+        fetched = _fetch_at_click(snapshot) if click else None
+        timer = bench_verdict.run_once(snapshot)
+        if fetched:
+            label = "at the click: fetch, store (apart)"
+            timer.cpu[label], timer.wall[label] = fetched
+        return timer
     finally:
         if before:
             NodeParseRecord.objects.filter(collection__snapshot=snapshot).delete()
@@ -104,6 +127,8 @@ def main() -> None:
     parser.add_argument("--step", type=float, default=30.0, help="GPU_METRICS_STEP_S")
     parser.add_argument("--before", action="store_true", help="the parses deleted, as before")
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--click", action="store_true", help="read at the click, as click22")
+    parser.add_argument("--dump", type=Path, help="the last diagnosis's JSON, to this file")
     parser.add_argument("--profile", action="store_true", help="one run under cProfile")
     args = parser.parse_args()
     console_database(flush=False)
@@ -125,17 +150,22 @@ def main() -> None:
             import pstats
 
             profiler = cProfile.Profile()
-            profiler.runcall(run, snapshot, args.before)
+            profiler.runcall(run, snapshot, args.before, args.click)
             pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
             return
         for _ in range(args.repeat):
             load = os.getloadavg()[0]
-            runs.append((run(snapshot, args.before), load, os.getloadavg()[0]))
+            runs.append((run(snapshot, args.before, args.click), load, os.getloadavg()[0]))
     snapshot.refresh_from_db()
     sources = {row["source"] for row in snapshot.diagnosis["gpu_shape"]}
     way = "before (parses deleted)" if args.before else "now (series beside the parses)"
+    way += ", read at the click" if args.click else ""
+    if args.dump:
+        import json
+
+        args.dump.write_text(json.dumps(snapshot.diagnosis, sort_keys=True))
     print(f"{way}: nodes={args.nodes} ranks={ranks} step={args.step:g} s, gpu_shape {sources}")
-    for label in runs[0][0].wall:
+    for label in sorted(runs[0][0].wall, key=lambda label: label.startswith("at the click")):
         cpu = [r[0].cpu.get(label, 0.0) for r in runs]
         wall = [r[0].wall.get(label, 0.0) for r in runs]
         print(

@@ -17,6 +17,9 @@ PostgreSQL's) and wall, per step, and the load average beside them.
                          # the analysis merges its parses, `services.compared_snapshot`)
     ... --previous --previous-artifacts-only   # its parses not stored (a bundle's): the
                          # analysis parses it from its artifacts
+    ... --store-batches 16   # the map's side instead: `nodeparse.node_parses_store` on that
+                         # many batches of 32 of the snapshot's nodes, as its ssh workers
+                         # store them (CPU a node; the snapshot's other rows all in)
 """
 
 from __future__ import annotations
@@ -247,6 +250,35 @@ def _stored(snapshot) -> str:
     )
 
 
+def store_batches(snapshot, ranks: int, nodes: int, batches: int) -> None:
+    """`node_parses_store` on batches of 32 nodes (the fan-out's group), in this process:
+    CPU and wall a node, this process's and PostgreSQL's."""
+    from django.db import connection
+
+    from bench.bench_analysis import build_snapshot
+    from collectors import nodeparse
+
+    evidence = {n.node: n for n in build_snapshot(ranks, nodes, stuck_rank=ranks * 3 // 10).nodes}
+    rows = list(snapshot.collections.order_by("pk").values_list("pk", "node_name"))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (backend,) = cursor.fetchone()
+    cpu, wall, pg, load = [], [], [], _load()
+    for start in range(0, 32 * batches, 32):
+        batch = [(pk, name, evidence[name]) for pk, name in rows[start : start + 32]]
+        w, c, p = time.perf_counter(), time.process_time(), _backend_cpu(backend)
+        nodeparse.node_parses_store(snapshot_id=snapshot.pk, nodes=batch)
+        cpu.append((time.process_time() - c) / len(batch))
+        wall.append((time.perf_counter() - w) / len(batch))
+        pg.append((_backend_cpu(backend) - p) / len(batch))
+    print(
+        f"node_parses_store, {batches} batches of 32 of {nodes} nodes: a node, median (best): "
+        f"CPU {statistics.median(cpu) * 1e3:.2f} ms ({min(cpu) * 1e3:.2f}), wall "
+        f"{statistics.median(wall) * 1e3:.2f} ms, PostgreSQL {sum(pg) / len(pg) * 1e3:.2f} ms"
+        f" (mean); load {load:.1f} → {_load():.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", type=int, default=32000)
@@ -259,12 +291,21 @@ def main() -> None:
         "--previous-artifacts-only", action="store_true",
         help="the previous snapshot's node parses not stored (parsed from its artifacts)",
     )  # fmt: skip
+    parser.add_argument(
+        "--store-batches",
+        type=int,
+        default=0,
+        help="time the map's store of that many batches of 32 nodes instead",
+    )
     args = parser.parse_args()
     console_database(flush=False)
     shape = (args.ranks, args.nodes, args.previous, not args.previous_artifacts_only)
     snapshot = None if args.rebuild else find(*shape)
     if snapshot is None:
         snapshot = build(*shape)
+    if args.store_batches:
+        store_batches(snapshot, args.ranks, args.nodes, args.store_batches)
+        return
     if args.profile:
         import cProfile
         import pstats

@@ -95,23 +95,6 @@ class SnapshotSerializer(serializers.ModelSerializer):
         return selectors.read_provisional(snapshot)
 
 
-class SnapshotProgressSerializer(SnapshotSerializer):
-    nodes = serializers.SerializerMethodField()
-    counts = serializers.SerializerMethodField()
-
-    class Meta(SnapshotSerializer.Meta):
-        # expected_nodes / upload_until: a push snapshot waits for that many nodes until then.
-        fields = [*SnapshotSerializer.Meta.fields, "expected_nodes", "upload_until", "counts",
-                  "nodes"]  # fmt: skip
-
-    def get_counts(self, snapshot) -> dict[str, int]:
-        return selectors.node_counts(snapshot)
-
-    def get_nodes(self, snapshot) -> list[dict]:
-        collections = snapshot.collections.order_by("node_name")
-        return NodeCollectionSerializer(collections, many=True).data
-
-
 class PushSnapshotSerializer(SnapshotSerializer):
     expected_nodes = serializers.IntegerField(read_only=True, allow_null=True)
     upload_until = serializers.DateTimeField(read_only=True, allow_null=True)
@@ -159,14 +142,6 @@ class SnapshotStartApi(APIView):
         snapshot, created = starts.snapshot_start(incident=incident, by=request.user)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(started_snapshot_data(snapshot, request.user), status=code)
-
-
-class SnapshotDetailApi(APIView):
-    @extend_schema(responses=SnapshotProgressSerializer)
-    def get(self, request, snapshot_pk: int):
-        # Its class and summary from the diagnosis without its per-rank table.
-        snapshot = get_object_or_404(Snapshot.objects.for_pages(), pk=snapshot_pk)
-        return Response(SnapshotProgressSerializer(snapshot).data)
 
 
 # The per-rank table's rows in one answer of the API (and the most `limit` may ask for).

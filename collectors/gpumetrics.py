@@ -220,10 +220,12 @@ def dcgm_in_chunks(base_url: str, hostnames: list[str], windows: list[Window]) -
     return fetched
 
 
-def _node_hostnames(snapshot: Snapshot) -> dict[str, NodeCollection]:
-    """Every name a node may carry as DCGM's Hostname label: its name, its own hostname."""
+def _node_hostnames(snapshot: Snapshot, exclude=()) -> dict[str, NodeCollection]:
+    """Every name a node in may carry as DCGM's Hostname label: its name, its own hostname
+    (but not the nodes whose ids `exclude` gives)."""
     names: dict[str, NodeCollection] = {}
-    collections = {c.pk: c for c in snapshot.collections.filter(status=NodeStatus.OK)}
+    ok = snapshot.collections.filter(status=NodeStatus.OK).exclude(pk__in=exclude)
+    collections = {c.pk: c for c in ok}
     for collection in collections.values():
         names[collection.node_name] = collection
     metas = Artifact.objects.filter(collection__in=list(collections), name=NODE_META)
@@ -237,17 +239,28 @@ def _node_hostnames(snapshot: Snapshot) -> dict[str, NodeCollection]:
     return names
 
 
-def snapshot_gpu_metrics_store(*, snapshot_id: int) -> int:
+def _click_hostnames(snapshot: Snapshot) -> dict[str, NodeCollection]:
+    """At the click, before any node is in: every node by its name (the hostnames the nodes
+    report are read after the last one: `snapshot_gpu_metrics_top_up`)."""
+    return {c.node_name: c for c in snapshot.collections.all()}
+
+
+def _windows(snapshot: Snapshot, node_count: int) -> list[Window]:
+    series = node_count * GPUS_A_NODE * len(DCGM_METRICS)
+    return windows_before(snapshot.collected_at or snapshot.started_at, series)
+
+
+def snapshot_gpu_metrics_store(*, snapshot_id: int, at_click: bool = False) -> int:
     """Fetch and store the DCGM series of a snapshot's nodes (when its cluster names a
-    Prometheus); returns how many nodes got series. Never raises for Prometheus's failures."""
+    Prometheus): the nodes that are in (or, `at_click`, every node by its name); returns how
+    many nodes got series. Never raises for Prometheus's failures."""
     snapshot = Snapshot.objects.select_related("cluster", "incident").get(pk=snapshot_id)
     base_url = snapshot.cluster.prometheus_url
     if not base_url:
         return 0
-    nodes = _node_hostnames(snapshot)
+    nodes = _click_hostnames(snapshot) if at_click else _node_hostnames(snapshot)
     node_count = len({c.pk for c in nodes.values()})
-    series = node_count * GPUS_A_NODE * len(DCGM_METRICS)
-    windows = windows_before(snapshot.collected_at or snapshot.started_at, series)
+    windows = _windows(snapshot, node_count)
     fetched = dcgm_in_chunks(base_url, list(nodes), windows)
     if not fetched.by_host and fetched.unread:
         kind = sorted(set(fetched.unread.values()))[0]
@@ -258,6 +271,34 @@ def snapshot_gpu_metrics_store(*, snapshot_id: int) -> int:
     _say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot {read}"
          f"{_unread_said(nodes, fetched)}")  # fmt: skip
     return stored
+
+
+def snapshot_gpu_metrics_top_up(*, snapshot_id: int) -> int:
+    """After the last node, when the series were read at the click: the nodes in without
+    series whose own hostname is not their name are asked by that hostname (the same
+    windows: one query of their names, usually none), and the series of nodes that gave no
+    evidence are dropped (a verdict reads a node's series only with its evidence, as when
+    they were read after the last node). Returns how many nodes got series here."""
+    snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
+    Artifact.objects.filter(collection__snapshot=snapshot, name=DCGM_ARTIFACT).exclude(
+        collection__status=NodeStatus.OK
+    ).delete()
+    base_url = snapshot.cluster.prometheus_url
+    if not base_url:
+        return 0
+    with_series = Artifact.objects.filter(collection__snapshot=snapshot, name=DCGM_ARTIFACT).values(
+        "collection_id"
+    )
+    nodes = {
+        name: collection
+        for name, collection in _node_hostnames(snapshot, exclude=with_series).items()
+        if name != collection.node_name
+    }
+    if not nodes:
+        return 0
+    windows = _windows(snapshot, snapshot.collections.count())
+    fetched = dcgm_in_chunks(base_url, list(nodes), windows)
+    return series_store(nodes, windows, fetched.by_host)
 
 
 def _steps_said(windows: list[Window]) -> str:

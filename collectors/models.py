@@ -206,6 +206,10 @@ class Snapshot(models.Model):
     # A verdict before the last node (collectors/provisional.py): {"diagnosis", "nodes_in",
     # "nodes_total", "missing": [names still out], "at"}; cleared when the verdict is stored.
     provisional = models.JSONField(null=True, blank=True)
+    # The cluster's GPU metrics, read from the click beside the node visits
+    # (collectors/gpuclick.py): "" not so (read before the analysis, as a bundle's are),
+    # "reading", "read", or "missed" (the verdict was made without them; made again once).
+    gpu_metrics = models.CharField(max_length=8, blank=True, default="")
 
     objects = SnapshotQuerySet.as_manager()
 

@@ -26,7 +26,7 @@ from hangdesk.frames import Packed
 from hangdesk.masking import mask_text
 from hangdesk.plan import CollectionPlan
 
-from . import nodeparse
+from . import gpumetrics, nodeparse
 from .models import (
     FINISHED_NODE_STATUSES,
     NODE_FLOW,
@@ -173,7 +173,10 @@ def node_results_record(
                 attempts=attempts,
                 finished_at=now,
             )
-        Artifact.objects.filter(collection_id__in=[w.collection_id for w, _ in mine]).delete()
+        # The GPU series read from the click (collectors/gpuclick.py) are not the visit's.
+        Artifact.objects.filter(collection_id__in=[w.collection_id for w, _ in mine]).exclude(
+            name=gpumetrics.DCGM_ARTIFACT
+        ).delete()
         artifacts_insert(
             row
             for work, visit in mine

@@ -29,7 +29,7 @@ from analysis.snapshot_parse import Reparse
 from hangdesk import evidence_kinds as kinds
 from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
-from . import gpumetrics
+from . import gpumetrics, snapshot_hosts
 from .models import Artifact, NodeCollection, NodeParseRecord, NodeStatus, Snapshot, inflate
 
 log = logging.getLogger(__name__)
@@ -46,9 +46,7 @@ def node_parses_store(*, snapshot_id: int, nodes: list[tuple[int, str, NodeEvide
     if not nodes:
         return 0
     snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
-    rows = NodeCollection.objects.filter(snapshot_id=snapshot_id).order_by("node_name")
-    known = dict(rows.values_list("node_name", "parse_record__hostname"))
-    mine = rows.filter(pk__in=[pk for pk, _, _ in nodes])
+    mine = NodeCollection.objects.filter(snapshot_id=snapshot_id, pk__in=[pk for pk, _, _ in nodes])
     status = {pk: _status(st, why) for pk, st, why in mine.values_list("pk", "status", "reason")}
     read_back = []
     for pk, name, evidence in nodes:
@@ -57,9 +55,8 @@ def node_parses_store(*, snapshot_id: int, nodes: list[tuple[int, str, NodeEvide
             ((n[:1024], content, cut) for n, content, cut in artifacts_from_evidence(evidence)),
             status=status.get(pk, EvidenceStatus()),
         )
-        known[name] = node_ev.hostname
         read_back.append((pk, node_ev))
-    hosts = host_map((name, host or "") for name, host in known.items())
+    hosts = snapshot_hosts.of(snapshot, [(ev.node, ev.hostname) for _, ev in read_back])
     records, stored = [], 0
     for pk, node_ev in read_back:
         try:

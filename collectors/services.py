@@ -221,17 +221,7 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     if snapshot.status != SnapshotStatus.ANALYSING:
         return None
     try:
-        previous = compared_snapshot(snapshot)
-        # The reduce: the nodes' stored parses merged (a node without one is parsed here).
-        merge = nodeparse.snapshot_parses(snapshot)
-        diagnosis = analysis.diagnose_parses(
-            merge.head, merge.parses, merge.reparse, previous=previous
-        )
-        # The overview from the diagnosis at hand (reading the stored JSON back into one cost
-        # a second decode of the whole per-rank table: 0.5 s at 8,000 ranks).
-        overview = masked_rank_overview(diagnosis)
-        # Stored masked: every reader (pages, API, exports, post-mortems) sees no secret.
-        diagnosis = masked_diagnosis(diagnosis)
+        diagnosis, overview = snapshot_diagnosed(snapshot)
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
         error = mask_text(f"analysis: {exc}")[:2000]
@@ -239,6 +229,19 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     return _snapshot_finish(
         snapshot, status=SnapshotStatus.DONE, diagnosis=diagnosis, overview=overview
     )
+
+
+def snapshot_diagnosed(snapshot: Snapshot) -> tuple[dict, dict]:
+    """The snapshot's diagnosis and rank overview as stored (masked), from what is stored."""
+    previous = compared_snapshot(snapshot)
+    # The reduce: the nodes' stored parses merged (a node without one is parsed here).
+    merge = nodeparse.snapshot_parses(snapshot)
+    diagnosis = analysis.diagnose_parses(merge.head, merge.parses, merge.reparse, previous=previous)
+    # The overview from the diagnosis at hand (reading the stored JSON back into one cost
+    # a second decode of the whole per-rank table: 0.5 s at 8,000 ranks).
+    overview = masked_rank_overview(diagnosis)
+    # Stored masked: every reader (pages, API, exports, post-mortems) sees no secret.
+    return masked_diagnosis(diagnosis), overview
 
 
 def compared_snapshot(snapshot: Snapshot) -> ParsedSnapshot | None:

@@ -2,9 +2,10 @@
 
 Services do one step each and say what happened (outcomes.py); this module alone decides what
 runs next — the node visits in batches after a snapshot is created (each batch visits its
-nodes at once, collectors/fanout.py), the analysis after the last node or after a bundle is
-stored. Queues (settings.CELERY_TASK_ROUTES): node visits on "ssh", the analysis on
-"analysis", the sweep on "default". Limits: hangdesk/budget.py.
+nodes at once, collectors/fanout.py) and the GPU metrics' read beside them
+(collectors/gpuclick.py), the analysis after the last node or after a bundle is stored.
+Queues (settings.CELERY_TASK_ROUTES): node visits on "ssh", the analysis and the GPU
+metrics on "analysis", the sweep on "default". Limits: hangdesk/budget.py.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 
-from . import fanout, gpumetrics, node_work, provisional, push, rayjob, scheduler, services
+from . import fanout, gpuclick, node_work, provisional, push, rayjob, scheduler, services
 
 NODE_LIMITS = TIME_BUDGET.node_task
 ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
@@ -31,9 +32,11 @@ ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
 
 def snapshot_visits_queue(created: services.SnapshotCreated) -> None:
     """A new snapshot's node visits, queued once its transaction commits (and the check for a
-    first verdict without the slowest nodes, past the deadline its own visits set)."""
+    first verdict without the slowest nodes, past the deadline its own visits set), and the
+    cluster's GPU metrics read beside them."""
     ids, snapshot_id = created.collection_ids, created.snapshot.pk
-    transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id))
+    gpu_metrics = gpuclick.click_fetch_due(created.snapshot, ids)
+    transaction.on_commit(lambda: _visit_nodes(ids, snapshot_id, gpu_metrics))
 
 
 def analysis_queue(snapshot_id: int) -> None:
@@ -41,7 +44,11 @@ def analysis_queue(snapshot_id: int) -> None:
     _analyse_once_committed(snapshot_id)
 
 
-def _visit_nodes(collection_ids: tuple[int, ...], snapshot_id: int | None = None) -> None:
+def _visit_nodes(
+    collection_ids: tuple[int, ...], snapshot_id: int | None = None, gpu_metrics: bool = False
+) -> None:
+    if gpu_metrics:
+        read_gpu_metrics.delay(snapshot_id)
     for batch in fanout.batches(collection_ids, settings.HANGDESK_SSH_FANOUT):
         collect_nodes.delay(batch)
     if snapshot_id is not None:
@@ -81,9 +88,29 @@ def _provisional_if_due(snapshot_id: int) -> None:
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_snapshot(snapshot_id: int) -> None:
-    # The GPU's hour from the cluster's Prometheus first (bounded, never fatal), then the verdict.
-    gpumetrics.snapshot_gpu_metrics_store(snapshot_id=snapshot_id)
+    # The GPU's hour from the cluster's Prometheus (read from the click and waited for a
+    # bounded time, or read now: bounded, never fatal), then the verdict.
+    gpuclick.series_before_analysis(snapshot_id=snapshot_id)
     services.snapshot_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
+def read_gpu_metrics(snapshot_id: int) -> None:
+    """From the click: the GPU's hour, stored for the verdict; landed after a verdict made
+    without it, that verdict made again (once)."""
+    if gpuclick.fetch_at_click(snapshot_id=snapshot_id):
+        analyse_with_gpu_metrics.delay(snapshot_id)
+
+
+@shared_task(
+    bind=True,
+    max_retries=int(ANALYSIS_LIMITS.hard_s // 2),
+    soft_time_limit=ANALYSIS_LIMITS.soft_s,
+    time_limit=ANALYSIS_LIMITS.hard_s,
+)
+def analyse_with_gpu_metrics(self, snapshot_id: int) -> None:
+    if gpuclick.reanalyse_with_series(snapshot_id=snapshot_id) == "later":
+        raise self.retry(countdown=2)  # the verdict without them is still being made
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)

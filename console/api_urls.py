@@ -10,6 +10,7 @@ from drf_spectacular.views import (
 
 from clusters import apis as cluster_apis
 from collectors import apis as snapshot_apis
+from collectors import progress_apis
 from incidents import apis as incident_apis
 from pages import apis as page_apis
 from watch import apis as watch_apis
@@ -67,7 +68,12 @@ urlpatterns = [
         name="api-snapshot-start",
     ),
     path(
-        "v1/snapshots/<int:snapshot_pk>/", api(snapshot_apis.SnapshotDetailApi), name="api-snapshot"
+        "v1/snapshots/<int:snapshot_pk>/", api(progress_apis.SnapshotDetailApi), name="api-snapshot"
+    ),
+    path(
+        "v1/snapshots/<int:snapshot_pk>/nodes/",
+        api(progress_apis.SnapshotNodesApi),
+        name="api-snapshot-nodes",
     ),
     path(
         "v1/snapshots/<int:snapshot_pk>/diagnosis/",

@@ -254,6 +254,9 @@ CELERY_TASK_ROUTES = {
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
     "collectors.tasks.analyse_provisional": {"queue": "analysis"},
     "collectors.tasks.analyse_provisional_at_deadline": {"queue": "analysis"},
+    # Not "default": the ssh worker serves it, and a node visit would wait for a slot.
+    "collectors.tasks.read_gpu_metrics": {"queue": "analysis"},
+    "collectors.tasks.analyse_with_gpu_metrics": {"queue": "analysis"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
 # one, and an analysis only ever occupies the analysis worker's processes, so a large one
@@ -348,6 +351,9 @@ PUSH_WAIT_S = env_seconds("HANGDESK_PUSH_WAIT_S", 1800.0)
 GPU_METRICS_WINDOW_S = env_seconds("HANGDESK_GPU_METRICS_WINDOW_S", 3600.0)
 GPU_METRICS_STEP_S = env_seconds("HANGDESK_GPU_METRICS_STEP_S", 30.0)
 GPU_METRICS_TIMEOUT_S = 10.0
+# After the last node, how long the verdict waits for GPU metrics still being read from the
+# click (collectors/gpuclick.py); past it, it is made without them, and again when they land.
+GPU_METRICS_WAIT_S = env_seconds("HANGDESK_GPU_METRICS_WAIT_S", 3.0)
 # Pagers (watch/pagers.py): where PagerDuty's Events API v2 and Opsgenie's Alert API answer
 # (EU accounts: https://events.eu.pagerduty.com/v2/enqueue, https://api.eu.opsgenie.com).
 PAGERDUTY_EVENTS_URL = os.environ.get(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,8 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"][11].__setitem__(0, 10**9),  # a row count past any node
         lambda d: d["parse"][11].__setitem__(1, {"same": 1}),  # the first column shared
         lambda d: d["parse"][11].__setitem__(2, {"same": 1, "and": 2}),  # not a column
+        lambda d: d["parse"][11].__setitem__(2, {"same": "3"}),  # one rank for all, as text
+        lambda d: d["parse"][11].__setitem__(2, {"other": 3}),  # a map, not a shared value
         lambda d: d["parse"][19].__setitem__(4, {"same": []}),  # records shared: never
         # A column of lists of records is [each row's length, the records as columns]:
         lambda d: d["parse"][19][4][0].__setitem__(0, 99),  # lengths past the entries held
@@ -170,6 +173,8 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"][19][4].__setitem__(0, "6"),  # lengths, not a list
         lambda d: d["parse"][18][5].append([]),  # the step summaries: not [lengths, records]
         lambda d: d["parse"][18][1].__setitem__(0, 2),  # the logs' facts: not one a log
+        lambda d: d["parse"][18][1][3][0].__setitem__(0, 1),  # an empty column's length: 1
+        lambda d: d["parse"][18][1][3][0].__setitem__(0, False),  # a length, not a number
     ],
 )
 def test_damaged_stored_parse_is_refused(damage):
@@ -179,6 +184,25 @@ def test_damaged_stored_parse_is_refused(damage):
     damage(stored)
     with pytest.raises(codec.CodecError):
         from_json(stored)
+
+
+@dataclasses.dataclass
+class _Seen:
+    name: str
+    at: datetime | None
+
+
+def test_a_column_of_one_time_is_stored_once():
+    """A log's ranks often share one instant: stored once, read back as that time a row."""
+    at = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    rows = [_Seen("a", at), _Seen("b", at)]
+    stored = codec.encode(rows, list[_Seen])
+    assert stored[2] == {"same": at.isoformat()}
+    assert codec.decode(json.loads(json.dumps(stored)), list[_Seen]) == rows
+    mixed = [_Seen("a", at), _Seen("b", None)]
+    assert codec.decode(codec.encode(mixed, list[_Seen]), list[_Seen]) == mixed
+    with pytest.raises(codec.CodecError):
+        codec.decode([2, ["a", "b"], {"same": "not a time"}], list[_Seen])
 
 
 def test_untyped_fields_hold_plain_json_only():
