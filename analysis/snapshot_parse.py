@@ -232,13 +232,16 @@ def _join_rank_processes(
     row and stack; the rank of each pid taken."""
     node, ranks = node_parse.node, parsed.ranks
     rank_pids: dict[int, int] = {}
+    started: dict[float, datetime] = {}  # a node's ranks mostly started together: one sum each
     for process in node_parse.processes:
         pid, rank = process.pid, process.rank
         if rank in ranks and ranks[rank].process_seen:
             problem(node, f"environ {pid}", f"RANK={rank} also held by pid {ranks[rank].pid}")
             continue
         row = by_pid.get(pid)
-        state = ranks.setdefault(rank, RankState(rank=rank, node=node))
+        state = ranks.get(rank)
+        if state is None:
+            state = ranks[rank] = RankState(rank, node)
         state.node = node
         state.pid = pid
         state.ppid = row.ppid if row else None
@@ -249,7 +252,12 @@ def _join_rank_processes(
         # A zombie is a rank that has exited; its environ is still readable.
         state.process_seen = row is None or row.state != "Z"
         if row is not None and row.elapsed_s is not None and node_parse.collected_at is not None:
-            state.started_at = node_parse.collected_at - timedelta(seconds=row.elapsed_s)
+            at = started.get(row.elapsed_s)
+            if at is None:
+                at = started[row.elapsed_s] = node_parse.collected_at - timedelta(
+                    seconds=row.elapsed_s
+                )
+            state.started_at = at
         if state.world_size:
             world_sizes.append(state.world_size)
         parsed.env[rank] = process.env

@@ -245,6 +245,13 @@ def _click_hostnames(snapshot: Snapshot) -> dict[str, NodeCollection]:
     return {c.node_name: c for c in snapshot.collections.all()}
 
 
+def _without_failed(nodes: dict[str, NodeCollection]) -> dict[str, NodeCollection]:
+    ids = {c.pk for c in nodes.values()}
+    failed = NodeCollection.objects.filter(pk__in=ids, status=NodeStatus.FAILED)
+    failed = set(failed.values_list("pk", flat=True))
+    return {name: c for name, c in nodes.items() if c.pk not in failed}
+
+
 def _windows(snapshot: Snapshot, node_count: int) -> list[Window]:
     series = node_count * GPUS_A_NODE * len(DCGM_METRICS)
     return windows_before(snapshot.collected_at or snapshot.started_at, series)
@@ -266,6 +273,8 @@ def snapshot_gpu_metrics_store(*, snapshot_id: int, at_click: bool = False) -> i
         kind = sorted(set(fetched.unread.values()))[0]
         _say(snapshot, f"GPU metrics from Prometheus not read: {kind}")
         return 0
+    if at_click:  # a node that gave no evidence meanwhile keeps no series (as when read after)
+        nodes = _without_failed(nodes)
     stored = series_store(nodes, windows, fetched.by_host)
     read = f"{_steps_said(windows)} for {stored:,} of {node_count:,} nodes"
     _say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot {read}"

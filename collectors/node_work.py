@@ -173,9 +173,10 @@ def node_results_record(
                 attempts=attempts,
                 finished_at=now,
             )
-        # The GPU series read from the click (collectors/gpuclick.py) are not the visit's.
+        # The GPU series read from the click (collectors/gpuclick.py) are not the visit's: kept
+        # for a node in, dropped with a node that gave no evidence (as when read after).
         Artifact.objects.filter(collection_id__in=[w.collection_id for w, _ in mine]).exclude(
-            name=gpumetrics.DCGM_ARTIFACT
+            name=gpumetrics.DCGM_ARTIFACT, collection__status=NodeStatus.OK
         ).delete()
         artifacts_insert(
             row

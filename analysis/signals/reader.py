@@ -446,9 +446,14 @@ class SignalReader:
 
 # NCCL's own prefix, `host:pid:tid [cudaDev] `, wherever a launcher's prefix put it.
 _NCCL_THREAD = re.compile(r"(?<![\w.:-])([\w.-]{1,253}):(\d{1,9}):(\d{1,9}) \[\d{1,4}\] ")
+# The prefix's tail, `:tid [dev] `: led by a plain character, found at a glance (the whole
+# prefix, tried at every word of the line, costs more than the rest of most lines' reading).
+_NCCL_THREAD_TAIL = re.compile(r":\d{1,9} \[\d{1,4}\] ")
 
 
 def _nccl_thread(line: str) -> tuple[str, str, str] | None:
+    if _NCCL_THREAD_TAIL.search(line, 0, 300) is None:
+        return None
     match = _NCCL_THREAD.search(line, 0, 300)
     return (match.group(1), match.group(2), match.group(3)) if match else None
 

@@ -50,9 +50,11 @@ _NCCL_PREFIX = re.compile(r"(?:\[(\d{1,7})\] )?([\w.-]{1,253}):(\d{1,9}):\d{1,9}
 _UCX_PREFIX = re.compile(r"\[([\w.-]{1,253}):(\d{1,9}):\d{1,9}:\d{1,9}\] ")
 _HOST_PREFIX = re.compile(r"([A-Za-z0-9][\w.-]{0,252}): ")
 _IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
-# Inside the message, near its start: the rank of whoever printed it.
+# Inside the message, near its start: the rank of whoever printed it. Every alternative led by
+# its letter (`\bRank` as `R(?<!\wR)ank`): the search skips to the next `[`, `R` or `r` at a
+# glance instead of trying four alternatives at each character.
 _RANK_TAG = re.compile(
-    r"\[rank(\d{1,7})\]|\[Rank (\d{1,7})\]|\bRank (\d{1,7})\]|\brank=(\d{1,7})\b"
+    r"\[rank(\d{1,7})\]|\[Rank (\d{1,7})\]|R(?<!\wR)ank (\d{1,7})\]|r(?<!\wr)ank=(\d{1,7})\b"
 )
 _RANK_ENV = re.compile(r"\b(?:global_rank|RANK|world_rank)[=: ]{1,3}(\d{1,7})\b")
 # Whom a message speaks of when nobody's prefix says who wrote it.
@@ -93,6 +95,8 @@ class Writer:
 def _nccl(line: str, at: int, found: Writer) -> int | None:
     match = _NCCL_PREFIX.match(line, at, at + HEAD)
     if not match:
+        if line[at : at + 1] != "[":
+            return None
         match = _UCX_PREFIX.match(line, at, at + HEAD)
         if not match:
             return None
@@ -105,6 +109,8 @@ def _nccl(line: str, at: int, found: Writer) -> int | None:
 
 
 def _ray(line: str, at: int, found: Writer) -> int | None:
+    if line[at : at + 1] != "(":
+        return None
     match = _RAY_PREFIX.match(line, at, at + HEAD)
     if not match:
         return None
@@ -116,17 +122,25 @@ def _ray(line: str, at: int, found: Writer) -> int | None:
     return match.end()
 
 
-def _ranked(line: str, at: int, found: Writer) -> int | None:
-    if found.rank is not None or found.local is not None:
-        return None  # one rank prefix per line: a second one belongs to the message
-    for pattern, local in (
+# The rank prefixes by the character each must start with: a line is tried only against the
+# ones its first character allows (most lines start with a time or a host, not a bracket).
+_RANK_PREFIXES = {
+    "[": (
         (_RANK_PREFIX, False),
         (_LIGHTNING_PREFIX, False),
         (_MPI_TAG, False),
         (_ROLE_PREFIX, True),
-        (_RANK_WORD_PREFIX, False),
         (_MPICH_PREFIX, False),
-    ):
+    ),
+    "R": ((_RANK_WORD_PREFIX, False),),
+    "r": ((_RANK_WORD_PREFIX, False),),
+}
+
+
+def _ranked(line: str, at: int, found: Writer) -> int | None:
+    if found.rank is not None or found.local is not None:
+        return None  # one rank prefix per line: a second one belongs to the message
+    for pattern, local in _RANK_PREFIXES.get(line[at : at + 1], ()):
         match = pattern.match(line, at, at + HEAD)
         if match:
             number = int(match.group(match.lastindex or 1))
@@ -155,6 +169,8 @@ def _host(line: str, at: int, found: Writer) -> int | None:
 
 
 def _pod(line: str, at: int, found: Writer) -> int | None:
+    if line[at : at + 1] != "[":
+        return None
     match = _POD_PREFIX.match(line, at, at + HEAD)
     if not match:
         return None

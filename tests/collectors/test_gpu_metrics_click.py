@@ -126,3 +126,12 @@ def test_a_snapshot_without_a_prometheus_or_nodes_reads_nothing_at_the_click(bob
         other = _snapshot(bob, cluster, url, "no nodes")
         assert not gpuclick.click_fetch_due(other, ())
     assert _state(snapshot) == _state(other) == gpuclick.NONE
+
+
+def test_a_node_failed_before_the_read_lands_gets_no_series(bob, cluster):
+    with prometheus_stub.serving(WITH_DCGM, _dcgm) as url:
+        snapshot = _clicked(bob, cluster, url, "failed first")
+        snapshot.collections.filter(node_name="node-001").update(status=NodeStatus.FAILED)
+        gpuclick.fetch_at_click(snapshot_id=snapshot.pk)
+    kept = Artifact.objects.filter(collection__snapshot=snapshot, name=gpumetrics.DCGM_ARTIFACT)
+    assert list(kept.values_list("collection__node_name", flat=True)) == ["node-000"]

@@ -159,3 +159,19 @@ def test_a_snapshot_goes_out_in_batches_of_the_fan_out(incident, bob, settings, 
 
     _visit_nodes((5, 6, 7))
     assert sent == [(5,), (6,), (7,)]
+
+
+def test_a_node_that_failed_drops_the_gpu_series_read_at_the_click(incident, bob):
+    import zlib
+
+    from collectors.gpumetrics import DCGM_ARTIFACT
+
+    snapshot, _ = snapshot_start(incident=incident, by=bob)
+    collection = snapshot.collections.get(node_name="gpu-0")
+    Artifact.objects.create(
+        collection=collection, name=DCGM_ARTIFACT, compressed=zlib.compress(b"{}"), size=2
+    )
+    visit([collection.pk], "task-1")
+    collection.refresh_from_db()
+    assert collection.status == NodeStatus.FAILED
+    assert not Artifact.objects.filter(collection=collection, name=DCGM_ARTIFACT).exists()
