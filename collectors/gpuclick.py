@@ -23,10 +23,8 @@ import logging
 import time
 
 from django.conf import settings
-from django.utils import timezone
 
 from incidents.models import EventKind
-from incidents.services import timeline_event_record
 
 from . import gpumetrics, services
 from .models import Snapshot, SnapshotStatus
@@ -110,13 +108,6 @@ def reanalyse_with_series(*, snapshot_id: int) -> str:
     return "done" if moved else "no"
 
 
-def _say(snapshot_id: int, text: str, kind=EventKind.SYSTEM, phase: str = "gpu_metrics") -> None:
+def _say(snapshot_id: int, text: str, **how) -> None:
     snapshot = Snapshot.objects.select_related("incident").get(pk=snapshot_id)
-    timeline_event_record(
-        incident=snapshot.incident,
-        kind=kind,
-        summary=f"Snapshot {snapshot_id}: {text}",
-        source="worker",
-        details={"snapshot": snapshot_id, "phase": phase},
-        at=timezone.now(),
-    )
+    gpumetrics.say(snapshot, text, **how)

@@ -271,13 +271,13 @@ def snapshot_gpu_metrics_store(*, snapshot_id: int, at_click: bool = False) -> i
     fetched = dcgm_in_chunks(base_url, list(nodes), windows)
     if not fetched.by_host and fetched.unread:
         kind = sorted(set(fetched.unread.values()))[0]
-        _say(snapshot, f"GPU metrics from Prometheus not read: {kind}")
+        say(snapshot, f"GPU metrics from Prometheus not read: {kind}")
         return 0
     if at_click:  # a node that gave no evidence meanwhile keeps no series (as when read after)
         nodes = _without_failed(nodes)
     stored = series_store(nodes, windows, fetched.by_host)
     read = f"{_steps_said(windows)} for {stored:,} of {node_count:,} nodes"
-    _say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot {read}"
+    say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot {read}"
          f"{_unread_said(nodes, fetched)}")  # fmt: skip
     return stored
 
@@ -373,11 +373,12 @@ def series_onto(parses: dict[int, NodeParse]) -> int:
     return changed
 
 
-def _say(snapshot: Snapshot, text: str) -> None:
+def say(snapshot: Snapshot, text: str, kind=EventKind.SYSTEM, phase: str = "gpu_metrics") -> None:
+    """A line on the snapshot's incident timeline about its GPU metrics."""
     timeline_event_record(
         incident=snapshot.incident,
-        kind=EventKind.SYSTEM,
+        kind=kind,
         summary=f"Snapshot {snapshot.pk}: {text}",
         source="worker",
-        details={"snapshot": snapshot.pk, "phase": "gpu_metrics"},
+        details={"snapshot": snapshot.pk, "phase": phase},
     )
