@@ -8,8 +8,6 @@ there are in each status."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -22,33 +20,18 @@ from core.errors import Invalid
 from .apis import NodeCollectionSerializer, SnapshotSerializer, _count
 from .diagnosis_serializers import RankPageSerializer
 from .models import NodeStatus, Snapshot
-from .selectors import node_counts
+from .selectors import OffsetPage, node_counts
 
 # The nodes in one answer (and the most `limit` may ask for).
 NODE_PAGE = 500
 
 
-@dataclass(frozen=True)
-class NodePage:
-    rows: list
-    count: int  # nodes in the whole list (of that status, when one is asked)
-    next_offset: int | None
-    previous_offset: int | None
-
-
-def nodes_page(snapshot: Snapshot, offset: int, limit: int, status: str | None) -> NodePage:
-    """Nodes in name order, sliced in the database."""
+def nodes_page(snapshot: Snapshot, offset: int, limit: int, status: str | None) -> OffsetPage:
+    """Nodes in name order (of `status`, when one is asked), sliced in the database."""
     rows = snapshot.collections.order_by("node_name")
     if status:
         rows = rows.filter(status=status)
-    count = rows.count()
-    end = offset + limit
-    return NodePage(
-        list(rows[offset:end]),
-        count,
-        end if end < count else None,
-        max(offset - limit, 0) if offset > 0 else None,
-    )
+    return OffsetPage(list(rows[offset : offset + limit]), offset, limit, rows.count())
 
 
 def _nodes_url(request, snapshot: Snapshot, offset: int | None, limit: int, status) -> str | None:
@@ -74,7 +57,7 @@ class SnapshotProgressSerializer(SnapshotSerializer):
         fields = [*SnapshotSerializer.Meta.fields, "expected_nodes", "upload_until", "counts",
                   "nodes", "nodes_next"]  # fmt: skip
 
-    def _page(self, snapshot) -> NodePage:
+    def _page(self, snapshot) -> OffsetPage:
         if not hasattr(self, "_first_page"):
             self._first_page = nodes_page(snapshot, 0, NODE_PAGE, None)
         return self._first_page
@@ -128,7 +111,7 @@ class SnapshotNodesApi(APIView):
             raise Invalid(f"`status` is one of {', '.join(NodeStatus.values)}.", field="status")
         page = nodes_page(snapshot, offset, limit, status)
         data = {
-            "count": page.count,
+            "count": page.total,
             "offset": offset,
             "limit": limit,
             "next": _nodes_url(request, snapshot, page.next_offset, limit, status),

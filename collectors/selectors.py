@@ -308,11 +308,10 @@ def rank_row(snapshot: Snapshot, rank: int) -> RankRow | None:
 
 
 @dataclass(frozen=True)
-class RankRowsPage:
-    """Rows [offset, offset + limit) of the per-rank table, in today's shape (typed, then as
-    JSON), and the table's length."""
+class OffsetPage:
+    """Rows [offset, offset + limit) of a list `total` long, and where its neighbours start."""
 
-    rows: list[dict]
+    rows: list
     offset: int
     limit: int
     total: int
@@ -324,6 +323,10 @@ class RankRowsPage:
     @property
     def previous_offset(self) -> int | None:
         return max(0, self.offset - self.limit) if self.offset > 0 else None
+
+
+class RankRowsPage(OffsetPage):
+    """A page of the per-rank table, in today's shape (typed, then as JSON)."""
 
 
 def rank_rows_page(snapshot: Snapshot, offset: int, limit: int) -> RankRowsPage:
