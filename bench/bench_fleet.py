@@ -27,11 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -203,6 +205,7 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     first_right, first_verdict = _judge_provisional(first_shown, running.info["expected"])
     rows, stored = _storage(snapshot)
     page_s, html = _page(incident)
+    tail = _tail(snapshot, [_log_path(name) for name in ("analysis",)])
     return {
         "nodes": nodes, "workers": workers, "fault": running.info["expected"]["fault"],
         "collected_s": _round(collected), "first_s": _round(first or final),
@@ -216,6 +219,7 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
         "rows_per_node": round(rows / nodes, 2), "kb_per_node": round(stored / nodes / 1000, 2),
         "page_s": round(page_s, 3), "html_kib": round(html / 1024, 1),
         "load": [round(load_before, 1), round(load_after, 1)],
+        "tail": tail,
     }  # fmt: skip
 
 
@@ -311,10 +315,54 @@ def _page(incident) -> tuple[float, int]:
     return statistics.median(times), size
 
 
+_LOG_LINE = re.compile(
+    r"^\[(?P<at>[\d-]+ [\d:,]+): INFO/(?P<process>[\w-]+)\] Task collectors\.tasks\."
+    r"(?P<task>\w+)\[(?P<id>[\w-]+)\] (?P<what>received|succeeded in (?P<run_s>[\d.e-]+)s)"
+)
+
+
+def _tail(snapshot, logs: list[Path]) -> dict:
+    """After the last node: when the final analysis was received, started and done, and what
+    the analysis workers ran meanwhile (each task's start is its end less its run time, as
+    Celery logs them), all in seconds from the last node's commit (its row's finished_at)."""
+    from collectors.models import NodeCollection
+
+    last = max(NodeCollection.objects.filter(snapshot=snapshot).values_list(
+        "finished_at", flat=True))  # fmt: skip
+    tasks: dict[str, dict] = {}
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else ():
+            match = _LOG_LINE.match(line)
+            if not match:
+                continue
+            at = datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S,%f").astimezone()
+            seen = tasks.setdefault(match["id"], {"task": match["task"], "log": log.stem})
+            if match["run_s"] is None:
+                seen["received"] = round((at - last).total_seconds(), 2)
+            else:
+                seen["end"] = round((at - last).total_seconds(), 2)
+                seen["start"] = round(seen["end"] - float(match["run_s"]), 2)
+                seen["process"] = match["process"]
+    ran = sorted(tasks.values(), key=lambda t: t.get("start", t.get("received", 0)))
+    final = [t for t in ran if t["task"] == "analyse_snapshot"]
+    return {
+        "last_node_at": last.isoformat(),
+        "verdict_s": round((snapshot.finished_at - last).total_seconds(), 2)
+        if snapshot.finished_at
+        else None,
+        "final": final[-1] if final else None,
+        "tasks": ran,
+    }
+
+
+def _log_path(name: str) -> Path:
+    return Path(os.environ["HANGDESK_VAR_DIR"]) / f"worker-{name}.log"
+
+
 def _start_worker(name: str, concurrency: int) -> subprocess.Popen:
     from console.celery import worker_command
 
-    log_path = Path(os.environ["HANGDESK_VAR_DIR"]) / f"worker-{name}.log"
+    log_path = _log_path(name)
     log_path.unlink(missing_ok=True)
     with open(log_path, "wb") as log:
         worker = subprocess.Popen(
