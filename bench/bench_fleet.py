@@ -4,13 +4,14 @@ For each farm size N (8 ranks a node) and each count W of ssh worker processes: 
 virtual SSH nodes with a planted fault, its cluster imported, then `snapshot_start()` (the
 click) -> W prefork processes of the ssh worker visit the nodes (HANGDESK_SSH_FANOUT each
 at once) over Redis, store their evidence in PostgreSQL, the analysis worker (2 processes,
-as deployed) stores the verdict, the early worker (2) the first one. Measured: click to first verdict (a provisional one, if
-the console shows one before the last node: `Snapshot.provisional`, judged too) and to the
-final one; whether the verdict is the planted fault; the ssh worker's CPU per node (its
-processes' user + system time, as the kernel counts it); the analysis and early workers' CPU
-(the early's apart in the JSON); the tail after the last node (`tail`: each analysis task's
-receipt, start and end from the workers' logs); the farm's own CPU apart; database rows and bytes per node; the incident page's server time
-and HTML size; the load average beside each (the machine is shared).
+as deployed) stores the verdict, the early worker (2) the first one. Measured: click to
+first verdict (a provisional one, if the console shows one before the last node:
+`Snapshot.provisional`, judged too) and to the final one; whether the verdict is the planted
+fault; the ssh worker's CPU per node (its processes' user + system time, as the kernel
+counts it); the analysis and early workers' CPU (the early's apart in the JSON); the tail
+after the last node (`tail`: each analysis task's receipt, start and end from the workers'
+logs); the farm's own CPU apart; database rows and bytes per node; the incident page's
+server time and HTML size; the load average beside each (the machine is shared).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \\
         .venv/bin/python bench/bench_fleet.py --redis-url redis://127.0.0.1:6379/13 \\
