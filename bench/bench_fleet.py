@@ -211,7 +211,7 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     first_right, first_verdict = _judge_provisional(first_shown, running.info["expected"])
     rows, stored = _storage(snapshot)
     page_s, html = _page(incident)
-    tail = _tail(snapshot, [_log_path(name) for name in ("analysis", "early")])
+    tail = _tail(snapshot, [_log_path(name) for name in ("ssh", "analysis", "early")])
     return {
         "nodes": nodes, "workers": workers, "fault": running.info["expected"]["fault"],
         "collected_s": _round(collected), "first_s": _round(first or final),
@@ -329,8 +329,8 @@ _LOG_LINE = re.compile(
 
 
 def _tail(snapshot, logs: list[Path]) -> dict:
-    """After the last node: when the final analysis was received, started and done, and what
-    the analysis workers ran meanwhile (each task's start is its end less its run time, as
+    """After the last node: when the batch that stored it ended, when the final analysis was
+    received, started and done, and what the analysis workers ran meanwhile (each task's start is its end less its run time, as
     Celery logs them), all in seconds from the last node's commit (its row's finished_at)."""
     from collectors.models import NodeCollection
 
@@ -352,13 +352,16 @@ def _tail(snapshot, logs: list[Path]) -> dict:
                 seen["process"] = match["process"]
     ran = sorted(tasks.values(), key=lambda t: t.get("start", t.get("received", 0)))
     final = [t for t in ran if t["task"] == "analyse_snapshot"]
+    # The batch that stored the last node: its end is when it queued the analysis.
+    batches = [t for t in ran if t["task"] == "collect_nodes" and "end" in t]
     return {
+        "last_batch": max(batches, key=lambda t: t["end"]) if batches else None,
         "last_node_at": last.isoformat(),
         "verdict_s": round((snapshot.finished_at - last).total_seconds(), 2)
         if snapshot.finished_at
         else None,
         "final": final[-1] if final else None,
-        "tasks": ran,
+        "tasks": [t for t in ran if t["task"] != "collect_nodes"],
     }
 
 
