@@ -330,8 +330,9 @@ _LOG_LINE = re.compile(
 
 def _tail(snapshot, logs: list[Path]) -> dict:
     """After the last node: when the batch that stored it ended, when the final analysis was
-    received, started and done, and what the analysis workers ran meanwhile (each task's start is its end less its run time, as
-    Celery logs them), all in seconds from the last node's commit (its row's finished_at)."""
+    received, started and done, and what the analysis workers ran meanwhile (each task's
+    start is its end less its run time, as Celery logs them), all in seconds from the last
+    node's row's finished_at (stamped in its store's transaction, before its commit)."""
     from collectors.models import NodeCollection
 
     last = max(NodeCollection.objects.filter(snapshot=snapshot).values_list(
