@@ -61,7 +61,10 @@ def _child(args: argparse.Namespace) -> None:
     markers = _markers(Path(args.workdir))
     warm = bench_analysis.build_snapshot(8, 2, stuck_rank=3)
     stuck = args.ranks * 3 // 10  # as bench_analysis.py
-    snapshot = bench_analysis.build_snapshot(args.ranks, args.nodes, stuck_rank=stuck)
+    if args.whole_world:
+        snapshot = bench_analysis.build_snapshot(args.ranks, args.nodes, stuck, whole_world=True)
+    else:  # (older trees' build_snapshot has no such argument)
+        snapshot = bench_analysis.build_snapshot(args.ranks, args.nodes, stuck_rank=stuck)
     if args.map_only:
         from analysis import nodemap
         from analysis.signals.place import host_map
@@ -143,6 +146,7 @@ def main() -> None:
     parser.add_argument("--repo", default=str(HERE), help="the checkout whose analysis to count")
     parser.add_argument("--map-only", action="store_true", help="count map_node of every node")
     parser.add_argument("--reduce", action="store_true", help="count the reduce alone")
+    parser.add_argument("--whole-world", action="store_true", help="dumps list every rank")
     parser.add_argument("--keep", help="keep callgrind's output file at this path")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -167,6 +171,7 @@ def main() -> None:
         ]
         command += ["--map-only"] if args.map_only else []
         command += ["--reduce"] if args.reduce else []
+        command += ["--whole-world"] if args.whole_world else []
         environment = dict(os.environ, PYTHONHASHSEED="0")
         done = subprocess.run(command, env=environment, capture_output=True, text=True)
         if done.returncode:
