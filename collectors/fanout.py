@@ -4,16 +4,20 @@ Celery's prefork pool runs one task per process, and a node's visit mostly waits
 node; so one task (`tasks.collect_nodes`) takes a batch of a snapshot's nodes and visits
 FANOUT of them at a time in threads. The pool's threads only run SSH visits
 (`node_work.node_visit`: no database, so a batch holds one connection, not one per thread);
-the task's own thread claims the batch, retries a node once after a blip, and stores
-finished nodes in groups (`node_work.node_results_record`: one transaction per group, not
-per node). When its threads have room and its own nodes are all under way, it takes more of
-its snapshot's pending nodes (their batch's task, when it starts, finds them taken), until
-`steal_until`: a slow node holds one thread, not a worker process, and the work spreads
-over whichever processes are free. Every visit keeps its own SSH deadlines (remote.py).
+the task's own thread claims the batch, retries a node once after a blip, makes each
+finished node's rows and parse while the others are out (`node_work.node_result_prepare`:
+CPU and reads), and stores finished nodes in groups (`node_work.node_results_record`: one
+transaction per group, not per node, that then only checks and writes: the last node is
+committed about one node's map after its visit ends, not a whole group's). When its threads
+have room and its own nodes are all under way, it takes more of its snapshot's pending nodes
+(their batch's task, when it starts, finds them taken), until `steal_until`: a slow node
+holds one thread, not a worker process, and the work spreads over whichever processes are
+free. Every visit keeps its own SSH deadlines (remote.py).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,8 +27,11 @@ from dataclasses import dataclass, field, replace
 from hangdesk.budget import TIME_BUDGET
 
 from . import node_work
-from .node_work import NodeWork
+from .node_work import NodeWork, Prepared
+from .nodeparse import Ahead
 from .outcomes import NodeVisit
+
+log = logging.getLogger(__name__)
 
 # Finished nodes are stored at most this long after they finish, or once this many wait.
 FLUSH_S = 0.25
@@ -52,7 +59,7 @@ def batch_visit(
     if not own:
         return BatchOutcome(0, 0, ())  # redelivered after it finished, or all taken by others
     with ThreadPoolExecutor(max_workers=fanout, thread_name_prefix="node-visit") as pool:
-        batch = _Batch(task_id, own[0].snapshot_id, fanout, pool, after_store, deque(own))
+        batch = _Batch(task_id, own[0].snapshot_id, fanout, pool, after_store, deque(own), Ahead())
         flushed = clock()
         while True:
             batch.submit_queued()
@@ -84,8 +91,11 @@ class _Batch:
     pool: ThreadPoolExecutor
     after_store: Callable[[int], None]
     queue: deque[NodeWork]
-    in_flight: dict[Future[NodeVisit], NodeWork] = field(default_factory=dict)
+    ahead: Ahead
+    in_flight: dict[Future[tuple[NodeVisit, float]], NodeWork] = field(default_factory=dict)
     finished: list[tuple[NodeWork, NodeVisit]] = field(default_factory=list)
+    prepared: dict[int, Prepared] = field(default_factory=dict)  # of finished, by collection id
+    ended: float = 0.0  # when the last of the finished nodes' visits ended (monotonic)
     due: set[int] = field(default_factory=set)  # snapshots whose last node was stored
     visited: int = 0
     taken: int = 0
@@ -94,7 +104,7 @@ class _Batch:
     def submit_queued(self) -> None:
         while self.queue and len(self.in_flight) < self.fanout:
             work = self.queue.popleft()
-            self.in_flight[self.pool.submit(node_work.node_visit, work)] = work
+            self.in_flight[self.pool.submit(_visit, work)] = work
 
     def take_more(self, clock: Callable[[], float], steal_until: float) -> bool:
         """Claims more of the snapshot's pending nodes while the pool has room and the time to
@@ -116,27 +126,47 @@ class _Batch:
 
     def collect(self) -> None:
         """Waits up to FLUSH_S for visits to end: a transient failure with an attempt left is
-        visited again after the retry delay, the rest wait to be stored."""
+        visited again after the retry delay, the rest are prepared and wait to be stored."""
         done, _ = wait(self.in_flight, timeout=FLUSH_S, return_when=FIRST_COMPLETED)
         for future in done:
-            work, visit = self.in_flight.pop(future), future.result()
+            work, (visit, ended) = self.in_flight.pop(future), future.result()
             if node_work.node_visit_retryable(work, visit):
                 again = replace(work, attempts=work.attempts + 1)
                 self.in_flight[self.pool.submit(_after, TIME_BUDGET.retry_delay_s, again)] = again
             else:
                 self.finished.append((work, visit))
+                self.ended = max(self.ended, ended)
+                self.prepared[work.collection_id] = node_work.node_result_prepare(
+                    work, visit, self.ahead
+                )
 
     def store(self) -> None:
-        self.due.update(node_work.node_results_record(task_id=self.task_id, results=self.finished))
+        due = node_work.node_results_record(
+            task_id=self.task_id, results=self.finished, prepared=self.prepared
+        )
+        # The hand-off to the final verdict: how long its last node's evidence waited.
+        log.log(
+            logging.INFO if due else logging.DEBUG,
+            "stored %d nodes of snapshot %s %.3f s after the last of their visits ended%s",
+            len(self.finished), self.snapshot_id, time.monotonic() - self.ended,
+            " (its last node: analysis due)" if due else "",
+        )  # fmt: skip
+        self.due.update(due)
         if self.snapshot_id not in self.due:
             self.after_store(self.snapshot_id)  # a provisional verdict may be due
         self.visited += len(self.finished)
-        self.finished = []
+        self.finished, self.prepared = [], {}
+        self.ahead.stored()
 
 
-def _after(delay_s: float, work: NodeWork) -> NodeVisit:
+def _visit(work: NodeWork) -> tuple[NodeVisit, float]:
+    visit = node_work.node_visit(work)
+    return visit, time.monotonic()
+
+
+def _after(delay_s: float, work: NodeWork) -> tuple[NodeVisit, float]:
     time.sleep(delay_s)
-    return node_work.node_visit(work)
+    return _visit(work)
 
 
 def batches(collection_ids: tuple[int, ...], size: int) -> list[tuple[int, ...]]:

@@ -38,51 +38,149 @@ log = logging.getLogger(__name__)
 MAX_COMPRESSED_BYTES = 16 * 1024 * 1024
 
 
-def node_parses_store(*, snapshot_id: int, nodes: list[tuple[int, str, NodeEvidence]]) -> int:
+@dataclass(frozen=True)
+class Made:
+    """One node's parse made before its store (`Ahead`), with what it was made from: used by
+    the store only when all of that still holds there, else the node is mapped again."""
+
+    node: str
+    hostname: str  # as read back from its artifacts
+    status: EvidenceStatus
+    made_with: tuple  # the snapshot's fields the map reads (`_made_with`)
+    asked_hosts: dict[str, str] | None  # the spellings it was given (None: all of them)
+    record: NodeParseRecord | None  # None: its parse failed or is too big (not stored)
+
+
+def node_parses_store(
+    *,
+    snapshot_id: int,
+    nodes: list[tuple[int, str, NodeEvidence]],
+    made: dict[int, Made] | None = None,
+) -> int:
     """Parse nodes' evidence, (collection id, node name, evidence) each, as the analysis would
     read it back from their artifacts, and store the parses (replacing any); a parse that
-    fails or is too big is not stored (the merge parses that node itself). Never raises for
-    the evidence: the nodes' own results are stored already. Returns the bytes stored."""
+    fails or is too big is not stored (the merge parses that node itself). `made`: parses
+    made ahead (`Ahead`), by collection id: each stored as made when the node's status, the
+    snapshot and every spelling it was given are still what this map would give it, else made
+    again here (so what is stored is the same either way). Never raises for the evidence: the
+    nodes' own results are stored already. Returns the bytes stored."""
     if not nodes:
         return 0
+    made = made or {}
     snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
     mine = NodeCollection.objects.filter(snapshot_id=snapshot_id, pk__in=[pk for pk, _, _ in nodes])
-    status = {pk: _status(st, why) for pk, st, why in mine.values_list("pk", "status", "reason")}
-    read_back = []
+    rows = mine.values_list("pk", "status", "reason")
+    status = {pk: stored_status(st, why) for pk, st, why in rows}
+    with_now = _made_with(snapshot)
+    read_back: list[tuple[int, str, str, NodeEvidence | None]] = []
     for pk, name, evidence in nodes:
-        node_ev = evidence_from_artifacts(
-            name,
-            ((n[:1024], content, cut) for n, content, cut in artifacts_from_evidence(evidence)),
-            status=status.get(pk, EvidenceStatus()),
-        )
-        read_back.append((pk, node_ev))
-    hosts = snapshot_hosts.of(snapshot, [(ev.node, ev.hostname) for _, ev in read_back])
+        ahead = made.get(pk)
+        state = status.get(pk, EvidenceStatus())
+        if ahead is not None and ahead.status == state and ahead.made_with == with_now:
+            read_back.append((pk, ahead.node, ahead.hostname, None))
+        else:
+            node_ev = _read_back(name, evidence, state)
+            read_back.append((pk, node_ev.node, node_ev.hostname, node_ev))
+    hosts = snapshot_hosts.of(snapshot, [(node, hostname) for _, node, hostname, _ in read_back])
     records, stored = [], 0
-    for pk, node_ev in read_back:
-        try:
-            parse = _map(snapshot, node_ev, hosts)
-            raw = json.dumps(nodemap.to_json(parse), separators=(",", ":")).encode()
-        except Exception:  # a parser's bug must not lose the node: the merge parses it again
-            log.exception("parsing %s's evidence failed", node_ev.node)
-            continue
-        compressed = zlib.compress(raw, 1)
-        if len(compressed) > MAX_COMPRESSED_BYTES or len(raw) > nodemap.MAX_STORED_BYTES:
-            continue
-        stored += len(compressed)
-        version, hostname = nodemap.NODE_PARSE_VERSION, node_ev.hostname[:255]
-        records.append(
-            NodeParseRecord(
-                collection_id=pk,
-                version=version,
-                hostname=hostname,
-                compressed=compressed,
-                size=len(raw),
-            )
-        )
+    for pk, node, _, node_ev in read_back:
+        if node_ev is None:
+            ahead = made[pk]
+            if _answers_hold(ahead.asked_hosts, hosts):
+                record = ahead.record
+            else:  # a spelling it was given has moved since: made again, as without it
+                node_ev = _read_back(node, _evidence_of(nodes, pk), status.get(pk))
+        if node_ev is not None:
+            record = _record(snapshot, pk, node_ev, hosts)[1]
+        if record is not None:
+            stored += len(record.compressed)
+            records.append(record)
     with transaction.atomic():
-        NodeParseRecord.objects.filter(collection_id__in=[pk for pk, _ in read_back]).delete()
+        NodeParseRecord.objects.filter(collection_id__in=[pk for pk, *_ in read_back]).delete()
         NodeParseRecord.objects.bulk_create(records)
     return stored
+
+
+class Ahead:
+    """The map of a batch's nodes made as they finish, before their store (collectors/fanout.py:
+    in the task's own thread, while it waits on the visits still out), so the store that
+    commits the last node only checks and writes. Reads the database (the snapshot once, the
+    spellings as `snapshot_hosts` does: at most once a group) but never writes it."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[int, Snapshot] = {}
+        self._hosts: dict[int, snapshot_hosts.SnapshotHosts] = {}
+
+    def make(
+        self, *, snapshot_id: int, collection_id: int, node: str, evidence: NodeEvidence,
+        status: EvidenceStatus,
+    ) -> Made | None:  # fmt: skip
+        """The node's parse as `node_parses_store` would make it with `status`; None when
+        even that cannot be made here (the store maps the node itself)."""
+        try:
+            snapshot = self._snapshots.get(snapshot_id)
+            if snapshot is None:
+                snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
+                self._snapshots[snapshot_id] = snapshot
+            node_ev = _read_back(node, evidence, status)
+            hosts = self._hosts.get(snapshot_id)
+            if hosts is None:
+                hosts = self._hosts[snapshot_id] = snapshot_hosts.of(snapshot, [])
+            hosts.learn(node_ev.node, node_ev.hostname)
+            asked, record = _record(snapshot, collection_id, node_ev, hosts)
+        except Exception:  # never the batch's failure: the store maps this node again
+            log.exception("mapping %s ahead of its store failed", node)
+            return None
+        return Made(node_ev.node, node_ev.hostname, status, _made_with(snapshot), asked, record)
+
+    def stored(self) -> None:
+        """A group was stored: the next group's spellings start from the process's again."""
+        self._hosts.clear()
+
+
+def _made_with(snapshot: Snapshot) -> tuple:
+    return (snapshot.collected_at, snapshot.started_at, snapshot.scheduler)
+
+
+def _answers_hold(asked: dict[str, str] | None, hosts) -> bool:
+    # As `nodemap.still_holds` reads them: a spelling it was not given was answered "".
+    return asked is not None and all(hosts.get(h, "") == n for h, n in asked.items())
+
+
+def _evidence_of(nodes: list[tuple[int, str, NodeEvidence]], pk: int) -> NodeEvidence:
+    return next(evidence for i, _, evidence in nodes if i == pk)
+
+
+def _read_back(name: str, evidence: NodeEvidence, status: EvidenceStatus | None) -> NodeEvidence:
+    """The node's evidence as the analysis reads it back from its stored artifacts."""
+    return evidence_from_artifacts(
+        name,
+        ((n[:1024], content, cut) for n, content, cut in artifacts_from_evidence(evidence)),
+        status=status or EvidenceStatus(),
+    )
+
+
+def _record(
+    snapshot: Snapshot, pk: int, node_ev: NodeEvidence, hosts
+) -> tuple[dict[str, str] | None, NodeParseRecord | None]:
+    """The spellings the node's map asked for and its record (None: failed or too big)."""
+    try:
+        parse = _map(snapshot, node_ev, hosts)
+        raw = json.dumps(nodemap.to_json(parse), separators=(",", ":")).encode()
+    except Exception:  # a parser's bug must not lose the node: the merge parses it again
+        log.exception("parsing %s's evidence failed", node_ev.node)
+        return None, None
+    compressed = zlib.compress(raw, 1)
+    if len(compressed) > MAX_COMPRESSED_BYTES or len(raw) > nodemap.MAX_STORED_BYTES:
+        return parse.asked_hosts, None
+    record = NodeParseRecord(
+        collection_id=pk,
+        version=nodemap.NODE_PARSE_VERSION,
+        hostname=node_ev.hostname[:255],
+        compressed=compressed,
+        size=len(raw),
+    )
+    return parse.asked_hosts, record
 
 
 def _head(snapshot: Snapshot) -> SnapshotEvidence:
@@ -202,7 +300,7 @@ def _read_all(rows, out: set[str], parses: list, nodes: list, keep_going=None) -
     for index, (pk, name, status, reason, version, compressed) in enumerate(rows):
         if keep_going is not None and index % KEEP_GOING_EVERY == 0 and not keep_going():
             raise Dropped
-        evidence_status = _status(status, reason)
+        evidence_status = stored_status(status, reason)
         nodes.append((pk, name, evidence_status))
         parse = None
         if name not in out and version == nodemap.NODE_PARSE_VERSION and compressed is not None:
@@ -216,7 +314,7 @@ def still_out_note() -> str:
     return "still out: the snapshot's verdict is provisional until this node is in"
 
 
-def _status(status: str, reason: str) -> EvidenceStatus:
+def stored_status(status: str, reason: str) -> EvidenceStatus:
     # As NodeCollection.evidence_status says it, from the row's two columns.
     if status == NodeStatus.OK:
         return EvidenceStatus(True, reason)

@@ -70,6 +70,11 @@ class SnapshotHosts(Mapping):
     def __init__(self, key: Key, spellings: Spellings, batch: list[tuple[str, str]]) -> None:
         self.key, self.spellings, self.batch, self.reread = key, spellings, batch, False
 
+    def learn(self, node: str, hostname: str) -> None:
+        """One more node of the batch, about to be stored (its map comes next)."""
+        self.batch.append((node, hostname))
+        self.spellings.learn(node, hostname)
+
     def _again(self) -> None:
         self.spellings = _KEPT[self.key] = _read(self.key[0])
         for node, hostname in self.batch:  # about to be stored, not committed yet
