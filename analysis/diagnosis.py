@@ -36,6 +36,7 @@ from analysis.records import (
     iso,
     read_when,
     records,
+    rows_json,
 )
 from analysis.rules import decide
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
@@ -142,7 +143,7 @@ class Diagnosis:
             "max_step": self.max_step,
             "progress": self.progress.to_json(),
             "evidence": [e.to_json() for e in self.evidence],
-            "per_rank": [row.to_json() for row in self.per_rank],
+            "per_rank": rows_json(self.per_rank),
             "stack_groups": [g.to_json() for g in self.stack_groups],
             "env_diffs": [d.to_json() for d in self.env_diffs],
             "nccl_config_diffs": [d.to_json() for d in self.nccl_config_diffs],
