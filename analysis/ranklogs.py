@@ -39,6 +39,10 @@ def apply_log(
     What a log does not hold is not walked: most of a big job's logs hold steps alone."""
     if log.local_to_global or log.host_ranks or log.exits:
         _learn_local_ranks(node, log, local_to_global, facts)
+    if not (log.steps or log.signals or log.exits or log.watchdog or _has_sources(log)):
+        if steps:  # most logs of a big job: their step summaries, nothing to resolve
+            apply_step_summaries(node, steps, parsed.ranks)
+        return
 
     def resolve(rank: int | None, local: int | None) -> int | None:
         if rank is not None:

@@ -235,13 +235,13 @@ def _join_rank_processes(
     started: dict[float, datetime] = {}  # a node's ranks mostly started together: one sum each
     for process in node_parse.processes:
         pid, rank = process.pid, process.rank
-        if rank in ranks and ranks[rank].process_seen:
-            problem(node, f"environ {pid}", f"RANK={rank} also held by pid {ranks[rank].pid}")
-            continue
-        row = by_pid.get(pid)
         state = ranks.get(rank)
         if state is None:
             state = ranks[rank] = RankState(rank, node)
+        elif state.process_seen:
+            problem(node, f"environ {pid}", f"RANK={rank} also held by pid {state.pid}")
+            continue
+        row = by_pid.get(pid)
         state.node = node
         state.pid = pid
         state.ppid = row.ppid if row else None
