@@ -176,12 +176,16 @@ def summarize_steps(logs: list[LogFacts]) -> list[list[StepSummary]] | None:
     return out
 
 
-def fresh_for_steps(ranks: dict[int, RankState], summaries) -> bool:
-    """Do the summaries hold: has no earlier node's step line moved any of their ranks?"""
-    for summary in summaries:
-        state = ranks.get(summary.rank)
-        if state is not None and (state.last_step is not None or state.last_step_at is not None):
-            return False
+def fresh_for_steps(ranks: dict[int, RankState], logs) -> bool:
+    """Do the logs' step summaries hold: has no earlier node's step line moved any of their
+    ranks?"""
+    for entry in logs:
+        for summary in entry.steps:
+            state = ranks.get(summary.rank)
+            if state is not None and (
+                state.last_step is not None or state.last_step_at is not None
+            ):
+                return False
     return True
 
 
@@ -346,6 +350,8 @@ def apply_signal_progress(parsed: ParsedSnapshot) -> None:
     """Progress the line reader found in any form (tqdm, trainer dicts, `step: 800`, ...)
     moves a rank as the lab's step lines do: its last step and when, its pace between lines."""
     for rank, found in parsed.signals.by_rank.items():
+        if not found.progress:
+            continue  # most ranks of a big job: only their step lines moved them
         timed = sorted(
             {(s.at, s.step) for s in found.progress if s.at is not None and s.step is not None}
         )

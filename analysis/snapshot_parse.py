@@ -152,7 +152,7 @@ def merge_parses(
         facts, rank_pids = _merge_processes(node_parse, parsed, world_sizes, problem)
         if not still_holds(node_parse, hosts, rank_pids):
             node_parse = reparse(index, rank_pids)
-        if not fresh_for_steps(parsed.ranks, (s for e in node_parse.logs for s in e.steps)):
+        if not fresh_for_steps(parsed.ranks, node_parse.logs):
             node_parse = reparse(index, rank_pids, False)
         dumps = node_parse.dumps if flight_recorder else []
         _merge_node(node_parse, dumps, facts, parsed, world_sizes, problem, hosts, single_node)
@@ -245,12 +245,12 @@ def _join_rank_processes(
         state.node = node
         state.pid = pid
         state.ppid = row.ppid if row else None
-        state.state = row.state if row else ""
+        state.state = ps_state = row.state if row else ""
         state.local_rank = process.local_rank
         state.world_size = process.world_size
         state.local_world_size = process.local_world_size
         # A zombie is a rank that has exited; its environ is still readable.
-        state.process_seen = row is None or row.state != "Z"
+        state.process_seen = row is None or ps_state != "Z"
         if row is not None and row.elapsed_s is not None and node_parse.collected_at is not None:
             at = started.get(row.elapsed_s)
             if at is None:
@@ -343,7 +343,8 @@ def _merge_logs(
         apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)
         if not parsed.step_lines and (log.steps or entry.steps):
             parsed.step_lines = True
-        launched.update(log.pid_ranks)
+        if log.pid_ranks:
+            launched.update(log.pid_ranks)
         if entry.start:
             parsed.log_starts.append(entry.start)
     return launched
