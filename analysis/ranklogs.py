@@ -36,13 +36,10 @@ def apply_log(
     steps: list[StepSummary] = (),
 ) -> None:
     """`steps`: the log's step lines as the map summarized them (its `log.steps` then empty).
-    What a log does not hold is not walked: most of a big job's logs hold steps alone."""
+    What a log does not hold is not walked; a log with nothing else than its summaries
+    (`holds_more_than_steps`) needs only `apply_step_summaries`."""
     if log.local_to_global or log.host_ranks or log.exits:
         _learn_local_ranks(node, log, local_to_global, facts)
-    if not (log.steps or log.signals or log.exits or log.watchdog or _has_sources(log)):
-        if steps:  # most logs of a big job: their step summaries, nothing to resolve
-            apply_step_summaries(node, steps, parsed.ranks)
-        return
 
     def resolve(rank: int | None, local: int | None) -> int | None:
         if rank is not None:
@@ -73,6 +70,20 @@ def _apply_exits(node, log: LogFacts, resolve, facts: ParsedNode, parsed) -> Non
         parsed.watchdog.append((node, rank, fact))
         if rank is not None:
             parsed.mentioned.add(rank)
+
+
+def holds_more_than_steps(log: LogFacts) -> bool:
+    """Does the log hold anything `apply_log` reads beyond the map's step summaries? Most
+    logs of a big job do not."""
+    return bool(
+        log.local_to_global
+        or log.host_ranks
+        or log.exits
+        or log.steps
+        or log.signals
+        or log.watchdog
+        or _has_sources(log)
+    )
 
 
 def _has_sources(log: LogFacts) -> bool:

@@ -24,7 +24,9 @@ from analysis.parsers.ps import PsRow
 from analysis.ranklogs import (
     apply_log,
     apply_signal_progress,
+    apply_step_summaries,
     fresh_for_steps,
+    holds_more_than_steps,
     line_rank,
     place_comm_inits,
 )
@@ -323,11 +325,7 @@ def _merge_logs(
 ) -> dict[int, int]:
     """The node's logs on the snapshot's ranks; pid -> rank, as its launchers' lines say."""
     node = node_parse.node
-    local_to_global = {
-        parsed.ranks[rank].local_rank: rank
-        for rank in facts.rank_pids.values()
-        if parsed.ranks[rank].local_rank is not None
-    }
+    local_to_global = None  # made for the first log that needs it: most logs do not
     launched: dict[int, int] = {}
     for entry in node_parse.logs:
         log = entry.facts
@@ -340,7 +338,12 @@ def _merge_logs(
             problem(node, log.path, text)
         if log.world_size:
             world_sizes.append(log.world_size)
-        apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)
+        if holds_more_than_steps(log):
+            if local_to_global is None:
+                local_to_global = _local_to_global(facts, parsed.ranks)
+            apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)
+        elif entry.steps:
+            apply_step_summaries(node, entry.steps, parsed.ranks)
         if not parsed.step_lines and (log.steps or entry.steps):
             parsed.step_lines = True
         if log.pid_ranks:
@@ -348,6 +351,15 @@ def _merge_logs(
         if entry.start:
             parsed.log_starts.append(entry.start)
     return launched
+
+
+def _local_to_global(facts: ParsedNode, ranks: dict[int, RankState]) -> dict[int, int]:
+    """The node's LOCAL_RANK -> RANK, as its rank processes' environments say."""
+    return {
+        ranks[rank].local_rank: rank
+        for rank in facts.rank_pids.values()
+        if ranks[rank].local_rank is not None
+    }
 
 
 def _bounded_world(parsed: ParsedSnapshot, claimed: int | None) -> int | None:
