@@ -384,6 +384,8 @@ def _oom_by_pid(snap: ParsedSnapshot, started: datetime | None) -> dict[int, tup
 
 def _peer_blames(snap: ParsedSnapshot, addresses: dict[str, str]) -> list[PeerBlame]:
     """Map each peer a line names (rank, host or address) to the ranks that live there."""
+    if not snap.peer_errors:
+        return []  # most snapshots: no walk of the ranks for nothing to place
     ranks_of_node: dict[str, set[int]] = defaultdict(set)
     for rank, state in snap.ranks.items():
         ranks_of_node[state.node].add(rank)
