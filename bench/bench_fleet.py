@@ -4,12 +4,14 @@ For each farm size N (8 ranks a node) and each count W of ssh worker processes: 
 virtual SSH nodes with a planted fault, its cluster imported, then `snapshot_start()` (the
 click) -> W prefork processes of the ssh worker visit the nodes (HANGDESK_SSH_FANOUT each
 at once) over Redis, store their evidence in PostgreSQL, the analysis worker (2 processes,
-as deployed) stores the verdict. Measured: click to first verdict (a provisional one, if
-the console shows one before the last node: `Snapshot.provisional`, judged too) and to the
-final one; whether the verdict is the planted fault; the ssh worker's CPU per node (its
-processes' user + system time, as the kernel counts it); the analysis worker's CPU; the
-farm's own CPU apart; database rows and bytes per node; the incident page's server time
-and HTML size; the load average beside each (the machine is shared).
+as deployed) stores the verdict, the early worker (2) the first one. Measured: click to
+first verdict (a provisional one, if the console shows one before the last node:
+`Snapshot.provisional`, judged too) and to the final one; whether the verdict is the planted
+fault; the ssh worker's CPU per node (its processes' user + system time, as the kernel
+counts it); the analysis and early workers' CPU (the early's apart in the JSON); the tail
+after the last node (`tail`: each analysis task's receipt, start and end from the workers'
+logs); the farm's own CPU apart; database rows and bytes per node; the incident page's
+server time and HTML size; the load average beside each (the machine is shared).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \\
         .venv/bin/python bench/bench_fleet.py --redis-url redis://127.0.0.1:6379/13 \\
@@ -27,11 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,15 +160,17 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     from incidents.services import incident_open
 
     ssh = _start_worker("ssh", workers)
-    # Two processes, as docker-compose deploys it: the final verdict does not queue behind a
-    # provisional one still being made.
+    # As docker-compose deploys them: the final verdicts on two processes, the first verdict
+    # and the GPU read from the click on two others (the final never queues behind them).
     analysis = _start_worker("analysis", 2)
+    early = _start_worker("early", 2)
     try:
         incident = incident_open(
             opened_by=None, title=f"fleet {cluster.name}", cluster=cluster, severity="SEV2"
         )
         load_before = os.getloadavg()[0]
         ssh_cpu, analysis_cpu, farm_cpu = _tree_cpu(ssh), _tree_cpu(analysis), running.cpu_s()
+        early_cpu = _tree_cpu(early)
         started = time.perf_counter()
         snapshot, _ = snapshot_start(incident=incident, source="bench")
         first = final = collected = first_shown = None
@@ -191,11 +197,13 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
             time.sleep(0.1)
         ssh_cpu = _tree_cpu(ssh) - ssh_cpu
         analysis_cpu = _tree_cpu(analysis) - analysis_cpu
+        early_cpu = _tree_cpu(early) - early_cpu
         farm_cpu = running.cpu_s() - farm_cpu
         load_after = os.getloadavg()[0]
     finally:
         _stop(ssh)
         _stop(analysis)
+        _stop(early)
     snapshot.refresh_from_db()
     nodes = len(running.info["nodes"])
     failed = NodeCollection.objects.filter(snapshot=snapshot, status=NodeStatus.FAILED).count()
@@ -203,6 +211,7 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     first_right, first_verdict = _judge_provisional(first_shown, running.info["expected"])
     rows, stored = _storage(snapshot)
     page_s, html = _page(incident)
+    tail = _tail(snapshot, [_log_path(name) for name in ("ssh", "analysis", "early")])
     return {
         "nodes": nodes, "workers": workers, "fault": running.info["expected"]["fault"],
         "collected_s": _round(collected), "first_s": _round(first or final),
@@ -211,11 +220,13 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
         "first_verdict": first_verdict,
         "verdict": verdict, "failed": failed, "status": snapshot.status,
         "worker_ms_per_node": round(1000 * ssh_cpu / nodes, 2),
-        "analysis_cpu_s": round(analysis_cpu, 2),
+        "analysis_cpu_s": round(analysis_cpu + early_cpu, 2),
+        "early_cpu_s": round(early_cpu, 2),
         "farm_ms_per_node": round(1000 * farm_cpu / nodes, 2),
         "rows_per_node": round(rows / nodes, 2), "kb_per_node": round(stored / nodes / 1000, 2),
         "page_s": round(page_s, 3), "html_kib": round(html / 1024, 1),
         "load": [round(load_before, 1), round(load_after, 1)],
+        "tail": tail,
     }  # fmt: skip
 
 
@@ -311,10 +322,58 @@ def _page(incident) -> tuple[float, int]:
     return statistics.median(times), size
 
 
+_LOG_LINE = re.compile(
+    r"^\[(?P<at>[\d-]+ [\d:,]+): INFO/(?P<process>[\w-]+)\] Task collectors\.tasks\."
+    r"(?P<task>\w+)\[(?P<id>[\w-]+)\] (?P<what>received|succeeded in (?P<run_s>[\d.e-]+)s)"
+)
+
+
+def _tail(snapshot, logs: list[Path]) -> dict:
+    """After the last node: when the batch that stored it ended, when the final analysis was
+    received, started and done, and what the analysis workers ran meanwhile (each task's
+    start is its end less its run time, as Celery logs them), all in seconds from the last
+    node's row's finished_at (stamped in its store's transaction, before its commit)."""
+    from collectors.models import NodeCollection
+
+    last = max(NodeCollection.objects.filter(snapshot=snapshot).values_list(
+        "finished_at", flat=True))  # fmt: skip
+    tasks: dict[str, dict] = {}
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else ():
+            match = _LOG_LINE.match(line)
+            if not match:
+                continue
+            at = datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S,%f").astimezone()
+            seen = tasks.setdefault(match["id"], {"task": match["task"], "log": log.stem})
+            if match["run_s"] is None:
+                seen["received"] = round((at - last).total_seconds(), 2)
+            else:
+                seen["end"] = round((at - last).total_seconds(), 2)
+                seen["start"] = round(seen["end"] - float(match["run_s"]), 2)
+                seen["process"] = match["process"]
+    ran = sorted(tasks.values(), key=lambda t: t.get("start", t.get("received", 0)))
+    final = [t for t in ran if t["task"] == "analyse_snapshot"]
+    # The batch that stored the last node: its end is when it queued the analysis.
+    batches = [t for t in ran if t["task"] == "collect_nodes" and "end" in t]
+    return {
+        "last_batch": max(batches, key=lambda t: t["end"]) if batches else None,
+        "last_node_at": last.isoformat(),
+        "verdict_s": round((snapshot.finished_at - last).total_seconds(), 2)
+        if snapshot.finished_at
+        else None,
+        "final": final[-1] if final else None,
+        "tasks": [t for t in ran if t["task"] != "collect_nodes"],
+    }
+
+
+def _log_path(name: str) -> Path:
+    return Path(os.environ["HANGDESK_VAR_DIR"]) / f"worker-{name}.log"
+
+
 def _start_worker(name: str, concurrency: int) -> subprocess.Popen:
     from console.celery import worker_command
 
-    log_path = Path(os.environ["HANGDESK_VAR_DIR"]) / f"worker-{name}.log"
+    log_path = _log_path(name)
     log_path.unlink(missing_ok=True)
     with open(log_path, "wb") as log:
         worker = subprocess.Popen(

@@ -9,6 +9,6 @@ urlpatterns = [
     path("<slug:name>/", views.cluster_detail, name="detail"),
     path("<slug:name>/edit/", views.cluster_edit, name="edit"),
     path("<slug:name>/nodes/", views.node_add, name="node_add"),
-    path("<slug:name>/node-list/", views.node_list, name="node_list"),
+    path("<slug:name>/node-states/", views.node_states, name="node_states"),
     path("<slug:name>/nodes/<int:node_pk>/delete/", views.node_delete, name="node_delete"),
 ]

@@ -40,10 +40,10 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "clusters/detail.html", page.context())
 
 
-def node_list(request: HttpRequest, name: str) -> HttpResponse:
-    """The node list alone, with each node's connection check (htmx, while one runs)."""
+def node_states(request: HttpRequest, name: str) -> HttpResponse:
+    """Each node's connection state, for the node list's poll while a check runs (htmx)."""
     page = selectors.cluster_page(_cluster(name))
-    return render(request, "clusters/_nodes.html", page.context())
+    return render(request, "clusters/_node_states.html", page.context())
 
 
 def _cluster(name: str) -> Cluster:

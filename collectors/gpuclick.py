@@ -1,9 +1,10 @@
 """GPU metrics read from the click, beside the node visits, not after the last node.
 
 The query's window is the hour before the snapshot, fixed by the click, so a snapshot of a
-cluster that names a Prometheus reads it at once (tasks.read_gpu_metrics, on the analysis
-queue: the ssh worker serves "ssh" and "default", so either would take a node's slot) by the
-nodes' names, while the nodes are visited. `Snapshot.gpu_metrics` says where it is:
+cluster that names a Prometheus reads it at once (tasks.read_gpu_metrics, on the early
+queue: the ssh worker serves "ssh" and "default", so either would take a node's slot, and on
+"analysis" a slow Prometheus would hold a process the final verdict needs) by the nodes'
+names, while the nodes are visited. `Snapshot.gpu_metrics` says where it is:
 
     reading -> read      the fetch landed (the series stored, or its failure said)
     reading -> missed    the last node was in and the analysis waited WAIT_S for it: the

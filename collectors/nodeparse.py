@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -127,15 +127,29 @@ class MergeInput:
     parsed_here: int  # nodes parsed by the merge itself (no usable record)
 
 
+class Dropped(Exception):
+    """The caller's `keep_going` said no: nothing more is read."""
+
+
+# A slice of the stored parses read back between two asks of `keep_going` (~0.1 s of CPU).
+KEEP_GOING_EVERY = 256
+
+
 def snapshot_parses(
-    snapshot: Snapshot, *, still_out: Iterable[str] = (), compared: bool = False
+    snapshot: Snapshot,
+    *,
+    still_out: Iterable[str] = (),
+    compared: bool = False,
+    keep_going: Callable[[], bool] | None = None,
 ) -> MergeInput:
     """Every node's parse, in node order, for `analysis.diagnose_parses`: its stored one,
     else parsed here from its artifacts. `still_out`: nodes a provisional verdict is made
     without, each as a node that gave nothing yet. `compared`: an earlier snapshot's, as a
     later one is compared with it (`parse_snapshot(evidence, flight_recorder=False)`): a node
     parsed here reads no dumps and no scheduler lines (the merge, told so, drops the stored
-    parses' dumps, and parses again a node whose parse read the scheduler's lines)."""
+    parses' dumps, and parses again a node whose parse read the scheduler's lines).
+    `keep_going`: asked between slices of the read back; False raises Dropped (a first
+    verdict whose last node came in meanwhile)."""
     out = set(still_out)
     rows = list(
         NodeCollection.objects.filter(snapshot_id=snapshot.pk)
@@ -148,7 +162,7 @@ def snapshot_parses(
     parses: list[NodeParse | None] = []
     nodes: list[tuple[int, str, EvidenceStatus]] = []
     with no_cyclic_gc():  # hundreds of thousands of small records, none of them cyclic
-        _read_all(rows, out, parses, nodes)
+        _read_all(rows, out, parses, nodes, keep_going)
     stored = sum(p is not None for p in parses)
     # Their GPUs' DCGM hour, stored after their parses were (a node parsed here reads it).
     gpumetrics.series_onto({nodes[i][0]: p for i, p in enumerate(parses) if p is not None})
@@ -184,8 +198,10 @@ def snapshot_parses(
     return MergeInput(_head(snapshot), parses, reparse, stored, len(parses) - stored)
 
 
-def _read_all(rows, out: set[str], parses: list, nodes: list) -> None:
-    for pk, name, status, reason, version, compressed in rows:
+def _read_all(rows, out: set[str], parses: list, nodes: list, keep_going=None) -> None:
+    for index, (pk, name, status, reason, version, compressed) in enumerate(rows):
+        if keep_going is not None and index % KEEP_GOING_EVERY == 0 and not keep_going():
+            raise Dropped
         evidence_status = _status(status, reason)
         nodes.append((pk, name, evidence_status))
         parse = None

@@ -136,6 +136,14 @@ def masked_verdict(diagnosis: Diagnosis) -> dict:
     return mask_json({key: list(v) if isinstance(v, tuple) else v for key, v in head.items()})
 
 
+def _still_collecting(snapshot_id: int) -> bool:
+    """Is a first verdict still worth its CPU? Once the last node is in, the final verdict is
+    being made (on the analysis worker's processes): a first one is dropped at its next step
+    (between the previous snapshot's read, each slice of the parses read back, and the merge)
+    instead of taking the machine's CPU from the final one to be thrown away."""
+    return Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).exists()
+
+
 def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     """Diagnose what is in and store it as the snapshot's provisional verdict (while it is
     still collecting: a final verdict is never overwritten); what was stored, or None."""
@@ -148,12 +156,18 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
         return None
     try:
         previous = services.compared_snapshot(snapshot)
-        merge = nodeparse.snapshot_parses(snapshot, still_out=out)
-        if not Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).exists():
-            return None  # the last node came in meanwhile: the final verdict is being made
+        if not _still_collecting(snapshot_id):
+            return None
+        merge = nodeparse.snapshot_parses(
+            snapshot, still_out=out, keep_going=lambda: _still_collecting(snapshot_id)
+        )
+        if not _still_collecting(snapshot_id):
+            return None
         diagnosis = analysis.diagnose_parses(
             merge.head, merge.parses, merge.reparse, previous=previous
         )
+    except nodeparse.Dropped:
+        return None
     except Exception:  # a first verdict is a bonus: the final one still comes
         log.exception("provisional analysis of snapshot %s failed", snapshot_id)
         return None

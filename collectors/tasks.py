@@ -4,8 +4,10 @@ Services do one step each and say what happened (outcomes.py); this module alone
 runs next — the node visits in batches after a snapshot is created (each batch visits its
 nodes at once, collectors/fanout.py) and the GPU metrics' read beside them
 (collectors/gpuclick.py), the analysis after the last node or after a bundle is stored.
-Queues (settings.CELERY_TASK_ROUTES): node visits on "ssh", the analysis and the GPU
-metrics on "analysis", the sweep on "default". Limits: hangdesk/budget.py.
+Queues (settings.CELERY_TASK_ROUTES): node visits on "ssh", the final verdicts on
+"analysis", the first verdict and the GPU metrics read from the click on "early" (processes
+of their own: the final verdict never queues behind them), the sweep on "default".
+Limits: hangdesk/budget.py.
 """
 
 from __future__ import annotations

@@ -251,19 +251,25 @@ CELERY_TASK_ROUTES = {
     # The watch's SSH work: one period's node reads, a preflight's visits.
     "watch.tasks.watch_cluster": {"queue": "ssh"},
     "watch.tasks.preflight_cluster": {"queue": "ssh"},
+    # The final verdicts: a snapshot's, and one made again once its GPU metrics landed.
     "collectors.tasks.analyse_snapshot": {"queue": "analysis"},
-    "collectors.tasks.analyse_provisional": {"queue": "analysis"},
-    "collectors.tasks.analyse_provisional_at_deadline": {"queue": "analysis"},
-    # Not "default": the ssh worker serves it, and a node visit would wait for a slot.
-    "collectors.tasks.read_gpu_metrics": {"queue": "analysis"},
     "collectors.tasks.analyse_with_gpu_metrics": {"queue": "analysis"},
+    # What is done before the last node (the first verdict, its deadline's check, the GPU
+    # metrics read from the click): on processes of its own, so the final verdict never
+    # queues behind a first one about to be dropped or a Prometheus read; not "default"
+    # either (the ssh worker serves it: a node visit would wait for a slot).
+    "collectors.tasks.analyse_provisional": {"queue": "early"},
+    "collectors.tasks.analyse_provisional_at_deadline": {"queue": "early"},
+    "collectors.tasks.read_gpu_metrics": {"queue": "early"},
 }
 # The workers `make run` starts (and the worker tests start the same way): every queue has
 # one, and an analysis only ever occupies the analysis worker's processes, so a large one
-# never holds up a snapshot's node visits.
+# never holds up a snapshot's node visits; the early worker's two processes let a first
+# verdict and a GPU read run at once.
 HANGDESK_WORKERS = {
     "ssh": {"queues": ["ssh", "default"], "concurrency": 4},
     "analysis": {"queues": ["analysis"], "concurrency": 2},
+    "early": {"queues": ["early"], "concurrency": 2},
 }
 # Nodes one ssh worker process visits at once (threads inside its node task, each visit its
 # own SSH connection); a snapshot's nodes go out in batches of this many.

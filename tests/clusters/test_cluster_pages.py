@@ -67,7 +67,7 @@ def test_a_clusters_page_is_one_query_whatever_its_nodes(cluster):
 
 def test_the_rendered_pages_do_not_query_per_node(as_user, alice, cluster):
     client = as_user(alice)
-    urls = [cluster.get_absolute_url(), f"/clusters/{cluster.name}/node-list/", "/clusters/"]
+    urls = [cluster.get_absolute_url(), f"/clusters/{cluster.name}/node-states/", "/clusters/"]
     client.get(urls[0])  # the session's and the caches' first reads
     before = [_queries(lambda u=u: client.get(u)) for u in urls]
     _add_nodes(cluster, 20)

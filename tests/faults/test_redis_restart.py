@@ -35,6 +35,7 @@ def test_redis_restarted_mid_snapshot(tmp_path, bob, client, sshd, ranks):
     try:
         workers.append(procs.start_worker(tmp_path, "ssh", ["ssh", "default"], env, 2))
         workers.append(procs.start_worker(tmp_path, "analysis", ["analysis"], env, 1))
+        workers.append(procs.start_worker(tmp_path, "early", ["early"], env, 1))
         cluster = _slow_cluster(sshd, ranks, tmp_path, "redis-drill")
         incident = incident_open(opened_by=bob, title="t", cluster=cluster)
         with procs.app_broker(redis.url):

@@ -90,13 +90,14 @@ def test_an_added_or_changed_node_is_checked_in_the_background_and_listed_with_i
     assert queued == [good.pk, wrong.pk]
     page = as_user(alice).get(f"/clusters/{cluster.name}/").content.decode()
     for name in ("good", "wrong"):
-        assert re.search(rf"<td>{name}</td>\s*<td class=\"node-check checking\"", page), name
+        row = rf"<td>{name}</td>\s*<td id=\"node-state-\d+\" class=\"node-check checking\""
+        assert re.search(row, page), name
     assert 'hx-trigger="every 2s"' in page
 
     for pk in queued:  # what the worker does
         tasks.node_check_record(pk)
     Node.objects.exclude(pk__in=queued).delete()  # the fixture's own nodes, never checked here
-    page = as_user(alice).get(f"/clusters/{cluster.name}/node-list/").content.decode()
+    page = as_user(alice).get(f"/clusters/{cluster.name}/node-states/").content.decode()
     assert "<strong>connects</strong>" in page
     assert "<strong>fails</strong>" in page and "host key mismatch" in page
     assert "every 2s" not in page  # nothing runs: the list stops asking

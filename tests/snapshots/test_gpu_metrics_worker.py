@@ -1,5 +1,5 @@
 """GPU metrics read from the click through the real workers: the click queues the read on the
-analysis queue beside the node visit, and the verdict after the last node uses it when it is
+early queue beside the node visit, and the verdict after the last node uses it when it is
 in (a node refusing its connection: its visit fails after its retry, its series dropped); the
 analysis task finding the read still out waits a bounded time, goes without it, and the read
 landing after makes the verdict again. The Prometheus is bench/prometheus_stub.py on loopback."""

@@ -1,6 +1,7 @@
-"""Queues by workload: node visits ("ssh"), analysis ("analysis") and housekeeping ("default")
-each have a consumer, and analyses that hold every analysis process do not delay a snapshot's
-node visits."""
+"""Queues by workload: node visits ("ssh"), the final verdicts ("analysis"), the work before the
+last node ("early": first verdicts, the GPU metrics read from the click) and housekeeping
+("default") each have a consumer; analyses that hold every analysis process do not delay a
+snapshot's node visits, and GPU reads that hold every early process do not delay a verdict."""
 
 from __future__ import annotations
 
@@ -9,16 +10,18 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from bench.bench_analysis import build_snapshot
 from clusters.services import cluster_create, node_create
-from collectors import services
+from collectors import gpuclick, services
 from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.starts import snapshot_start
-from collectors.tasks import analyse_snapshot
+from collectors.tasks import analyse_snapshot, read_gpu_metrics
 from console.celery import app
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot
 from tests.conftest import HOST_KEY
 from tests.helpers import free_port, wait_for
+from tests.security.servers import LineServer
 
 
 def _queue_of(task: str) -> str:
@@ -28,6 +31,10 @@ def _queue_of(task: str) -> str:
 def test_each_workload_has_its_queue_and_every_queue_a_worker():
     assert _queue_of("collectors.tasks.collect_nodes") == "ssh"
     assert _queue_of("collectors.tasks.analyse_snapshot") == "analysis"
+    assert _queue_of("collectors.tasks.analyse_with_gpu_metrics") == "analysis"
+    for before_the_last_node in ("analyse_provisional", "analyse_provisional_at_deadline",
+                                 "read_gpu_metrics"):  # fmt: skip
+        assert _queue_of(f"collectors.tasks.{before_the_last_node}") == "early"
     assert _queue_of("collectors.tasks.fail_stale_collections") == "default"
     assert _queue_of("core.tasks.record_worker_heartbeat") == "default"
     # The watch's SSH work beside the snapshots' visits; its bookkeeping with beat's.
@@ -36,9 +43,10 @@ def test_each_workload_has_its_queue_and_every_queue_a_worker():
     assert _queue_of("watch.tasks.watch_dispatch") == "default"
     assert _queue_of("watch.tasks.watch_notify") == "default"
     consumed = [q for worker in settings.HANGDESK_WORKERS.values() for q in worker["queues"]]
-    assert sorted(consumed) == ["analysis", "default", "ssh"]  # each once, none forgotten
+    assert sorted(consumed) == ["analysis", "default", "early", "ssh"]  # each once
     for worker in settings.HANGDESK_WORKERS.values():
         assert not {"ssh", "analysis"} <= set(worker["queues"])
+        assert not {"early", "analysis"} <= set(worker["queues"])
 
 
 def _lock_waiters() -> int:
@@ -120,3 +128,41 @@ def test_busy_analyses_do_not_delay_a_snapshots_node_visits(celery_worker_proces
         timeout=120,
         what="every analysis to finish once released",
     )
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_gpu_reads_holding_every_early_process_do_not_delay_a_verdict(celery_worker_process, bob):
+    # A Prometheus that takes each query and never answers: each read waits out its timeout
+    # (GPU_METRICS_TIMEOUT_S, 10 s a query), holding its process all that time.
+    with LineServer(b"") as silent:
+        held = []
+        for index in range(2):  # the early worker's two processes
+            cluster = cluster_create(name=f"gpu-hung-{index}")
+            incident = incident_open(opened_by=bob, title=f"gpu {index}", cluster=cluster)
+            snapshot = services.snapshot_store_bundle(
+                incident=incident, evidence=build_snapshot(8, 1, stuck_rank=3)
+            )
+            cluster.prometheus_url = f"http://127.0.0.1:{silent.port}"
+            cluster.save(update_fields=["prometheus_url"])
+            Snapshot.objects.filter(pk=snapshot.pk).update(gpu_metrics=gpuclick.READING)
+            read_gpu_metrics.delay(snapshot.pk)
+            held.append(snapshot.pk)
+        wait_for(lambda: silent.accepted >= 2, timeout=60, what="both GPU reads held")
+
+        incident = incident_open(opened_by=bob, title="hung", cluster=cluster_create(name="big"))
+        target = services.snapshot_store_bundle(
+            incident=incident, evidence=load_snapshot("mismatch")
+        )
+        analyse_snapshot.delay(target.pk)
+        done = wait_for(
+            lambda: Snapshot.objects.filter(pk=target.pk, status=SnapshotStatus.DONE).first(),
+            timeout=60,
+            what="the verdict while both GPU reads are held",
+        )
+        # Made while both reads still waited on Prometheus: on the analysis worker's
+        # processes, not behind them.
+        assert set(Snapshot.objects.filter(pk__in=held).values_list("gpu_metrics", flat=True)) == {
+            gpuclick.READING
+        }
+        assert done.diagnosis["classification"]

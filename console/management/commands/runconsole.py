@@ -92,7 +92,8 @@ class Command(BaseCommand):
         commands = {
             "web": [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"],
             # One worker per workload (settings.HANGDESK_WORKERS): SSH visits and housekeeping,
-            # and the analysis apart, so a large analysis never holds up a snapshot.
+            # the final verdicts apart (a large analysis never holds up a snapshot), and the
+            # work before the last node apart from them (the final never waits behind it).
             **{f"worker {name}": worker_command(name) for name in settings.HANGDESK_WORKERS},
             "beat": [
                 python, "-m", "celery", "-A", "console", "beat",
