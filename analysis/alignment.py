@@ -25,6 +25,7 @@ name.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from operator import attrgetter
 
 from analysis import agreement
 from analysis.fr_causes import Entries, break_ties, cause_first, order_cycles
@@ -43,6 +44,10 @@ from analysis.parsers.logs import WatchdogFact
 from analysis.snapshot_parse import MAX_WORLD
 from analysis.stacks import compact_ranks
 from analysis.verdict import ranks_text
+
+# An entry's state, read for every member at each sequence number compared: by C, not a
+# generator a member.
+_COMPLETED, _STARTED = attrgetter("completed"), attrgetter("started")
 
 __all__ = [
     "FlightRecorderReading",
@@ -273,7 +278,7 @@ def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop |
     found = agreement.compare(present, size)
     if found is not None:
         return _disagreeing(group, seq, present, found)
-    done = [r for r, ops in present.items() if all(e.completed for e in ops)]
+    done = [r for r, ops in present.items() if all(map(_COMPLETED, ops))]
     if len(done) == len(present):
         return None
     if done:
@@ -282,7 +287,7 @@ def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop |
         return make_stop(group, seq, "not_completed", present, behind, text)
     if without:
         return _missing(group, seq, present, (), without, waiting)
-    started = [r for r, ops in present.items() if all(e.started for e in ops)]
+    started = [r for r, ops in present.items() if all(map(_STARTED, ops))]
     if started and len(started) < len(present):
         late = tuple(sorted(set(present) - set(started)))
         text = f"{ranks_text(started)} started it; on {ranks_text(late)} it never started"

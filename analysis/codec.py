@@ -198,8 +198,8 @@ def _shareable(hint: Any) -> bool:
         return args[0] in (int, str)
     if origin in (list, tuple):
         return bool(args) and all(a in (int, str, bool, float) for a in args)
-    if origin in (dict, Mapping):
-        return all(a in (int, str) for a in args)
+    if origin in (dict, Mapping):  # and a dump's groups' members: tuples, never changed
+        return all(a in (int, str) or a == tuple[int, ...] for a in args)
     return False
 
 

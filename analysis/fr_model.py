@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
 from analysis.parsers.flight_recorder import FrEntry
 from analysis.stacks import compact_ranks
 from analysis.verdict import ranks_text
+
+_COMPLETED = attrgetter("completed")
 
 # How many stops and groups the diagnosis JSON carries (a 4,096-rank job has thousands of
 # groups; the first stops are the story).
@@ -202,7 +205,7 @@ def make_stop(
     a coalesced group); its victims are the ranks that wait in it, and those blocked
     elsewhere that it keeps from coming."""
     sides = sides or _sides_by_signature(present, op_index)
-    waiting_here = {r for r, ops in present.items() if any(not e.completed for e in ops)}
+    waiting_here = {r for r, ops in present.items() if not all(map(_COMPLETED, ops))}
     created = [e.time_created_ns for ops in present.values() for e in ops if e.time_created_ns]
     op = sides[0].op if sides else "?"
     return GroupStop(

@@ -14,6 +14,12 @@ machine runs.
     .venv/bin/python bench/bench_analysis.py [--ranks 4096] [--nodes 512] [--repeat 5]
     .venv/bin/python bench/bench_analysis.py --profile   # where the CPU goes, by function
     .venv/bin/python bench/bench_analysis.py --map-reduce --ranks 32000 --nodes 4000 --repeat 1
+    .venv/bin/python bench/bench_analysis.py --map-reduce --whole-world   # a real job's groups
+
+--whole-world: the captured dumps come from a 4-rank job, so their `pg_config` lists group 0 as
+ranks 0-3 and the flight recorder's reading compares four ranks at any size. With it, every
+dump lists the whole world as the default group's members, as on a real job (as
+`bench_flight_recorder.py` does): the reading then compares every rank at each sequence number.
 
 --map-reduce (issue 22): the analysis as the fleet runs it. "map" is each node's parse as its
 worker makes it (summed over nodes: spread over the workers, in parallel, as nodes arrive),
@@ -61,9 +67,23 @@ def _captured_rank_files() -> dict[int, dict[str, bytes | str]]:
     return by_rank
 
 
-def build_snapshot(world: int, node_count: int, stuck_rank: int) -> SnapshotEvidence:
+def _whole_world(dump: bytes, world: int) -> bytes:
+    import pickle
+
+    data = pickle.loads(dump)  # noqa: S301 - our own captured file
+    for config in data["pg_config"].values():
+        config["ranks"] = str(list(range(world)))
+    return pickle.dumps(data, protocol=2)  # the protocol torch writes
+
+
+def build_snapshot(
+    world: int, node_count: int, stuck_rank: int, whole_world: bool = False
+) -> SnapshotEvidence:
     captured = _captured_rank_files()
     healthy, stuck = captured[0], captured[3]
+    if whole_world:
+        for files in (healthy, stuck):
+            files["fr"] = _whole_world(files["fr"], world)
     per_node = world // node_count
     ps_header = (SAMPLE / "ps.txt").read_text().splitlines()[0]
     nvidia = (PUBLIC / "nvidia_smi_515.txt").read_text()
@@ -223,8 +243,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="one run under cProfile")
     parser.add_argument("--map-reduce", action="store_true", help="each half of the split")
+    parser.add_argument("--whole-world", action="store_true", help="dumps list every rank")
     args = parser.parse_args()
-    snapshot = build_snapshot(args.ranks, args.nodes, stuck_rank=args.ranks * 3 // 10)
+    stuck = args.ranks * 3 // 10
+    snapshot = build_snapshot(args.ranks, args.nodes, stuck, whole_world=args.whole_world)
     if args.profile:
         _profile(snapshot)
         return

@@ -9,6 +9,9 @@ instrumentation on around `diagnose(snapshot).to_json()` only, and prints the co
     .venv/bin/python bench/callgrind_analysis.py [--ranks 512] [--nodes 64]
     .venv/bin/python bench/callgrind_analysis.py --repo /tmp/base   # another checkout's code
     .venv/bin/python bench/callgrind_analysis.py --map-only         # each node's map_node alone
+    .venv/bin/python bench/callgrind_analysis.py --reduce --ranks 4096 --nodes 512
+        # the reduce alone, as the fleet runs it after the last node: the stored parses
+        # decompressed and read back, then `diagnose_parses(...).to_json()`
 
 Needs valgrind and a C compiler (the two markers that switch instrumentation on and off are
 callgrind's client requests, built once into a temporary shared library). `--repo` measures
@@ -58,7 +61,10 @@ def _child(args: argparse.Namespace) -> None:
     markers = _markers(Path(args.workdir))
     warm = bench_analysis.build_snapshot(8, 2, stuck_rank=3)
     stuck = args.ranks * 3 // 10  # as bench_analysis.py
-    snapshot = bench_analysis.build_snapshot(args.ranks, args.nodes, stuck_rank=stuck)
+    if args.whole_world:
+        snapshot = bench_analysis.build_snapshot(args.ranks, args.nodes, stuck, whole_world=True)
+    else:  # (older trees' build_snapshot has no such argument)
+        snapshot = bench_analysis.build_snapshot(args.ranks, args.nodes, stuck_rank=stuck)
     if args.map_only:
         from analysis import nodemap
         from analysis.signals.place import host_map
@@ -72,6 +78,8 @@ def _child(args: argparse.Namespace) -> None:
             for node in snapshot.nodes:
                 nodemap.map_node(node, hosts=hosts, snapshot_collected_at=snapshot.collected_at)
             gc.enable()
+    elif args.reduce:
+        work = _reduce_work(snapshot, warm)
     else:
         analysis.diagnose(warm).to_json()
 
@@ -82,6 +90,46 @@ def _child(args: argparse.Namespace) -> None:
     markers.hd_start()
     work()
     markers.hd_stop()
+
+
+def _reduce_work(snapshot, warm):
+    """The reduce of `bench_analysis.py --map-reduce`: each tree's own map and store made
+    first (not counted), the decoders and caches warmed on a small snapshot's reduce."""
+    import dataclasses
+    import json
+    import zlib
+
+    import analysis
+    from analysis import nodemap
+    from analysis.diagnosis import no_cyclic_gc
+    from analysis.signals.place import host_map
+
+    def stored_parses(snap):
+        hosts = host_map((n.node, n.hostname) for n in snap.nodes)
+        return [
+            zlib.compress(
+                json.dumps(
+                    nodemap.to_json(
+                        nodemap.map_node(n, hosts=hosts, snapshot_collected_at=snap.collected_at)
+                    )
+                ).encode(),
+                1,
+            )
+            for n in snap.nodes
+        ]
+
+    def reparse(index, rank_pids, step_summaries=True):
+        raise AssertionError("the bench's parses all hold")
+
+    def reduce(snap, stored):
+        head = dataclasses.replace(snap, nodes=[])
+        with no_cyclic_gc():
+            parses = [nodemap.from_json(json.loads(zlib.decompress(b))) for b in stored]
+        return analysis.diagnose_parses(head, parses, reparse).to_json()
+
+    reduce(warm, stored_parses(warm))
+    stored = stored_parses(snapshot)
+    return lambda: reduce(snapshot, stored)
 
 
 def _count(out_file: Path) -> int:
@@ -97,6 +145,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--repo", default=str(HERE), help="the checkout whose analysis to count")
     parser.add_argument("--map-only", action="store_true", help="count map_node of every node")
+    parser.add_argument("--reduce", action="store_true", help="count the reduce alone")
+    parser.add_argument("--whole-world", action="store_true", help="dumps list every rank")
     parser.add_argument("--keep", help="keep callgrind's output file at this path")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -118,7 +168,10 @@ def main() -> None:
             f"--ranks={args.ranks}",
             f"--nodes={args.nodes}",
             f"--repo={args.repo}",
-        ] + (["--map-only"] if args.map_only else [])
+        ]
+        command += ["--map-only"] if args.map_only else []
+        command += ["--reduce"] if args.reduce else []
+        command += ["--whole-world"] if args.whole_world else []
         environment = dict(os.environ, PYTHONHASHSEED="0")
         done = subprocess.run(command, env=environment, capture_output=True, text=True)
         if done.returncode:
@@ -126,6 +179,7 @@ def main() -> None:
             raise SystemExit(done.returncode)
         count = _count(out_file)
     what = "map_node of every node" if args.map_only else "diagnose + to_json"
+    what = "the reduce (read back + diagnose_parses + to_json)" if args.reduce else what
     load = re.sub(r"\s+", " ", Path("/proc/loadavg").read_text()).strip()
     print(
         f"{args.repo}: {what}, {args.ranks} ranks on {args.nodes} nodes: "

@@ -144,6 +144,11 @@ def _still_collecting(snapshot_id: int) -> bool:
     return Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).exists()
 
 
+def _dropped(snapshot_id: int, where: str) -> None:
+    # Said in the worker's log: how often a first verdict is made for nothing, and where.
+    log.info("first verdict of snapshot %s dropped %s: the last node is in", snapshot_id, where)
+
+
 def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     """Diagnose what is in and store it as the snapshot's provisional verdict (while it is
     still collecting: a final verdict is never overwritten); what was stored, or None."""
@@ -157,17 +162,17 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     try:
         previous = services.compared_snapshot(snapshot)
         if not _still_collecting(snapshot_id):
-            return None
+            return _dropped(snapshot_id, "before the read-back")
         merge = nodeparse.snapshot_parses(
             snapshot, still_out=out, keep_going=lambda: _still_collecting(snapshot_id)
         )
         if not _still_collecting(snapshot_id):
-            return None
+            return _dropped(snapshot_id, "before the merge")
         diagnosis = analysis.diagnose_parses(
             merge.head, merge.parses, merge.reparse, previous=previous
         )
     except nodeparse.Dropped:
-        return None
+        return _dropped(snapshot_id, "in the read-back")
     except Exception:  # a first verdict is a bonus: the final one still comes
         log.exception("provisional analysis of snapshot %s failed", snapshot_id)
         return None
@@ -184,7 +189,7 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
         provisional=stored
     )
     if not moved:
-        return None
+        return _dropped(snapshot_id, "once made")
     timeline_event_record(
         incident=snapshot.incident,
         kind=EventKind.SNAPSHOT,

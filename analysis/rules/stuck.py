@@ -72,11 +72,13 @@ def _unmatched(facts: Facts) -> list[StuckSignal]:
 def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], datetime]:
     """(group, sequence number) -> when the first rank issued it."""
     first: dict[tuple[str, int], int] = {}
+    seqs = {seq for _, seq in wanted}  # an int looked up an entry, a key built for few
     for dump in facts.snap.dumps:
         for entry in dump.entries:
-            key = (entry.pg, entry.seq)
-            if key in wanted and entry.time_created_ns:
-                first[key] = min(first.get(key, entry.time_created_ns), entry.time_created_ns)
+            if entry.seq in seqs and entry.time_created_ns:
+                key = (entry.pg, entry.seq)
+                if key in wanted:
+                    first[key] = min(first.get(key, entry.time_created_ns), entry.time_created_ns)
     out = {}
     for key, ns in first.items():
         try:

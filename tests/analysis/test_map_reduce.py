@@ -205,6 +205,29 @@ def test_a_column_of_one_time_is_stored_once():
         codec.decode([2, ["a", "b"], {"same": "not a time"}], list[_Seen])
 
 
+@dataclasses.dataclass
+class _Groups:
+    path: str
+    members: dict[str, tuple[int, ...]]
+
+
+def test_a_column_of_one_groups_members_is_stored_once():
+    """A node's dumps list the same groups (the default one: the whole world): stored once,
+    read back as one map for every dump; a shared value of another shape is refused."""
+    world = {"0": tuple(range(32_000)), "1": (0, 1)}
+    rows = [_Groups("trace_rank_0", world), _Groups("trace_rank_1", dict(world))]
+    stored = codec.encode(rows, list[_Groups])
+    assert stored[2] == {"same": [["0", "0-31999"], ["1", "0-1"]]}
+    back = codec.decode(json.loads(json.dumps(stored)), list[_Groups])
+    assert back == rows
+    other = [_Groups("a", world), _Groups("b", {"0": (0, 1)})]
+    assert codec.encode(other, list[_Groups])[2] != {"same": [["0", "0-31999"]]}
+    assert codec.decode(codec.encode(other, list[_Groups]), list[_Groups]) == other
+    for bad in [{"same": [["0", "x"]]}, {"same": [["0"]]}, {"same": "0-3"}, {"same": [[0, "0"]]}]:
+        with pytest.raises(codec.CodecError):
+            codec.decode([2, ["a", "b"], bad], list[_Groups])
+
+
 def test_untyped_fields_hold_plain_json_only():
     deep: list = []
     for _ in range(codec.MAX_DEPTH + 5):

@@ -32,7 +32,9 @@ def test_the_read_back_asks_between_slices_and_stops_when_told(cluster, bob, mon
     assert (merge.stored, len(asked)) == (4, 4)
 
 
-def test_the_last_node_in_during_the_read_back_drops_the_first_verdict(cluster, bob, monkeypatch):
+def test_the_last_node_in_during_the_read_back_drops_the_first_verdict(
+    cluster, bob, monkeypatch, caplog
+):
     snapshot = _snapshot(cluster, bob)
     _still_collecting(snapshot, ["lab-node-2"])
     assert provisional.provisional_past_deadline(snapshot_id=snapshot.pk)  # claimed
@@ -47,8 +49,10 @@ def test_the_last_node_in_during_the_read_back_drops_the_first_verdict(cluster, 
         return real_read(pk, compressed)
 
     monkeypatch.setattr(nodeparse, "_read", read_then_the_last_node_arrives)
-    assert provisional.snapshot_provisional_analyse(snapshot_id=snapshot.pk) is None
+    with caplog.at_level("INFO", logger="collectors.provisional"):
+        assert provisional.snapshot_provisional_analyse(snapshot_id=snapshot.pk) is None
     assert len(read) == 2  # of the three nodes in: the rest never read
+    assert f"first verdict of snapshot {snapshot.pk} dropped in the read-back" in caplog.text
     assert Snapshot.objects.get(pk=snapshot.pk).provisional == {"state": "due"}  # none shown
     assert not TimelineEvent.objects.filter(
         incident=snapshot.incident, details__phase="provisional"
