@@ -103,6 +103,15 @@ def parse_snapshot(
 Reparse = Callable[..., NodeParse]
 
 
+# Nodes merged between two asks of a caller's `keep_going` (~0.1 s of CPU at fleet scale).
+KEEP_GOING_EVERY = 256
+
+
+class Abandoned(Exception):
+    """A caller's `keep_going` said no: the diagnosis it asked for is no longer wanted. Its
+    text says where the work stopped."""
+
+
 def merge_parses(
     parses: list[NodeParse],
     *,
@@ -112,13 +121,16 @@ def merge_parses(
     scheduler_lines: bool,
     flight_recorder: bool,
     reparse: Reparse,
+    keep_going: Callable[[], bool] | None = None,
 ) -> ParsedSnapshot:
     """The reduce: the nodes' parses merged in node order, as one pass over the whole
     snapshot would have read them. `reparse(index, rank_pids)` parses a node again from its
     evidence, when what its parse was told no longer holds (another node's host name, a RANK
     another node holds, a scheduler's word that changed); `reparse(index, rank_pids, False)`
     with its step lines kept, when an earlier node's step lines moved one of its ranks (its
-    summaries assume they start fresh)."""
+    summaries assume they start fresh). `keep_going`, when given, is asked every
+    KEEP_GOING_EVERY nodes: False raises Abandoned (a first verdict whose last node came in
+    meanwhile)."""
     parsed = ParsedSnapshot(
         ranks={},
         env={},
@@ -140,7 +152,9 @@ def merge_parses(
         parsed.problems.append({"node": node, "source": source, "problem": text})
 
     hosts = host_map((p.node, p.hostname) for p in parses)
-    for index in sorted(range(len(parses)), key=lambda i: parses[i].node):
+    for merged, index in enumerate(sorted(range(len(parses)), key=lambda i: parses[i].node)):
+        if keep_going is not None and merged % KEEP_GOING_EVERY == 0 and not keep_going():
+            raise Abandoned("in the merge")
         node_parse = parses[index]
         log = scheduler_log(scheduler, node_parse.node, node_parse.hostname)
         context = scheduler_context(

@@ -374,6 +374,15 @@ def test_every_stem_a_reader_looks_for_contains_a_trigger_of_the_first_look():
     assert not kinds.may_say_anything("2026-11-29 09:23:19,880 info [rank3] starting pid=193")
 
 
+def test_a_guess_is_cut_from_the_message_and_every_guess_holds_the_word_tested_first():
+    from analysis.signals import kinds
+
+    assert all(kinds._GUESSED in guess for guess in kinds._GUESSES)
+    said = "CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert kinds.classify(said) == [("gpu_oom", None, None)]
+    assert kinds.classify(f"Worker died. Possible root cause: {said}") == [("exit", None, None)]
+
+
 def test_slurm_states_and_lists_name_each_node():
     # sinfo (SchedMD's sinfo man page example rows)
     rows = read_text("debug*       up      30:00      2  down* adev[8-9]")
