@@ -17,14 +17,14 @@ MAX_ROWS sample rows and MAX_POINTS points per series are read. Pure: no Django.
 from __future__ import annotations
 
 import json
-from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from operator import attrgetter, sub
 from typing import Any
 
+from analysis import gpucells
+from analysis.gpucells import SHOWN_POINTS
 from analysis.records import as_int, as_opt_int, as_opt_str, as_str
 
 SPIN_AT = 90  # percent, every sample of the window at or above: spinning
@@ -32,7 +32,6 @@ IDLE_AT = 5  # percent, every sample at or below: idle
 HELD_MIB = 1024  # a training rank holds gigabytes; a bare CUDA context a few hundred MiB
 MAX_ROWS = 20_000
 MAX_POINTS = 720  # an hour at 5 s
-SHOWN_POINTS = 60  # the strip on the page
 RECENT_S = 300.0  # a long series is judged on its last five minutes
 SOURCE_SAMPLES = "nvidia-smi samples"  # the system facts the shape is read from
 SOURCE_DCGM = "dcgm"
@@ -378,7 +377,7 @@ def _match(candidates: list[GpuSeries], hint: RankGpuHint) -> tuple[GpuSeries, s
 
 
 def rows(joined: Mapping[int, tuple[GpuSeries, str]]) -> list[GpuRow]:
-    shown = _shown_util([series for series, _ in joined.values()])
+    shown = gpucells.shown_util([series for series, _ in joined.values()], MAX_POINTS)
     out = []
     for rank in sorted(joined):
         series, how = joined[rank]
@@ -396,103 +395,6 @@ def rows(joined: Mapping[int, tuple[GpuSeries, str]]) -> list[GpuRow]:
             )
         )
     return out
-
-
-# --- what the strip shows of a series --------------------------------------------------------
-# The strip compares ranks side by side, so its cells are TIME: a series that stopped twenty
-# minutes ago must end in empty cells beside ranks still reporting, and the newest point (the one
-# that matters at a hang) is always shown. Counting points would hide both.
-
-JITTER_GAPS = 2.0  # a gap up to twice the series' median interval is jitter, not a stall
-_AT, _UTIL = attrgetter("at"), attrgetter("util")
-
-
-@dataclass(frozen=True)
-class _Timed:
-    stamps: list[float]  # oldest first
-    utils: list[int | None]
-    interval: float | None  # the widest gap that is still jitter; None: fewer than two points
-
-
-def _window_key(series: GpuSeries) -> tuple[str, str]:
-    # DCGM's times are one Prometheus's clock: one window for every row. nvidia-smi stamps each
-    # node's samples with that node's own clock (local time, read as UTC), so nodes are not
-    # compared: one window per node.
-    return (series.source, "" if series.source == "dcgm" else series.node)
-
-
-def _shown_util(all_series: list[GpuSeries]) -> dict[int, tuple[int | None, ...]]:
-    """id(series) -> the strip's cells for it, oldest first, at most SHOWN_POINTS."""
-    shown: dict[int, tuple[int | None, ...]] = {}
-    windows: dict[tuple[str, str], list[tuple[GpuSeries, _Timed]]] = defaultdict(list)
-    last: list = []
-    for series in all_series:
-        if id(series) in shown:
-            continue
-        timed = _timed(series.points[-MAX_POINTS:], last)
-        if timed is None:
-            shown[id(series)] = _by_count([p.util for p in series.points[-MAX_POINTS:]])
-        else:
-            shown[id(series)] = ()
-            windows[_window_key(series)].append((series, timed))
-    for members in windows.values():
-        newest = max(t.stamps[-1] for _, t in members)
-        oldest = min(t.stamps[0] for _, t in members)
-        width = _cell_width(newest - oldest, [t.interval for _, t in members])
-        for series, timed in members:
-            shown[id(series)] = _by_time(timed, newest, width)
-    return shown
-
-
-def _timed(points: list[Point], last: list) -> _Timed | None:
-    """The points that carry times, when most do (the others cannot be placed); else None.
-    This runs for every rank's series in the verdict: C-level passes (map, sorted, bisect),
-    and the times read once for series sampled at the same instants (DCGM's GPUs all are, one
-    datetime per instant: `last` holds the previous series' moments and what they gave)."""
-    moments = list(map(_AT, points))
-    if None in moments:
-        kept = [p for p in points if p.at is not None]
-        if not kept or len(kept) * 2 < len(points):
-            return None
-        points, moments = kept, list(map(_AT, kept))
-    utils = list(map(_UTIL, points))
-    if last and last[0] == moments:
-        return _Timed(last[1].stamps, utils, last[1].interval)
-    stamps = list(map(datetime.timestamp, moments))
-    gaps = sorted(map(sub, stamps[1:], stamps[:-1]))
-    first = bisect_right(gaps, 0.0)  # repeated or out-of-order times are no interval
-    interval = None
-    if first < len(gaps):
-        limit = JITTER_GAPS * gaps[first + (len(gaps) - first) // 2]
-        interval = gaps[bisect_right(gaps, limit) - 1]
-    last[:] = [moments, _Timed(stamps, utils, interval)]
-    return last[1]
-
-
-def _cell_width(span: float, intervals: list[float | None]) -> float:
-    """Wide enough for the window in SHOWN_POINTS cells, and never narrower than any series'
-    interval: a gap no wider than a cell cannot leave an empty cell between two points."""
-    width = max([span / (SHOWN_POINTS - 1)] + [i for i in intervals if i is not None])
-    return width if width > 0 else 1.0
-
-
-def _by_time(timed: _Timed, newest: float, width: float) -> tuple[int | None, ...]:
-    """Cell k (0 the newest) spans `newest - (k +- 0.5) * width`; each cell shows the newest
-    point inside it, a cell without one None ("no reading"). Points come oldest first."""
-    stamps, cells = timed.stamps, []
-    for back in range(SHOWN_POINTS):
-        upper, lower = newest - (back - 0.5) * width, newest - (back + 0.5) * width
-        if stamps[0] >= upper:
-            break  # the series began after this cell
-        at = bisect_left(stamps, upper) - 1
-        cells.append(timed.utils[at] if stamps[at] >= lower else None)
-    return tuple(reversed(cells))
-
-
-def _by_count(utils: list[int | None]) -> tuple[int | None, ...]:
-    """Untimed points: every step-th, counted back from the newest so it is always kept."""
-    step = max(1, -(-len(utils) // SHOWN_POINTS))
-    return tuple(utils[::-1][::step][:SHOWN_POINTS][::-1])
 
 
 # --- the strip on the page -----------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from analysis import gpushape
+from analysis import gpucells, gpushape
 from analysis.gpushape import GpuSeries, Point
 
 END = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -88,6 +88,6 @@ def test_a_huge_series_is_read_only_from_its_tail():
 
     points = TailOnly(Point(END - timedelta(seconds=1_000_000 - i), i % 100)
                       for i in range(1_000_000))  # fmt: skip
-    shown = gpushape._shown_util([GpuSeries("n0", 0, "u", "dcgm", points)])
+    shown = gpucells.shown_util([GpuSeries("n0", 0, "u", "dcgm", points)], gpushape.MAX_POINTS)
     cells = next(iter(shown.values()))
     assert len(cells) == gpushape.SHOWN_POINTS and cells[-1] == 999_999 % 100
