@@ -4,10 +4,11 @@ Nothing in this package imports Django or paramiko; it works on plain data.
 """
 
 from analysis.diagnosis import Diagnosis, diagnose, diagnose_parses
-from analysis.snapshot_parse import RankState, extract_ranks
+from analysis.snapshot_parse import Abandoned, RankState, extract_ranks
 from analysis.stacks import compact_ranks
 
 __all__ = [
+    "Abandoned",
     "Diagnosis",
     "RankState",
     "compact_ranks",

@@ -9,7 +9,7 @@ works on the same typed fields whatever version stored them.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,10 +36,17 @@ from analysis.records import (
     iso,
     read_when,
     records,
+    rows_json,
 )
 from analysis.rules import decide
 from analysis.schema import DIAGNOSIS_SCHEMA_VERSION, upgrade
-from analysis.snapshot_parse import ParsedSnapshot, Reparse, merge_parses, parse_snapshot
+from analysis.snapshot_parse import (
+    Abandoned,
+    ParsedSnapshot,
+    Reparse,
+    merge_parses,
+    parse_snapshot,
+)
 from analysis.stacks import compact_ranks
 from analysis.verdict import Alternative, Quote
 
@@ -142,7 +149,7 @@ class Diagnosis:
             "max_step": self.max_step,
             "progress": self.progress.to_json(),
             "evidence": [e.to_json() for e in self.evidence],
-            "per_rank": [row.to_json() for row in self.per_rank],
+            "per_rank": rows_json(self.per_rank),
             "stack_groups": [g.to_json() for g in self.stack_groups],
             "env_diffs": [d.to_json() for d in self.env_diffs],
             "nccl_config_diffs": [d.to_json() for d in self.nccl_config_diffs],
@@ -212,13 +219,15 @@ def diagnose_parses(
     parses: list[NodeParse],
     reparse: Reparse,
     previous: SnapshotEvidence | ParsedSnapshot | None = None,
+    keep_going: Callable[[], bool] | None = None,
 ) -> Diagnosis:
     """The reduce: `diagnose` from each node's parse (`analysis.nodemap.map_node`, made with
     the scheduler's lines), as the workers that collected the nodes stored them. `head`: the
     snapshot without its nodes (world size, time, scheduler); `reparse(index, rank_pids)`
     parses a node again from its evidence when what its parse assumed no longer holds.
     `previous`: an earlier snapshot's evidence, or it parsed already as `diagnose` parses it
-    (`parse_snapshot(previous, flight_recorder=False)`: from its own stored parses)."""
+    (`parse_snapshot(previous, flight_recorder=False)`: from its own stored parses).
+    `keep_going`: asked during the merge and between its steps; False raises Abandoned."""
     with _no_cyclic_gc():
         snap = merge_parses(
             parses,
@@ -228,11 +237,20 @@ def diagnose_parses(
             scheduler_lines=True,
             flight_recorder=True,
             reparse=reparse,
+            keep_going=keep_going,
         )
         prev = previous
         if isinstance(previous, SnapshotEvidence):
             prev = parse_snapshot(previous, flight_recorder=False)
-        return diagnose_facts(build_facts(snap, prev))
+        _ask(keep_going, "before the facts")
+        facts = build_facts(snap, prev)
+        _ask(keep_going, "before the rules")
+        return diagnose_facts(facts)
+
+
+def _ask(keep_going: Callable[[], bool] | None, where: str) -> None:
+    if keep_going is not None and not keep_going():
+        raise Abandoned(where)
 
 
 @contextmanager

@@ -146,7 +146,12 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         observed |= set(range(snap.world_size))
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
     with_stack = [s for s in snap.ranks.values() if s.stack_signature]
-    in_collective = sorted(s.rank for s in with_stack if s.frame_kind == "collective")
+    by_kind: dict[str, list[RankState]] = {"collective": [], "outside": [], "init": []}
+    for state in with_stack:  # one walk of the ranks for the three
+        kind = by_kind.get(state.frame_kind)
+        if kind is not None:
+            kind.append(state)
+    collective = by_kind["collective"]
     started = jobtime.job_started((s.started_at for s in snap.ranks.values()), snap.log_starts)
     fr = read_dumps(snap.dumps, snap.expected_world_size) if snap.dumps else None
     return Facts(
@@ -179,16 +184,24 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         slow_reports=_slow_reports(snap),
         oom_by_pid=_oom_by_pid(snap, started),
         local_maps=_local_maps(snap),
-        in_collective=tuple(in_collective),
-        outside=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "outside")),
-        in_init=tuple(sorted(s.rank for s in with_stack if s.frame_kind == "init")),
+        in_collective=tuple(sorted(s.rank for s in collective)),
+        outside=tuple(sorted(s.rank for s in by_kind["outside"])),
+        in_init=tuple(sorted(s.rank for s in by_kind["init"])),
         with_stack=len(with_stack),
         job_started=started,
-        ops=Counter(base_name(s.frame_name) for s in with_stack if s.frame_kind == "collective"),
-        signatures=Counter(s.stack_signature for s in with_stack if s.frame_kind == "collective"),
+        ops=_ops(collective),
+        signatures=Counter(s.stack_signature for s in collective),
         fr=fr,
         gpu=_gpu_by_rank(snap),
     )
+
+
+def _ops(collective: list[RankState]) -> Counter:
+    """The collectives the ranks wait in, by base name: a name once per distinct frame."""
+    ops: Counter = Counter()
+    for frame, count in Counter(s.frame_name for s in collective).items():
+        ops[base_name(frame)] += count
+    return ops
 
 
 def _gpu_by_rank(snap: ParsedSnapshot) -> dict[int, tuple[GpuSeries, str]]:
@@ -371,6 +384,8 @@ def _oom_by_pid(snap: ParsedSnapshot, started: datetime | None) -> dict[int, tup
 
 def _peer_blames(snap: ParsedSnapshot, addresses: dict[str, str]) -> list[PeerBlame]:
     """Map each peer a line names (rank, host or address) to the ranks that live there."""
+    if not snap.peer_errors:
+        return []  # most snapshots: no walk of the ranks for nothing to place
     ranks_of_node: dict[str, set[int]] = defaultdict(set)
     for rank, state in snap.ranks.items():
         ranks_of_node[state.node].add(rank)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from analysis import gpucells
+from analysis.gpucells import SHOWN_POINTS
 from analysis.records import as_int, as_opt_int, as_opt_str, as_str
 
 SPIN_AT = 90  # percent, every sample of the window at or above: spinning
@@ -30,7 +32,6 @@ IDLE_AT = 5  # percent, every sample at or below: idle
 HELD_MIB = 1024  # a training rank holds gigabytes; a bare CUDA context a few hundred MiB
 MAX_ROWS = 20_000
 MAX_POINTS = 720  # an hour at 5 s
-SHOWN_POINTS = 60  # the strip on the page
 RECENT_S = 300.0  # a long series is judged on its last five minutes
 SOURCE_SAMPLES = "nvidia-smi samples"  # the system facts the shape is read from
 SOURCE_DCGM = "dcgm"
@@ -376,12 +377,10 @@ def _match(candidates: list[GpuSeries], hint: RankGpuHint) -> tuple[GpuSeries, s
 
 
 def rows(joined: Mapping[int, tuple[GpuSeries, str]]) -> list[GpuRow]:
+    shown = gpucells.shown_util([series for series, _ in joined.values()], MAX_POINTS)
     out = []
     for rank in sorted(joined):
         series, how = joined[rank]
-        utils = [p.util for p in series.points]
-        step = max(1, -(-len(utils) // SHOWN_POINTS))
-        shown = tuple(utils[i] for i in range(0, len(utils), step))[-SHOWN_POINTS:]
         out.append(
             GpuRow(
                 rank=rank,
@@ -389,7 +388,7 @@ def rows(joined: Mapping[int, tuple[GpuSeries, str]]) -> list[GpuRow]:
                 gpu=series.index,
                 source=series.source,
                 reading=series.reading,
-                util=shown,
+                util=shown[id(series)],
                 memory_mib=series.memory_mib,
                 since=series.since(),
                 joined_by=how,

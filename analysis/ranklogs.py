@@ -36,7 +36,8 @@ def apply_log(
     steps: list[StepSummary] = (),
 ) -> None:
     """`steps`: the log's step lines as the map summarized them (its `log.steps` then empty).
-    What a log does not hold is not walked: most of a big job's logs hold steps alone."""
+    What a log does not hold is not walked; a log with nothing else than its summaries
+    (`holds_more_than_steps`) needs only `apply_step_summaries`."""
     if log.local_to_global or log.host_ranks or log.exits:
         _learn_local_ranks(node, log, local_to_global, facts)
 
@@ -69,6 +70,20 @@ def _apply_exits(node, log: LogFacts, resolve, facts: ParsedNode, parsed) -> Non
         parsed.watchdog.append((node, rank, fact))
         if rank is not None:
             parsed.mentioned.add(rank)
+
+
+def holds_more_than_steps(log: LogFacts) -> bool:
+    """Does the log hold anything `apply_log` reads beyond the map's step summaries? Most
+    logs of a big job do not."""
+    return bool(
+        log.local_to_global
+        or log.host_ranks
+        or log.exits
+        or log.steps
+        or log.signals
+        or log.watchdog
+        or _has_sources(log)
+    )
 
 
 def _has_sources(log: LogFacts) -> bool:
@@ -172,12 +187,16 @@ def summarize_steps(logs: list[LogFacts]) -> list[list[StepSummary]] | None:
     return out
 
 
-def fresh_for_steps(ranks: dict[int, RankState], summaries) -> bool:
-    """Do the summaries hold: has no earlier node's step line moved any of their ranks?"""
-    for summary in summaries:
-        state = ranks.get(summary.rank)
-        if state is not None and (state.last_step is not None or state.last_step_at is not None):
-            return False
+def fresh_for_steps(ranks: dict[int, RankState], logs) -> bool:
+    """Do the logs' step summaries hold: has no earlier node's step line moved any of their
+    ranks?"""
+    for entry in logs:
+        for summary in entry.steps:
+            state = ranks.get(summary.rank)
+            if state is not None and (
+                state.last_step is not None or state.last_step_at is not None
+            ):
+                return False
     return True
 
 
@@ -342,6 +361,8 @@ def apply_signal_progress(parsed: ParsedSnapshot) -> None:
     """Progress the line reader found in any form (tqdm, trainer dicts, `step: 800`, ...)
     moves a rank as the lab's step lines do: its last step and when, its pace between lines."""
     for rank, found in parsed.signals.by_rank.items():
+        if not found.progress:
+            continue  # most ranks of a big job: only their step lines moved them
         timed = sorted(
             {(s.at, s.step) for s in found.progress if s.at is not None and s.step is not None}
         )

@@ -38,7 +38,9 @@ def stack_groups(facts: Facts) -> list[StackGroup]:
         groups.append(_group(facts, signature, name, location.rstrip(")"), kind, ranks, head.stack))
     exited = set(facts.exited)
     missing_only = [r for r in facts.missing if r not in exited]
-    log_only = sorted(r for r in facts.observed if r in facts.ranks and not _live(facts, r))
+    log_only = sorted(
+        r for r in facts.observed if (state := states.get(r)) is not None and not state.process_seen
+    )
     missing = set(facts.missing)
     log_only = [r for r in log_only if r not in exited and r not in missing]
     for label, kind, ranks in (
@@ -52,11 +54,6 @@ def stack_groups(facts: Facts) -> list[StackGroup]:
             groups.append(_group(facts, "", label, "", kind, ranks, []))
     groups.sort(key=lambda g: (-g.rank_count, g.frame, g.signature))
     return [replace(group, index=index) for index, group in enumerate(groups)]
-
-
-def _live(facts: Facts, rank: int) -> bool:
-    state = facts.ranks.get(rank)
-    return bool(state and state.process_seen)
 
 
 def _group(facts: Facts, signature, frame, location, kind, ranks, stack) -> StackGroup:
@@ -146,10 +143,17 @@ def per_rank_rows(facts: Facts, suspects: set[int], groups: list[StackGroup]) ->
         for rank in group.rank_list:
             group_of.setdefault(rank, group.index)
     exited, missing, unobserved = set(facts.exited), set(facts.missing), set(facts.unobserved)
+    set_apart = exited | missing | unobserved
+    states = facts.ranks
     rows = []
-    for rank in sorted(set(range(facts.world)) | set(facts.ranks)):
-        state = facts.ranks.get(rank)
-        status = _status(rank, state, exited, missing, unobserved)
+    for rank in sorted(set(range(facts.world)) | set(states)):
+        state = states.get(rank)
+        if state is None or rank in set_apart:
+            status = _status(rank, state, exited, missing, unobserved)
+        else:  # most ranks at fleet scale: alive, seen, nothing else to ask
+            status = _FRAME_STATUS.get(state.frame_kind) or (
+                RankStatus.NO_STACK if state.process_seen else RankStatus.LOG_ONLY
+            )
         if state is None:
             node, group = facts.node_of(rank), group_of.get(rank)
             rows.append(RankRow(rank, status, node, suspect=rank in suspects, stack_group=group))

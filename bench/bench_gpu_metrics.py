@@ -50,9 +50,7 @@ def build(ranks: int, nodes: int):
     from bench.bench_analysis import build_snapshot
     from collectors import node_work
 
-    snapshot = bench_verdict.build(ranks, nodes)
-    snapshot.cluster.name += "-gpu"
-    snapshot.cluster.save(update_fields=["name"])
+    snapshot = bench_verdict.build(ranks, nodes, name=_cluster_name(ranks, nodes))
     evidence = build_snapshot(ranks, nodes, stuck_rank=ranks * 3 // 10)
     by_name = {n.node: n for n in evidence.nodes}
     node_work.artifacts_insert(
@@ -63,10 +61,14 @@ def build(ranks: int, nodes: int):
     return snapshot
 
 
+def _cluster_name(ranks: int, nodes: int) -> str:
+    return bench_verdict._cluster_name(ranks, nodes) + "-gpu"
+
+
 def _find(ranks: int, nodes: int):
     from collectors.models import Snapshot
 
-    name = bench_verdict._cluster_name(ranks, nodes) + "-gpu"
+    name = _cluster_name(ranks, nodes)
     return Snapshot.objects.filter(cluster__name=name).order_by("pk").last()
 
 

@@ -11,7 +11,8 @@ PostgreSQL's) and wall, per step, and the load average beside them.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hd_tail22_bench \\
         .venv/bin/python bench/bench_verdict.py --ranks 32000 --nodes 4000 --repeat 3
     ... --profile        # one run under cProfile, by cumulative time
-    ... --rebuild        # build the snapshot again (else the one built before is reused)
+    ... --rebuild        # build the snapshot again, what was built before removed (its
+                         # incidents too); else the one built before is reused
     ... --previous       # with a previous snapshot of the incident to compare with (its
                          # artifacts and its nodes' parses stored, as the fleet leaves them:
                          # the analysis merges its parses, `services.compared_snapshot`)
@@ -60,16 +61,30 @@ def _cluster_name(ranks: int, nodes: int, previous: bool = False, parses: bool =
     return name + ("" if parses or not previous else "-artifacts")
 
 
-def build(ranks: int, nodes: int, previous: bool = False, parses: bool = True):
-    """The snapshot, its node rows and their stored parses, as the fleet leaves them."""
+def cluster_remove(name: str) -> None:
+    """What a build made before under that cluster name: its snapshots and incidents first
+    (they protect the cluster from deletion), then the cluster."""
+    from clusters.models import Cluster
+    from collectors.models import Snapshot
+    from incidents.models import Incident
+
+    Snapshot.objects.filter(cluster__name=name).delete()
+    Incident.objects.filter(cluster__name=name).delete()
+    Cluster.objects.filter(name=name).delete()
+
+
+def build(ranks: int, nodes: int, previous: bool = False, parses: bool = True,
+          name: str = ""):  # fmt: skip
+    """The snapshot, its node rows and their stored parses, as the fleet leaves them, on a
+    cluster of its own (`name`, else the shape's), whatever was built there before removed."""
     from bench.bench_analysis import build_snapshot
     from clusters.models import Cluster
     from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
     from incidents.services import incident_open
 
     started = time.perf_counter()
-    name = _cluster_name(ranks, nodes, previous, parses)
-    Cluster.objects.filter(name=name).delete()
+    name = name or _cluster_name(ranks, nodes, previous, parses)
+    cluster_remove(name)
     evidence = build_snapshot(ranks, nodes, stuck_rank=ranks * 3 // 10)
     cluster = Cluster.objects.create(name=name, expected_world_size=ranks)
     incident = incident_open(opened_by=None, title="bench verdict", cluster=cluster)

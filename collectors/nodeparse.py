@@ -25,7 +25,7 @@ from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence, no
 from analysis.nodemap import NodeParse
 from analysis.schedulers.attach import scheduler_log, scheduler_ranks
 from analysis.signals.place import host_map
-from analysis.snapshot_parse import Reparse
+from analysis.snapshot_parse import Abandoned, Reparse
 from hangdesk import evidence_kinds as kinds
 from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
@@ -225,10 +225,6 @@ class MergeInput:
     parsed_here: int  # nodes parsed by the merge itself (no usable record)
 
 
-class Dropped(Exception):
-    """The caller's `keep_going` said no: nothing more is read."""
-
-
 # A slice of the stored parses read back between two asks of `keep_going` (~0.1 s of CPU).
 KEEP_GOING_EVERY = 256
 
@@ -246,8 +242,8 @@ def snapshot_parses(
     later one is compared with it (`parse_snapshot(evidence, flight_recorder=False)`): a node
     parsed here reads no dumps and no scheduler lines (the merge, told so, drops the stored
     parses' dumps, and parses again a node whose parse read the scheduler's lines).
-    `keep_going`: asked between slices of the read back; False raises Dropped (a first
-    verdict whose last node came in meanwhile)."""
+    `keep_going`: asked between slices of the read back; False raises `analysis.Abandoned`
+    (a first verdict whose last node came in meanwhile)."""
     out = set(still_out)
     rows = list(
         NodeCollection.objects.filter(snapshot_id=snapshot.pk)
@@ -299,7 +295,7 @@ def snapshot_parses(
 def _read_all(rows, out: set[str], parses: list, nodes: list, keep_going=None) -> None:
     for index, (pk, name, status, reason, version, compressed) in enumerate(rows):
         if keep_going is not None and index % KEEP_GOING_EVERY == 0 and not keep_going():
-            raise Dropped
+            raise Abandoned("in the read-back")
         evidence_status = stored_status(status, reason)
         nodes.append((pk, name, evidence_status))
         parse = None

@@ -139,8 +139,9 @@ def masked_verdict(diagnosis: Diagnosis) -> dict:
 def _still_collecting(snapshot_id: int) -> bool:
     """Is a first verdict still worth its CPU? Once the last node is in, the final verdict is
     being made (on the analysis worker's processes): a first one is dropped at its next step
-    (between the previous snapshot's read, each slice of the parses read back, and the merge)
-    instead of taking the machine's CPU from the final one to be thrown away."""
+    (after the previous snapshot's read, between slices of the parses read back and of the
+    merge, before the facts and the rules) instead of taking the machine's CPU from the
+    final one to be thrown away."""
     return Snapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.RUNNING).exists()
 
 
@@ -163,16 +164,13 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
         previous = services.compared_snapshot(snapshot)
         if not _still_collecting(snapshot_id):
             return _dropped(snapshot_id, "before the read-back")
-        merge = nodeparse.snapshot_parses(
-            snapshot, still_out=out, keep_going=lambda: _still_collecting(snapshot_id)
-        )
-        if not _still_collecting(snapshot_id):
-            return _dropped(snapshot_id, "before the merge")
+        keep_going = lambda: _still_collecting(snapshot_id)  # noqa: E731
+        merge = nodeparse.snapshot_parses(snapshot, still_out=out, keep_going=keep_going)
         diagnosis = analysis.diagnose_parses(
-            merge.head, merge.parses, merge.reparse, previous=previous
+            merge.head, merge.parses, merge.reparse, previous=previous, keep_going=keep_going
         )
-    except nodeparse.Dropped:
-        return _dropped(snapshot_id, "in the read-back")
+    except analysis.Abandoned as where:
+        return _dropped(snapshot_id, str(where))
     except Exception:  # a first verdict is a bonus: the final one still comes
         log.exception("provisional analysis of snapshot %s failed", snapshot_id)
         return None

@@ -24,7 +24,7 @@ MAX_NODE_SIGNALS = 64
 MAX_PROGRESS = 12  # a rank's latest progress lines: enough for its pace between them
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one a rank, and a frozen one sets each field by a call
 class RankSignals:
     rank: int
     last_moved_at: datetime | None = None  # the newest time of any line tied to it

@@ -9,29 +9,13 @@ from __future__ import annotations
 import pytest
 
 from bench import prometheus_stub
-from clusters.services import cluster_create, node_create
 from collectors import gpuclick, gpumetrics, tasks
 from collectors.models import Artifact, Snapshot, SnapshotStatus
-from collectors.starts import snapshot_start
-from incidents.services import incident_open
 from tests.collectors.test_gpu_metrics_merge import WITH_DCGM, _dcgm, _snapshot
-from tests.conftest import HOST_KEY
-from tests.helpers import free_port, wait_for
+from tests.helpers import wait_for
+from tests.snapshotkit import REFUSING_NODE, refused_snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _start(bob, url: str, name: str) -> Snapshot:
-    cluster = cluster_create(name=name)
-    cluster.prometheus_url = url
-    cluster.save(update_fields=["prometheus_url"])
-    node_create(
-        cluster=cluster, name="gone-0", address="127.0.0.1", port=free_port(),
-        username="root", key_path="/etc/hangdesk/id_ed25519", host_key=HOST_KEY,
-    )  # fmt: skip
-    incident = incident_open(opened_by=bob, title="hung", cluster=cluster)
-    snapshot, _ = snapshot_start(incident=incident, by=bob)
-    return snapshot
 
 
 def _summaries(snapshot: Snapshot) -> list[str]:
@@ -47,8 +31,8 @@ def _done(snapshot: Snapshot) -> Snapshot:
 
 
 def test_read_at_the_click_and_in_before_the_last_node(celery_worker_process, bob):
-    with prometheus_stub.serving({"gone-0": 8}, lambda *_: 100.0) as url:
-        snapshot = _start(bob, url, "gpu-click")
+    with prometheus_stub.serving({REFUSING_NODE: 8}, lambda *_: 100.0) as url:
+        snapshot = refused_snapshot(bob, "gpu-click", prometheus_url=url)
         done = _done(snapshot)
     assert done.gpu_metrics == gpuclick.READ
     said = [s for s in _summaries(snapshot) if "GPU metrics" in s]

@@ -11,17 +11,16 @@ from django.conf import settings
 from django.db import connection
 
 from bench.bench_analysis import build_snapshot
-from clusters.services import cluster_create, node_create
+from clusters.services import cluster_create
 from collectors import gpuclick, services
 from collectors.models import NodeCollection, NodeStatus, Snapshot, SnapshotStatus
-from collectors.starts import snapshot_start
 from collectors.tasks import analyse_snapshot, read_gpu_metrics
 from console.celery import app
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot
-from tests.conftest import HOST_KEY
-from tests.helpers import free_port, wait_for
+from tests.helpers import wait_for
 from tests.security.servers import LineServer
+from tests.snapshotkit import refused_snapshot
 
 
 def _queue_of(task: str) -> str:
@@ -95,13 +94,7 @@ def test_busy_analyses_do_not_delay_a_snapshots_node_visits(celery_worker_proces
             analyse_snapshot.delay(snapshot.pk)
         wait_for(lambda: _lock_waiters() >= 2, timeout=60, what="both analysis processes busy")
 
-        refusing = cluster_create(name="refusing")
-        node_create(
-            cluster=refusing, name="gone-0", address="127.0.0.1", port=free_port(),
-            username="root", key_path="/etc/hangdesk/id_ed25519", host_key=HOST_KEY,
-        )  # fmt: skip
-        incident = incident_open(opened_by=bob, title="hung", cluster=refusing)
-        snapshot, _ = snapshot_start(incident=incident, by=bob)
+        snapshot = refused_snapshot(bob, "refusing")
         # Refused, retried once after the budget's delay, then failed: the visit is over.
         visit = wait_for(
             lambda: NodeCollection.objects.filter(
