@@ -146,7 +146,8 @@ class GpuRow:
             gpu=as_opt_int(get("gpu")),
             source=as_str(get("source")),
             reading=as_str(get("reading"), "unknown"),
-            util=tuple(u if isinstance(u, int) else None for u in util[:SHOWN_POINTS]),
+            # Bounded to the strip's cells, the newest kept (the strip's right end).
+            util=tuple(u if isinstance(u, int) else None for u in util[-SHOWN_POINTS:]),
             memory_mib=as_opt_int(get("memory_mib")),
             since=when,
             joined_by=as_opt_str(get("joined_by")) or "",

@@ -118,3 +118,10 @@ def test_dcgm_series_join_by_gpu_and_tell_when_the_gpu_went_flat():
     rows = gpushape.rows({5: (gpu, "CUDA_VISIBLE_DEVICES")})
     assert len(rows[0].util) == 60 and rows[0].util[-1] == 100
     assert gpushape.GpuRow.from_json(rows[0].to_json()) == rows[0]
+
+
+def test_a_stored_row_with_too_many_cells_keeps_the_newest():
+    row = gpushape.GpuRow(rank=0, node="n", gpu=0, source="dcgm", reading="spin")
+    data = {**row.to_json(), "util": list(range(gpushape.SHOWN_POINTS + 5))}
+    util = gpushape.GpuRow.from_json(data).util
+    assert len(util) == gpushape.SHOWN_POINTS and util[-1] == gpushape.SHOWN_POINTS + 4
