@@ -40,10 +40,14 @@ def _window_key(series: GpuSeries) -> tuple[str, str]:
     return (series.source, "" if series.source == "dcgm" else series.node)
 
 
-def shown_util(all_series: list[GpuSeries], tail: int) -> dict[int, tuple[int | None, ...]]:
-    """id(series) -> the strip's cells for it, oldest first, at most SHOWN_POINTS; only each
+Cells = tuple[tuple[int | None, ...], float | None]  # oldest first; seconds a cell (None: points)
+
+
+def shown_util(all_series: list[GpuSeries], tail: int) -> dict[int, Cells]:
+    """id(series) -> the strip's cells for it, oldest first, at most SHOWN_POINTS, and how
+    many seconds each spans (None when they are points counted, not times); only each
     series' last `tail` points are read."""
-    shown: dict[int, tuple[int | None, ...]] = {}
+    shown: dict[int, Cells] = {}
     windows: dict[tuple[str, str], list[tuple[GpuSeries, _Timed]]] = defaultdict(list)
     last: list = []
     for series in all_series:
@@ -51,16 +55,16 @@ def shown_util(all_series: list[GpuSeries], tail: int) -> dict[int, tuple[int | 
             continue
         timed = _timed(series.points[-tail:], last)
         if timed is None:
-            shown[id(series)] = _by_count([p.util for p in series.points[-tail:]])
+            shown[id(series)] = (_by_count([p.util for p in series.points[-tail:]]), None)
         else:
-            shown[id(series)] = ()
+            shown[id(series)] = ((), None)
             windows[_window_key(series)].append((series, timed))
     for members in windows.values():
         newest = max(t.stamps[-1] for _, t in members)
         oldest = min(t.stamps[0] for _, t in members)
         width = _cell_width(newest - oldest, [t.interval for _, t in members])
         for series, timed in members:
-            shown[id(series)] = _by_time(timed, newest, width)
+            shown[id(series)] = (_by_time(timed, newest, width), width)
     return shown
 
 

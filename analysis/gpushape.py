@@ -25,7 +25,7 @@ from typing import Any
 
 from analysis import gpucells
 from analysis.gpucells import SHOWN_POINTS
-from analysis.records import as_int, as_opt_int, as_opt_str, as_str
+from analysis.records import as_int, as_opt_float, as_opt_int, as_opt_str, as_str
 
 SPIN_AT = 90  # percent, every sample of the window at or above: spinning
 IDLE_AT = 5  # percent, every sample at or below: idle
@@ -117,6 +117,7 @@ class GpuRow:
     memory_mib: int | None = None
     since: datetime | None = None
     joined_by: str = ""  # pid, CUDA_VISIBLE_DEVICES, LOCAL_RANK
+    cell_s: float | None = None  # how long each of `util`'s cells spans; None: points counted
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +130,7 @@ class GpuRow:
             "memory_mib": self.memory_mib,
             "since": self.since.isoformat() if self.since else None,
             "joined_by": self.joined_by,
+            "cell_s": self.cell_s,
         }
 
     @classmethod
@@ -151,6 +153,7 @@ class GpuRow:
             memory_mib=as_opt_int(get("memory_mib")),
             since=when,
             joined_by=as_opt_str(get("joined_by")) or "",
+            cell_s=_positive(as_opt_float(get("cell_s"))),
         )
 
 
@@ -382,6 +385,7 @@ def rows(joined: Mapping[int, tuple[GpuSeries, str]]) -> list[GpuRow]:
     out = []
     for rank in sorted(joined):
         series, how = joined[rank]
+        cells, cell_s = shown[id(series)]
         out.append(
             GpuRow(
                 rank=rank,
@@ -389,13 +393,18 @@ def rows(joined: Mapping[int, tuple[GpuSeries, str]]) -> list[GpuRow]:
                 gpu=series.index,
                 source=series.source,
                 reading=series.reading,
-                util=shown[id(series)],
+                util=cells,
                 memory_mib=series.memory_mib,
                 since=series.since(),
                 joined_by=how,
+                cell_s=cell_s,
             )
         )
     return out
+
+
+def _positive(seconds: float | None) -> float | None:
+    return seconds if seconds is not None and 0 < seconds < float("inf") else None
 
 
 # --- the strip on the page -----------------------------------------------------------------
@@ -409,6 +418,16 @@ READING_WORDS = {
     "empty": "no job on it",
     "unknown": "not read",
 }
+
+
+def _span_words(spans: set) -> str:
+    """'1 min', '30 s', or '10 s to 2 min' when rows differ (each node's own samples)."""
+    low, high = _duration(min(spans)), _duration(max(spans))
+    return low if low == high else f"{low} to {high}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 59.5 else f"{round(seconds / 60, 1):g} min"
 
 
 def _level(util: int | None) -> str:
@@ -445,7 +464,10 @@ def strip(gpu_rows: tuple[GpuRow, ...] | list[GpuRow]) -> dict | None:
             }
         )  # fmt: skip
     sources = sorted({r.source for r in shown})
+    timed = all(r.cell_s is not None for r in shown)
     return {
+        # What a cell spans, when every row's cells are times (else they are points).
+        "cell_span": _span_words({r.cell_s for r in shown}) if timed else "",
         "rows": rows,
         "width": LABEL_W + points * CELL_W + 4,
         "height": len(rows) * (CELL_H + 2),

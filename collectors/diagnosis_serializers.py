@@ -37,7 +37,11 @@ class GpuRowSerializer(serializers.Serializer):
     )
     util = serializers.ListField(
         child=serializers.IntegerField(allow_null=True),
-        help_text="utilisation in percent, oldest first (at most 60 points)",
+        help_text="utilisation in percent, oldest first (at most 60 cells: each the newest "
+        "reading in its slice of time, null for none; points counted when untimed)",
+    )
+    cell_s = serializers.FloatField(
+        allow_null=True, help_text="seconds each cell of util spans (null: points counted)"
     )
     memory_mib = serializers.IntegerField(allow_null=True)
     since = serializers.DateTimeField(allow_null=True, help_text="when the reading began")

@@ -89,5 +89,37 @@ def test_a_huge_series_is_read_only_from_its_tail():
     points = TailOnly(Point(END - timedelta(seconds=1_000_000 - i), i % 100)
                       for i in range(1_000_000))  # fmt: skip
     shown = gpucells.shown_util([GpuSeries("n0", 0, "u", "dcgm", points)], gpushape.MAX_POINTS)
-    cells = next(iter(shown.values()))
+    cells, cell_s = next(iter(shown.values()))
     assert len(cells) == gpushape.SHOWN_POINTS and cells[-1] == 999_999 % 100
+    assert cell_s is not None and cell_s >= 1.0
+
+
+def test_the_strip_says_what_a_cell_spans():
+    """A steady minute-by-minute hour: a cell is a minute; the rows keep it through the
+    diagnosis JSON."""
+    rows = gpushape.rows({0: (_series([60.0 * (59 - i) for i in range(60)], [100] * 60), "pid")})
+    assert rows[0].cell_s == 60.0
+    assert gpushape.GpuRow.from_json(rows[0].to_json()) == rows[0]
+    assert gpushape.strip(rows)["cell_span"] == "1 min"
+
+
+def test_points_without_times_are_counted_and_the_strip_says_points():
+    rows = gpushape.rows({0: (GpuSeries("n0", 0, "u", "dcgm", [Point(None, 50)] * 5), "pid")})
+    assert rows[0].cell_s is None
+    strip = gpushape.strip(rows)
+    assert strip["cell_span"] == "" and strip["points"] == 5
+
+
+def test_nodes_sampled_at_their_own_pace_give_a_range():
+    fast = _series([2.0 * (9 - i) for i in range(10)], [100] * 10, node="n0", source="nvidia-smi")
+    slow = _series([30.0 * (9 - i) for i in range(10)], [0] * 10, node="n1", source="nvidia-smi")
+    rows = gpushape.rows({0: (fast, "pid"), 1: (slow, "pid")})
+    assert gpushape.strip(rows)["cell_span"] == "2 s to 30 s"
+
+
+def test_a_stored_row_from_before_has_no_span_and_a_bad_one_is_dropped():
+    row = gpushape.GpuRow(rank=0, node="n", gpu=0, source="dcgm", reading="spin").to_json()
+    del row["cell_s"]
+    assert gpushape.GpuRow.from_json(row).cell_s is None
+    for bad in (-5, 0, "1e999", float("inf"), "a minute"):
+        assert gpushape.GpuRow.from_json({**row, "cell_s": bad}).cell_s is None

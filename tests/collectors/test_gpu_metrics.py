@@ -164,6 +164,7 @@ def test_the_console_reads_the_hour_from_prometheus_and_the_shape_decides(
     assert figure.count('class="gpu-row reading-idle"') == 1
     assert 'class="gpu-cell u3"' in figure and 'class="gpu-cell u0"' in figure
     assert "<script" not in figure and "style=" not in figure
+    assert "a cell = " in figure  # its cells are slices of time, and it says how long
     events = list(snapshot.incident.events.values_list("summary", flat=True))
     assert f"Snapshot {snapshot.pk}: GPU metrics from Prometheus: the hour before the snapshot " \
            "at 1 s steps for 1 of 1 nodes" in events  # fmt: skip
