@@ -151,9 +151,7 @@ def per_rank_rows(facts: Facts, suspects: set[int], groups: list[StackGroup]) ->
         if state is None or rank in set_apart:
             status = _status(rank, state, exited, missing, unobserved)
         else:  # most ranks at fleet scale: alive, seen, nothing else to ask
-            status = _FRAME_STATUS.get(state.frame_kind) or (
-                RankStatus.NO_STACK if state.process_seen else RankStatus.LOG_ONLY
-            )
+            status = _seen_status(state)
         if state is None:
             node, group = facts.node_of(rank), group_of.get(rank)
             rows.append(RankRow(rank, status, node, suspect=rank in suspects, stack_group=group))
@@ -194,6 +192,11 @@ def _status(rank, state, exited, missing, unobserved) -> RankStatus:
         return RankStatus.MISSING
     if rank in unobserved or state is None:
         return RankStatus.UNOBSERVED
+    return _seen_status(state)
+
+
+def _seen_status(state) -> RankStatus:
+    """A rank seen and not set apart (exited, missing, unobserved): where its stack is."""
     if state.frame_kind in _FRAME_STATUS:
         return _FRAME_STATUS[state.frame_kind]
     return RankStatus.NO_STACK if state.process_seen else RankStatus.LOG_ONLY

@@ -72,24 +72,25 @@ def node_parses_store(
     rows = mine.values_list("pk", "status", "reason")
     status = {pk: stored_status(st, why) for pk, st, why in rows}
     with_now = _made_with(snapshot)
-    read_back: list[tuple[int, str, str, NodeEvidence | None]] = []
+    # (pk, node, hostname, evidence, read back: None when its parse made ahead holds so far)
+    read_back: list[tuple[int, str, str, NodeEvidence, NodeEvidence | None]] = []
     for pk, name, evidence in nodes:
         ahead = made.get(pk)
         state = status.get(pk, EvidenceStatus())
         if ahead is not None and ahead.status == state and ahead.made_with == with_now:
-            read_back.append((pk, ahead.node, ahead.hostname, None))
+            read_back.append((pk, ahead.node, ahead.hostname, evidence, None))
         else:
             node_ev = _read_back(name, evidence, state)
-            read_back.append((pk, node_ev.node, node_ev.hostname, node_ev))
-    hosts = snapshot_hosts.of(snapshot, [(node, hostname) for _, node, hostname, _ in read_back])
+            read_back.append((pk, node_ev.node, node_ev.hostname, evidence, node_ev))
+    hosts = snapshot_hosts.of(snapshot, [(node, host) for _, node, host, _, _ in read_back])
     records, stored = [], 0
-    for pk, node, _, node_ev in read_back:
+    for pk, node, _, evidence, node_ev in read_back:
         if node_ev is None:
             ahead = made[pk]
             if _answers_hold(ahead.asked_hosts, hosts):
                 record = ahead.record
             else:  # a spelling it was given has moved since: made again, as without it
-                node_ev = _read_back(node, _evidence_of(nodes, pk), status.get(pk))
+                node_ev = _read_back(node, evidence, status.get(pk))
         if node_ev is not None:
             record = _record(snapshot, pk, node_ev, hosts)[1]
         if record is not None:
@@ -145,10 +146,6 @@ def _made_with(snapshot: Snapshot) -> tuple:
 def _answers_hold(asked: dict[str, str] | None, hosts) -> bool:
     # As `nodemap.still_holds` reads them: a spelling it was not given was answered "".
     return asked is not None and all(hosts.get(h, "") == n for h, n in asked.items())
-
-
-def _evidence_of(nodes: list[tuple[int, str, NodeEvidence]], pk: int) -> NodeEvidence:
-    return next(evidence for i, _, evidence in nodes if i == pk)
 
 
 def _read_back(name: str, evidence: NodeEvidence, status: EvidenceStatus | None) -> NodeEvidence:

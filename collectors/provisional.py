@@ -14,6 +14,7 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from django.db import connection
 from django.db.models import Count, Q
@@ -164,7 +165,7 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
         previous = services.compared_snapshot(snapshot)
         if not _still_collecting(snapshot_id):
             return _dropped(snapshot_id, "before the read-back")
-        keep_going = lambda: _still_collecting(snapshot_id)  # noqa: E731
+        keep_going = partial(_still_collecting, snapshot_id)
         merge = nodeparse.snapshot_parses(snapshot, still_out=out, keep_going=keep_going)
         diagnosis = analysis.diagnose_parses(
             merge.head, merge.parses, merge.reparse, previous=previous, keep_going=keep_going
