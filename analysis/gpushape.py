@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from analysis import gpucells
+from analysis import codec, gpucells
 from analysis.gpucells import SHOWN_POINTS
 from analysis.records import as_int, as_opt_float, as_opt_int, as_opt_str, as_str
 
@@ -32,6 +32,10 @@ IDLE_AT = 5  # percent, every sample at or below: idle
 HELD_MIB = 1024  # a training rank holds gigabytes; a bare CUDA context a few hundred MiB
 MAX_ROWS = 20_000
 MAX_POINTS = 720  # an hour at 5 s
+MAX_DCGM_ITEMS = 4096  # series of a node's stored DCGM hour read (a GPU's metrics are four)
+# Of `dcgm_encoded`'s form: bumped when parse_dcgm or GpuSeries change what a parse holds (a
+# form of another version is refused and the series parsed again).
+DCGM_PARSED_VERSION = 1
 RECENT_S = 300.0  # a long series is judged on its last five minutes
 SOURCE_SAMPLES = "nvidia-smi samples"  # the system facts the shape is read from
 SOURCE_DCGM = "dcgm"
@@ -228,12 +232,18 @@ def parse_dcgm(node: str, text: str | None) -> list[GpuSeries]:
         stored = json.loads(text) if text else {}
     except (ValueError, RecursionError):
         return []
+    return dcgm_series(node, stored)
+
+
+def dcgm_series(node: str, stored: object) -> list[GpuSeries]:
+    """`parse_dcgm` of the stored form already decoded (the console's own read, parsed as it
+    is stored: its JSON text is not made to be read again)."""
     series = stored.get("series") if isinstance(stored, dict) else None
     if not isinstance(series, list):
         return []
     merged: dict[str, dict[float, dict[str, float]]] = {}
     identity: dict[str, tuple[int | None, str]] = {}
-    for item in series[:4096]:
+    for item in series[:MAX_DCGM_ITEMS]:
         metric = item.get("metric") if isinstance(item, dict) else None
         what = DCGM_METRICS.get(metric) if isinstance(metric, str) else None
         if what is None:
@@ -317,6 +327,23 @@ def _from_unix(value: float) -> datetime | None:
         _STAMPS.clear()
     _STAMPS[value] = when
     return when
+
+
+def dcgm_encoded(series: list[GpuSeries]) -> Any:
+    """`parse_dcgm`'s series as plain JSON (analysis/codec.py), to be stored and decoded."""
+    return codec.encode(series, list[GpuSeries])
+
+
+def dcgm_decoded(node: str, data: Any) -> list[GpuSeries]:
+    """`dcgm_encoded`'s form read back (untrusted): the series, or CodecError for a form of
+    another shape or one `parse_dcgm` of `node` could not have made."""
+    series = codec.decode(data, list[GpuSeries])
+    if len(series) > MAX_DCGM_ITEMS:
+        raise codec.CodecError(f"{len(series)} series")
+    for one in series:
+        if one.node != node or one.source != SOURCE_DCGM or not 0 < len(one.points) <= MAX_POINTS:
+            raise codec.CodecError("not a DCGM parse of this node")
+    return series
 
 
 def node_series(node: str, system: Mapping[str, str]) -> list[GpuSeries]:

@@ -11,8 +11,12 @@ are stored with its evidence as the system fact `dcgm` (`dcgm.json` in a bundle)
 stored parse (made by its worker before the series existed) is kept: the merge gives it the
 series as a side input (`series_onto`, the GPU shape read as analysis/gpushape.py reads it),
 so no node is parsed again after the last one; a node parsed from its artifacts reads them
-there. A Prometheus that fails costs the verdict nothing: the failure's class is said on the
-timeline and the analysis goes on without it; a chunk that fails costs only its nodes.
+there. Read at the click, the series are parsed as they are stored, off the verdict's path,
+and the parse kept beside the artifact (`GpuSeriesRecord`, a table only the console writes):
+the merge decodes it instead of parsing the JSON again (a bundle's own `dcgm` artifact has
+none, and is parsed as the evidence it is). A Prometheus that fails costs the verdict
+nothing: the failure's class is said on the timeline and the analysis goes on without it; a
+chunk that fails costs only its nodes.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.db import transaction
 
-from analysis.gpushape import DCGM_METRICS, RECENT_S, SOURCE_DCGM, parse_dcgm
+from analysis import codec, gpushape
+from analysis.gpushape import DCGM_METRICS, RECENT_S, SOURCE_DCGM, GpuSeries, parse_dcgm
 from analysis.nodemap import NodeParse
 from core import egress
 from hangdesk import evidence_kinds as kinds
@@ -38,7 +43,7 @@ from hangdesk.artifacts import NODE_META
 from incidents.models import EventKind
 from incidents.services import timeline_event_record
 
-from .models import Artifact, NodeCollection, NodeStatus, Snapshot, inflate
+from .models import Artifact, GpuSeriesRecord, NodeCollection, NodeStatus, Snapshot, inflate
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,10 @@ HOUR_POINTS_AT_LEAST = 4
 GPUS_A_NODE_AT_MOST = 16
 GPUS_A_NODE = 8  # the budget's estimate of the series asked (nodes report no count before)
 SERIES_LABEL_BYTES, POINT_BYTES = 1024, 40
+# Of a node's parsed series as stored (`GpuSeriesRecord`, JSON before compression): a node of
+# 8 GPUs and 32 points a series is ~9 KB, 16 GPUs of MAX_POINTS points ~0.6 MB. Past it, the
+# series are parsed from the artifact, as a bundle's are.
+MAX_PARSED_BYTES = 4 * 1024 * 1024
 _LABEL_VALUE = re.compile(r"[^\x00-\x1f\"\\]{1,253}")
 DCGM_ARTIFACT = kinds.artifact_name(kinds.SYSTEM, SOURCE_DCGM, "")
 
@@ -275,7 +284,9 @@ def snapshot_gpu_metrics_store(*, snapshot_id: int, at_click: bool = False) -> i
         return 0
     if at_click:  # a node that gave no evidence meanwhile keeps no series (as when read after)
         nodes = _without_failed(nodes)
-    stored = series_store(nodes, windows, fetched.by_host)
+    # Read at the click, each node's parse is kept: made here, off the verdict's path. Read
+    # after the last node it is made there either way (once, by the merge).
+    stored = series_store(nodes, windows, fetched.by_host, parsed=at_click)
     read = f"{_steps_said(windows)} for {stored:,} of {node_count:,} nodes"
     say(snapshot, f"GPU metrics from Prometheus: the hour before the snapshot {read}"
          f"{_unread_said(nodes, fetched)}")  # fmt: skip
@@ -290,6 +301,9 @@ def snapshot_gpu_metrics_top_up(*, snapshot_id: int) -> int:
     they were read after the last node). Returns how many nodes got series here."""
     snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
     Artifact.objects.filter(collection__snapshot=snapshot, name=DCGM_ARTIFACT).exclude(
+        collection__status=NodeStatus.OK
+    ).delete()
+    GpuSeriesRecord.objects.filter(collection__snapshot=snapshot).exclude(
         collection__status=NodeStatus.OK
     ).delete()
     base_url = snapshot.cluster.prometheus_url
@@ -326,51 +340,111 @@ def _unread_said(nodes: dict[str, NodeCollection], fetched: Fetched) -> str:
 
 
 def series_store(
-    nodes: dict[str, NodeCollection], windows: list[Window] | Window, by_host: dict[str, list]
-) -> int:
+    nodes: dict[str, NodeCollection], windows: list[Window] | Window, by_host: dict[str, list],
+    parsed: bool = False,
+) -> int:  # fmt: skip
     """Each node's series as its `dcgm` system artifact (replacing any: a bundle's too), in
     one transaction; its stored parse is kept: the merge reads the series beside it
-    (`series_onto`). Returns how many nodes got series."""
+    (`series_onto`). `parsed`: each node's series parsed here too and kept beside the artifact
+    (`GpuSeriesRecord`), for the merge to decode. Returns how many nodes got series."""
     windows = windows if isinstance(windows, list) else [windows]
     said = {"source": "prometheus", "start": windows[0].start.isoformat(),
             "end": windows[-1].end.isoformat(), "step_s": windows[0].step_s}  # fmt: skip
     if len(windows) > 1:
         said.update(recent_start=windows[-1].start.isoformat(), recent_step_s=windows[-1].step_s)
     rows: dict[int, Artifact] = {}
+    records: dict[int, GpuSeriesRecord] = {}
     for host, series in by_host.items():
         collection = nodes.get(host)
         if collection is None:
             continue
-        content = json.dumps({**said, "series": series}).encode()
+        stored = {**said, "series": series}
+        content = json.dumps(stored).encode()
         rows[collection.pk] = Artifact(
             collection=collection, name=DCGM_ARTIFACT, compressed=zlib.compress(content, 1),
             size=len(content),
         )  # fmt: skip
+        # `stored` is JSON decoded (Prometheus's answer): parsed as is, the parse is the one
+        # of `content` read back.
+        record = _parsed_record(collection, stored) if parsed else None
+        if record is not None:
+            records[collection.pk] = record
     with transaction.atomic():
         Artifact.objects.filter(collection_id__in=list(rows), name=DCGM_ARTIFACT).delete()
+        GpuSeriesRecord.objects.filter(collection_id__in=list(rows)).delete()
         Artifact.objects.bulk_create(rows.values(), batch_size=500)
+        for pk, record in records.items():
+            record.from_artifact = rows[pk].pk
+        GpuSeriesRecord.objects.bulk_create(records.values(), batch_size=500)
     return len(rows)
+
+
+def _parsed_record(collection: NodeCollection, stored: dict) -> GpuSeriesRecord | None:
+    """The node's series parsed as the merge would parse its artifact, as a record to store
+    (its artifact's id set once that is stored); None past MAX_PARSED_BYTES."""
+    series = gpushape.dcgm_series(collection.node_name, stored)
+    raw = json.dumps(gpushape.dcgm_encoded(series), separators=(",", ":")).encode()
+    if len(raw) > MAX_PARSED_BYTES:
+        return None
+    return GpuSeriesRecord(
+        collection=collection, from_artifact=0, version=gpushape.DCGM_PARSED_VERSION,
+        compressed=zlib.compress(raw, 1), size=len(raw),
+    )  # fmt: skip
 
 
 def series_onto(parses: dict[int, NodeParse]) -> int:
     """The merge's side input: each stored parse (by collection id) given its node's stored
     DCGM series as the map would have read them (`gpushape.node_series`: DCGM's hour first,
-    else the probe's samples the parse holds already). One query; returns the nodes changed."""
+    else the probe's samples the parse holds already): the console's own parse of its
+    artifact when it kept one that holds (`GpuSeriesRecord`), else the artifact parsed.
+    Three queries (the last only for artifacts without a usable parse); returns the nodes
+    changed."""
     if not parses:
         return 0
-    changed = 0
-    rows = Artifact.objects.filter(collection_id__in=list(parses), name=DCGM_ARTIFACT)
+    artifacts = Artifact.objects.filter(collection_id__in=list(parses), name=DCGM_ARTIFACT)
+    artifact_of = dict(artifacts.values_list("collection_id", "pk"))
+    unread = set(artifact_of)
+    found: dict[int, list[GpuSeries]] = {}
+    records = GpuSeriesRecord.objects.filter(collection_id__in=list(artifact_of))
+    fields = ("collection_id", "from_artifact", "version", "compressed")
+    for collection_id, from_artifact, version, compressed in records.values_list(*fields):
+        if from_artifact != artifact_of[collection_id]:
+            continue  # its artifact was replaced since (a bundle's, a node's own)
+        series = _parsed_read(collection_id, parses[collection_id].node, version, compressed)
+        if series is not None:
+            found[collection_id] = series
+            unread.discard(collection_id)
+    rows = artifacts.filter(collection_id__in=list(unread)) if unread else artifacts.none()
     for collection_id, compressed in rows.values_list("collection_id", "compressed").iterator():
-        parse = parses[collection_id]
         try:
             text = inflate(compressed).decode("utf-8", "replace")
         except zlib.error:
             continue
-        dcgm = parse_dcgm(parse.node, text)
+        found[collection_id] = parse_dcgm(parses[collection_id].node, text)
+    changed = 0
+    for collection_id, dcgm in found.items():
         if dcgm:
-            parse.gpu_series = dcgm
+            parses[collection_id].gpu_series = dcgm
             changed += 1
     return changed
+
+
+def _parsed_read(
+    collection_id: int, node: str, version: int, compressed: bytes | memoryview
+) -> list[GpuSeries] | None:
+    """A kept parse of a node's series, or None (logged) when it is of another version, too
+    big, damaged or of another shape."""
+    try:
+        if version != gpushape.DCGM_PARSED_VERSION:
+            raise codec.CodecError(f"version {version}")
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(bytes(compressed), MAX_PARSED_BYTES + 1)
+        if len(raw) > MAX_PARSED_BYTES or inflater.unconsumed_tail:
+            raise codec.CodecError("over the size bound")
+        return gpushape.dcgm_decoded(node, json.loads(raw))
+    except (zlib.error, ValueError, RecursionError) as exc:  # CodecError is a ValueError
+        log.warning("kept GPU series of collection %s not used: %s", collection_id, exc)
+        return None
 
 
 def say(snapshot: Snapshot, text: str, kind=EventKind.SYSTEM, phase: str = "gpu_metrics") -> None:

@@ -384,6 +384,27 @@ class NodeParseRecord(models.Model):
         return f"parse of {self.collection_id} (v{self.version}, {self.size} bytes)"
 
 
+class GpuSeriesRecord(models.Model):
+    """A node's DCGM series as the console parsed them when it stored its own Prometheus read
+    (collectors/gpumetrics.py), so the merge after the last node decodes them instead of
+    parsing the `dcgm` artifact's JSON again. Only the console writes this table: a bundle's
+    `dcgm` artifact has no record and is parsed as the evidence it is. It names the artifact
+    row it was parsed from (an artifact replaced or dropped leaves it unused) and is read back
+    as untrusted (versioned, size-bounded, checked field by field): one that fails is not
+    used, the artifact is parsed instead."""
+
+    collection = models.OneToOneField(
+        NodeCollection, on_delete=models.CASCADE, related_name="gpu_series_record"
+    )
+    from_artifact = models.BigIntegerField(help_text="the id of the dcgm artifact parsed")
+    version = models.PositiveSmallIntegerField()
+    compressed = models.BinaryField()
+    size = models.PositiveIntegerField(help_text="bytes before compression")
+
+    def __str__(self) -> str:
+        return f"GPU series of {self.collection_id} (v{self.version}, {self.size} bytes)"
+
+
 class Artifact(models.Model):
     """One raw output (a log tail, a stack dump, dmesg...), zlib-compressed."""
 

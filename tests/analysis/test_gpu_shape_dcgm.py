@@ -5,9 +5,12 @@ is skipped, never raised (a bundle is untrusted input, and the merge reads every
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from analysis import gpushape
+import pytest
+
+from analysis import codec, gpushape
 
 
 def _stored(*series: dict) -> str:
@@ -53,3 +56,32 @@ def test_a_long_series_keeps_its_last_points_and_damaged_text_reads_as_nothing()
     assert len(series.points) == gpushape.MAX_POINTS  # the first MAX_POINTS read, as stored
     for text in ("", "{", "[]", '{"series": {}}', '{"series": [1, "x", null]}'):
         assert gpushape.parse_dcgm("n0", text) == []
+
+
+def test_the_parse_kept_as_json_reads_back_equal_and_a_form_it_could_not_be_is_refused():
+    memory = {"metric": "DCGM_FI_DEV_FB_USED", "gpu": "1", "UUID": "GPU-b",
+              "values": [[1, "30000"], [2, "30001"]]}  # fmt: skip
+    power = {"metric": "DCGM_FI_DEV_POWER_USAGE", "gpu": "1", "UUID": "GPU-b",
+             "values": [[1, "310.25"], [2, "90"]]}  # fmt: skip
+    xid = {"metric": "DCGM_FI_DEV_XID_ERRORS", "gpu": "1", "UUID": "GPU-b", "values": [[2, "79"]]}
+    text = _stored(_util([[1, "100"], [2, "0"]]), _util([[1, "0"], [2, "0"]], "1", "GPU-b"),
+                   memory, power, xid, _util([[10**400, "5"], [3, "5"]], "", ""))  # fmt: skip
+    parsed = gpushape.parse_dcgm("n0", text)
+    assert gpushape.dcgm_series("n0", json.loads(text)) == parsed  # the store's own: no text
+    kept = json.loads(json.dumps(gpushape.dcgm_encoded(parsed)))
+    assert gpushape.dcgm_decoded("n0", kept) == parsed
+    assert [s.xid for s in parsed] == [None, 79, None] and parsed[1].reading == "idle"
+
+    def refused(data) -> None:
+        with pytest.raises(codec.CodecError):
+            gpushape.dcgm_decoded("n0", data)
+
+    refused([len(parsed), "not a column"])
+    refused({"series": kept})
+    for field, value in (("node", "n1"), ("source", "nvidia-smi"), ("points", [])):
+        refused(gpushape.dcgm_encoded([parsed[0], replace(parsed[1], **{field: value})]))
+    (full,) = gpushape.parse_dcgm("n0", _stored(_util([[t, "1"] for t in range(720)])))
+    grown = replace(full, points=full.points + full.points[:1])  # one point past the bound
+    refused(gpushape.dcgm_encoded([grown]))
+    (one,) = gpushape.parse_dcgm("n0", _stored(_util([[1, "1"]])))
+    refused(gpushape.dcgm_encoded([one] * (gpushape.MAX_DCGM_ITEMS + 1)))

@@ -12,7 +12,7 @@ import pytest
 
 from bench import prometheus_stub
 from collectors import gpuclick, gpumetrics, services
-from collectors.models import Artifact, NodeStatus, Snapshot, SnapshotStatus
+from collectors.models import Artifact, GpuSeriesRecord, NodeStatus, Snapshot, SnapshotStatus
 from tests.collectors.test_gpu_metrics_merge import WITH_DCGM, _dcgm, _snapshot, _verdict
 from tests.helpers import free_port
 
@@ -117,6 +117,8 @@ def test_a_node_that_gave_no_evidence_keeps_no_series_read_at_the_click(bob, clu
     assert gpumetrics.snapshot_gpu_metrics_top_up(snapshot_id=snapshot.pk) == 0
     kept = Artifact.objects.filter(collection__snapshot=snapshot, name=gpumetrics.DCGM_ARTIFACT)
     assert list(kept.values_list("collection__node_name", flat=True)) == ["node-000"]
+    parsed = GpuSeriesRecord.objects.filter(collection__snapshot=snapshot)  # their parses too
+    assert list(parsed.values_list("collection__node_name", flat=True)) == ["node-000"]
 
 
 def test_a_snapshot_without_a_prometheus_or_nodes_reads_nothing_at_the_click(bob, cluster):
