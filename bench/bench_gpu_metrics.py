@@ -14,8 +14,10 @@ process's, apart.
 
 `--click` (click22): the series read as a click reads them, beside the node visits
 (collectors/gpuclick.py, `fetch_at_click`, timed apart: it is not after the last node), then
-the analysis task after the last node, which finds them in. `--dump PATH` writes the last
-run's diagnosis JSON (compare the two ways' verdicts).
+the analysis task after the last node, which finds them in (since gpu22b each node's series
+kept parsed too, `GpuSeriesRecord`). `--dump PATH` writes the last run's diagnosis JSON
+(compare the two ways' verdicts). The series given to the stored parses (`series_onto`, inside
+the read back) and the top-up after the last node are timed apart too.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hd_gpu22_bench \\
         .venv/bin/python bench/bench_gpu_metrics.py --nodes 1000 --repeat 3 [--before]
@@ -36,6 +38,11 @@ from bench import bench_verdict, prometheus_stub  # noqa: E402
 from bench.consolekit import console_database  # noqa: E402
 
 GPUS = 8
+# bench_verdict's steps, and the GPU's own inside them (a tree without one times nothing).
+GPU_STEPS = (
+    ("  of it, GPU series onto parses", "collectors.gpumetrics", "series_onto"),
+    ("GPU metrics topped up (click)", "collectors.gpumetrics", "snapshot_gpu_metrics_top_up"),
+)
 
 
 def _dcgm(host: str, gpu: int, metric: str, at: float) -> float:
@@ -127,6 +134,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--step", type=float, default=30.0, help="GPU_METRICS_STEP_S")
+    parser.add_argument("--timeout", type=float, help="GPU_METRICS_TIMEOUT_S (a loaded host)")
     parser.add_argument("--before", action="store_true", help="the parses deleted, as before")
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--click", action="store_true", help="read at the click, as click22")
@@ -137,6 +145,9 @@ def main() -> None:
     from django.conf import settings
 
     settings.GPU_METRICS_STEP_S = args.step
+    if args.timeout:
+        settings.GPU_METRICS_TIMEOUT_S = args.timeout
+    bench_verdict.STEPS += GPU_STEPS
     ranks = args.nodes * GPUS
     snapshot = None if args.rebuild else _find(ranks, args.nodes)
     snapshot = snapshot or build(ranks, args.nodes)
