@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from operator import attrgetter
 
 from analysis.parsers.flight_recorder import FrEntry
 
@@ -87,6 +88,31 @@ def compare(calls: dict[int, list[FrEntry]], group_size: int | None) -> Disagree
         if found is not None:
             return found
     return None
+
+
+# Every field `_all_alike` compares, and the shapes the laws read: entries alike in all of
+# them are alike for `compare`, and one's law is every one's.
+CONTENT = tuple(
+    map(
+        attrgetter,
+        ("op", "input_sizes", "output_sizes", "in_dtypes", "out_dtypes", "in_shapes", "out_shapes"),
+    )
+)
+
+
+def alike(entries: list[FrEntry]) -> bool:
+    """Every entry has one value of each CONTENT field: a set of each field's values, made in
+    C (thousands of ranks at each sequence number), not an entry at a time."""
+    try:
+        return all(len(set(map(field, entries))) <= 1 for field in CONTENT)
+    except TypeError:  # a value that is not hashable: not told here
+        return False
+
+
+def lawful_alone(entry: FrEntry, size: int | None) -> bool:
+    """What `compare` finds when every rank ran this very entry: nothing (an all_to_all's
+    totals need the ranks: not told here)."""
+    return entry.kind not in ALL_TO_ALL and _law_of(entry, size) is None
 
 
 def _compare_one(at: dict[int, FrEntry], index: int, size: int | None) -> Disagreement | None:
