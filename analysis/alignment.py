@@ -25,8 +25,7 @@ name.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from itertools import compress
-from operator import attrgetter, itemgetter, not_
+from operator import attrgetter, itemgetter
 
 from analysis import agreement
 from analysis.fr_causes import Entries, break_ties, cause_first, order_cycles
@@ -49,7 +48,9 @@ from analysis.verdict import ranks_text
 # An entry's fields, read for every member at each sequence number compared: by C, not a
 # generator a member.
 _COMPLETED, _STARTED = attrgetter("completed"), attrgetter("started")
-_PG, _SEQ, _IS_P2P, _PATH = attrgetter("pg"), attrgetter("seq"), attrgetter("is_p2p"), attrgetter("path")
+_SEQ, _PATH = attrgetter("seq"), attrgetter("path")
+# Completed, and what `agreement.alike` compares: one tuple an entry, counted in C.
+_MET = attrgetter("completed", *agreement.CONTENT_FIELDS)
 
 __all__ = [
     "FlightRecorderReading",
@@ -79,10 +80,10 @@ def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderR
     per_rank = dumps_by_rank(dumps)
     configured = _configured_by_rank(per_rank)
     world = _world(per_rank, configured, world)
-    groups, entries, waiting, last, with_p2p = _groups(per_rank, configured, world)
+    groups, entries, waiting, last, kinds = _groups(per_rank, configured, world)
     stops: list[GroupStop] = []
     for key, group in groups.items():
-        stop = _collective_stop(group, entries[key], per_rank, waiting, with_p2p)
+        stop = _collective_stop(group, entries[key], per_rank, waiting, kinds)
         if stop is not None:
             stops.append(stop)
     for key in sorted({w.group for w in waiting.values() if w.entry.is_p2p}):
@@ -125,18 +126,20 @@ def _world(per_rank: dict[int, FrDump], configured, world: int | None) -> int | 
 def _groups(per_rank: dict[int, FrDump], configured, world: int | None):
     """The groups, each rank's entries of each (in record order), where each rank waits (its
     first pending entry), its last completed collective, and the ranks that recorded
-    point-to-point ops, in one pass over the entries."""
+    point-to-point ops and those whose dump is one run (see _sorted_entries), in one pass
+    over the entries."""
     configs = _distinct_configs(configured)
     groups: dict[str, FrGroup] = {}
     entries: Entries = defaultdict(dict)
     waiting: dict[int, Wait] = {}
     last: dict[int, int | None] = {}
     with_p2p: set[int] = set()
+    gapless: set[int] = set()
     # (name, description, the rank's configured groups) -> the group's key: ranks sharing a
     # pg_config share the dict (see _configured_by_rank), so a job's key is found once.
     known: dict[tuple[str, str, int], str] = {}
     for rank, dump in per_rank.items():
-        by_name, pending, last[rank], p2p = _sorted_entries(dump)
+        by_name, pending, last[rank], p2p, run = _sorted_entries(dump)
         own = configured[rank]
         keys = {}
         for name, mine in by_name.items():
@@ -151,13 +154,15 @@ def _groups(per_rank: dict[int, FrDump], configured, world: int | None):
             waiting[rank] = Wait(keys[pending.pg], pending)
         if p2p:
             with_p2p.add(rank)
+        elif run:
+            gapless.add(rank)
     for key, group in groups.items():
         if not group.members:
             members = tuple(sorted(entries[key]))
             groups[key] = FrGroup(key, group.name, group.desc, members, "entries")
     if world:
         _place_ranks_without_dumps(groups, set(range(world)) - set(per_rank))
-    return groups, entries, waiting, last, with_p2p
+    return groups, entries, waiting, last, (with_p2p, gapless)
 
 
 def _distinct_configs(configured) -> dict[str, list[tuple[int, ...]]]:
@@ -174,17 +179,27 @@ def _distinct_configs(configured) -> dict[str, list[tuple[int, ...]]]:
 
 def _sorted_entries(dump: FrDump):
     """One dump's entries by group name, its first pending entry, its last completed
-    collective's sequence id, and whether it recorded a point-to-point op."""
+    collective's sequence id, whether it recorded a point-to-point op, and whether it is one
+    group's collectives numbered on without a gap (a run: every dump of a whole-world job)."""
     entries = dump.entries
     if not entries:
-        return {}, None, None, False
-    if len(set(map(_PG, entries))) == 1 and not any(map(_IS_P2P, entries)):
-        # One group's collectives (every dump of a whole-world job): read in C, not in a loop
-        # an entry. The list is the dump's own, never changed.
-        completed = list(map(_COMPLETED, entries))
-        pending = next(compress(entries, map(not_, completed)), None)
-        done = max(compress(map(_SEQ, entries), completed), default=None)
-        return {entries[0].pg: entries}, pending, done, False
+        return {}, None, None, False, False
+    pg = entries[0].pg
+    pending = done = None
+    seq = entries[0].seq - 1
+    for entry in entries:
+        if entry.pg != pg or entry.is_p2p or entry.seq != seq + 1:
+            return _sorted_entries_of_groups(entries)
+        seq = entry.seq
+        if not entry.completed:
+            if pending is None:
+                pending = entry
+        else:
+            done = seq
+    return {pg: entries}, pending, done, False, True  # the dump's own list, never changed
+
+
+def _sorted_entries_of_groups(entries: list[FrEntry]):
     by_name: dict[str, list[FrEntry]] = {}
     pending = done = None
     p2p = False
@@ -200,7 +215,7 @@ def _sorted_entries(dump: FrDump):
                 pending = entry
         elif not entry.is_p2p and (done is None or entry.seq > done):
             done = entry.seq
-    return by_name, pending, done, p2p
+    return by_name, pending, done, p2p, False
 
 
 def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> None:
@@ -280,9 +295,9 @@ def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
 # ------------------------------------------------------------------ collectives
 
 
-def _collective_stop(group: FrGroup, entries, per_rank, waiting, with_p2p) -> GroupStop | None:
+def _collective_stop(group: FrGroup, entries, per_rank, waiting, kinds) -> GroupStop | None:
     holders = [m for m in group.members if m in per_rank]
-    runs, profiles, calls = _calls(holders, entries, with_p2p)
+    runs, profiles, calls = _calls(holders, entries, *kinds)
     if not runs and not calls:
         return None
     without = tuple(m for m in group.members if m not in per_rank)
@@ -305,7 +320,7 @@ def _collective_stop(group: FrGroup, entries, per_rank, waiting, with_p2p) -> Gr
         if seq > lowest_top:
             top = top or _tops(comparable, profiles, calls)
             absent = tuple(r for r in comparable if top[r] < seq)
-        if not absent and _met(_column(seq, profiles, calls), size):
+        if not absent and _met(seq, profiles, calls, size):
             continue
         present = _present(seq, recorded, runs, calls)
         if not present:
@@ -316,7 +331,7 @@ def _collective_stop(group: FrGroup, entries, per_rank, waiting, with_p2p) -> Gr
     return None
 
 
-def _calls(holders, entries, with_p2p):
+def _calls(holders, entries, with_p2p, gapless):
     """Each member's collectives of the group by sequence number. A member that recorded one
     entry a number, numbered on without a gap (every member, but for a coalesced group or a
     point-to-point op), is kept as a run: its first number and its entries, read by position;
@@ -325,22 +340,24 @@ def _calls(holders, entries, with_p2p):
     runs: dict[int, tuple[int, list[FrEntry]]] = {}
     profiles: dict[tuple[int, int], tuple[list[int], list[list[FrEntry]]]] = {}
     calls: dict[int, dict[int, list[FrEntry]]] = {}
-    gapless: dict[tuple[int, ...], bool] = {}
+    known: dict[tuple[int, ...], bool] = {}  # seq ids -> numbered on without a gap
     for rank in holders:
         mine = entries.get(rank)
         if not mine:
             continue
-        if rank not in with_p2p:
+        run = rank in gapless
+        if not run and rank not in with_p2p:
             seqs = tuple(map(_SEQ, mine))
-            run = gapless.get(seqs)
+            run = known.get(seqs)
             if run is None:
-                run = gapless[seqs] = seqs == tuple(range(seqs[0], seqs[0] + len(seqs)))
-            if run:
-                runs[rank] = (seqs[0], mine)
-                ranks, mines = profiles.setdefault((seqs[0], len(seqs)), ([], []))
-                ranks.append(rank)
-                mines.append(mine)
-                continue
+                run = known[seqs] = seqs == tuple(range(seqs[0], seqs[0] + len(seqs)))
+        if run:
+            first = mine[0].seq
+            runs[rank] = (first, mine)
+            ranks, mines = profiles.setdefault((first, len(mine)), ([], []))
+            ranks.append(rank)
+            mines.append(mine)
+            continue
         by_seq: dict[int, list[FrEntry]] = defaultdict(list)
         for entry in mine:
             if not entry.is_p2p:
@@ -360,29 +377,29 @@ def _tops(comparable, profiles, calls) -> dict[int, int]:
     return top
 
 
-def _column(seq, profiles, calls) -> list[FrEntry] | None:
-    """The entry each member that issued `seq` recorded for it; None when a member recorded
-    more than one (a coalesced group: read in detail)."""
-    column: list[FrEntry] = []
+def _met(seq, profiles, calls, size: int | None) -> bool:
+    """Every member that issued `seq` ran the very same single op, completed, and the op breaks
+    no law on its own: what `_meeting` finds nothing wrong with, told in C (the members'
+    tuples of state and content counted) rather than compared a member at a time. False
+    sends the number to the detailed comparison (as when a member recorded several ops)."""
+    rows: list[tuple] = []
+    entry = None
     for (first, count), (_ranks, mines) in profiles.items():
         if first <= seq < first + count:
-            column += map(itemgetter(seq - first), mines)
+            rows += map(_MET, map(itemgetter(seq - first), mines))
+            entry = entry or mines[0][seq - first]
     for by_seq in calls.values():
         ops = by_seq.get(seq)
         if ops is not None:
             if len(ops) != 1:
-                return None
-            column.append(ops[0])
-    return column
-
-
-def _met(column: list[FrEntry] | None, size: int | None) -> bool:
-    """Every member that issued it ran the very same single op, completed, and the op breaks
-    no law on its own: what `_meeting` finds nothing wrong with, told in C (a set of each
-    field's values) rather than compared a member at a time."""
-    if not column or not all(map(_COMPLETED, column)):
+                return False
+            rows.append(_MET(ops[0]))
+            entry = entry or ops[0]
+    if entry is None:
         return False
-    return agreement.alike(column) and agreement.lawful_alone(column[0], size)
+    first = rows[0]
+    met = first[0] is True and rows.count(first) == len(rows)  # == True: every one completed
+    return met and agreement.lawful_alone(entry, size)
 
 
 def _present(seq, recorded, runs, calls) -> dict[int, list[FrEntry]]:

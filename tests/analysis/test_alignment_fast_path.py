@@ -20,15 +20,17 @@ def _detailed(monkeypatch, dumps, world):
     """read_dumps with every fast path off: each rank's entries by sequence number in dicts,
     every sequence number compared member by member, sides found a rank at a time."""
     with monkeypatch.context() as patch:
-        patch.setattr(alignment, "_met", lambda column, size: False)
-        patch.setattr(alignment, "_IS_P2P", lambda entry: True)  # no one-group shortcut
+        patch.setattr(alignment, "_met", lambda seq, profiles, calls, size: False)
+        patch.setattr(  # no one-group run
+            alignment, "_sorted_entries", lambda d: alignment._sorted_entries_of_groups(d.entries)
+        )
         patch.setattr(fr_model.agreement, "alike", lambda entries: False)
         real = alignment._collective_stop
         patch.setattr(
             alignment,
             "_collective_stop",
-            lambda group, entries, per_rank, waiting, _p2p: real(
-                group, entries, per_rank, waiting, set(per_rank)
+            lambda group, entries, per_rank, waiting, _kinds: real(
+                group, entries, per_rank, waiting, (set(per_rank), set())
             ),
         )
         return alignment.read_dumps(dumps, world)
@@ -201,8 +203,7 @@ def test_sizes_cut_to_the_same_text_are_not_alike_when_their_shapes_differ():
 
 def test_the_fields_told_alike_cover_what_compare_and_the_signature_read():
     # _all_alike's fields and the signature's parts are all among CONTENT's.
-    read = {getter.__reduce__()[1][0] for getter in agreement.CONTENT}
-    assert read == set(FIELDS)
+    assert set(agreement.CONTENT_FIELDS) == set(FIELDS)
     entry = _plain()
     for name in ("op", "input_sizes", "output_sizes", "in_dtypes", "out_dtypes"):
         other = ("Half",) if "dtypes" in name else "y"
