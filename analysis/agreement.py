@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from operator import attrgetter
 
 from analysis.parsers.flight_recorder import FrEntry
 
@@ -87,6 +88,33 @@ def compare(calls: dict[int, list[FrEntry]], group_size: int | None) -> Disagree
         if found is not None:
             return found
     return None
+
+
+# Every field `_all_alike` compares, and the shapes the laws read: entries alike in all of
+# them are alike for `compare`, and one's law is every one's.
+CONTENT_FIELDS = (
+    "op",
+    "input_sizes",
+    "output_sizes",
+    "in_dtypes",
+    "out_dtypes",
+    "in_shapes",
+    "out_shapes",
+)
+_CONTENT = attrgetter(*CONTENT_FIELDS)
+
+
+def alike(entries: list[FrEntry]) -> bool:
+    """Every entry equal to the first in every CONTENT_FIELDS field: their tuples counted in C
+    (thousands of ranks at each sequence number), not compared an entry at a time."""
+    contents = list(map(_CONTENT, entries))
+    return not contents or contents.count(contents[0]) == len(contents)
+
+
+def lawful_alone(entry: FrEntry, size: int | None) -> bool:
+    """What `compare` finds when every rank ran this very entry: nothing (an all_to_all's
+    totals need the ranks: not told here)."""
+    return entry.kind not in ALL_TO_ALL and _law_of(entry, size) is None
 
 
 def _compare_one(at: dict[int, FrEntry], index: int, size: int | None) -> Disagreement | None:

@@ -25,7 +25,7 @@ name.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from analysis import agreement
 from analysis.fr_causes import Entries, break_ties, cause_first, order_cycles
@@ -45,9 +45,12 @@ from analysis.snapshot_parse import MAX_WORLD
 from analysis.stacks import compact_ranks
 from analysis.verdict import ranks_text
 
-# An entry's state, read for every member at each sequence number compared: by C, not a
+# An entry's fields, read for every member at each sequence number compared: by C, not a
 # generator a member.
 _COMPLETED, _STARTED = attrgetter("completed"), attrgetter("started")
+_SEQ, _PATH = attrgetter("seq"), attrgetter("path")
+# Completed, and what `agreement.alike` compares: one tuple an entry, counted in C.
+_MET = attrgetter("completed", *agreement.CONTENT_FIELDS)
 
 __all__ = [
     "FlightRecorderReading",
@@ -67,7 +70,7 @@ def align_flight_recorder(dumps: list[FrDump], world: int | None = None) -> dict
 
 def dumps_by_rank(dumps: list[FrDump]) -> dict[int, FrDump]:
     per_rank: dict[int, FrDump] = {}
-    for dump in sorted(dumps, key=lambda d: d.path):
+    for dump in sorted(dumps, key=_PATH):
         if dump.rank is not None and dump.rank < MAX_WORLD and dump.rank not in per_rank:
             per_rank[dump.rank] = dump  # a rank may have a pickle and a JSON dump: use one
     return per_rank
@@ -75,11 +78,12 @@ def dumps_by_rank(dumps: list[FrDump]) -> dict[int, FrDump]:
 
 def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderReading:
     per_rank = dumps_by_rank(dumps)
-    world = _world(per_rank, world)
-    groups, entries, waiting, last = _groups(per_rank, world)
+    configured = _configured_by_rank(per_rank)
+    world = _world(per_rank, configured, world)
+    groups, entries, waiting, last, kinds = _groups(per_rank, configured, world)
     stops: list[GroupStop] = []
     for key, group in groups.items():
-        stop = _collective_stop(group, entries[key], per_rank, waiting)
+        stop = _collective_stop(group, entries[key], per_rank, waiting, kinds)
         if stop is not None:
             stops.append(stop)
     for key in sorted({w.group for w in waiting.values() if w.entry.is_p2p}):
@@ -106,50 +110,66 @@ def _is_default(name: str, desc: str) -> bool:
     return name == "0" or desc == "default_pg"
 
 
-def _world(per_rank: dict[int, FrDump], world: int | None) -> int | None:
+def _world(per_rank: dict[int, FrDump], configured, world: int | None) -> int | None:
     """The expected world, else the default group's size (pg_config lists the whole world)."""
     if world:
         return min(world, MAX_WORLD)
     sizes = [
         len(members)
-        for dump in per_rank.values()
-        for name, members in _configured(dump).items()
+        for rank, dump in per_rank.items()
+        for name, members in configured[rank].items()
         if _is_default(name, dump.pg_desc.get(name, ""))
     ]
     return min(max(sizes), MAX_WORLD) if sizes else None
 
 
-def _groups(per_rank: dict[int, FrDump], world: int | None):
+def _groups(per_rank: dict[int, FrDump], configured, world: int | None):
     """The groups, each rank's entries of each (in record order), where each rank waits (its
-    first pending entry) and its last completed collective, in one pass over the entries."""
-    configured = {rank: _configured(dump) for rank, dump in per_rank.items()}
+    first pending entry), its last completed collective, and the ranks that recorded
+    point-to-point ops and those whose dump is one run (see _sorted_entries), in one pass
+    over the entries."""
     configs = _distinct_configs(configured)
     groups: dict[str, FrGroup] = {}
     entries: Entries = defaultdict(dict)
     waiting: dict[int, Wait] = {}
     last: dict[int, int | None] = {}
+    with_p2p: set[int] = set()
+    gapless: set[int] = set()
+    # (name, description, the rank's configured groups) -> the group's key: ranks sharing a
+    # pg_config share the dict (see _configured_by_rank), so a job's key is found once.
+    known: dict[tuple[str, str, int], str] = {}
     for rank, dump in per_rank.items():
-        by_name, pending, last[rank] = _sorted_entries(dump)
+        by_name, pending, last[rank], p2p, run = _sorted_entries(dump)
+        own = configured[rank]
         keys = {}
         for name, mine in by_name.items():
-            keys[name] = _group_key(mine[0], configured[rank], configs, world, groups)
-            entries[keys[name]][rank] = mine
+            first = mine[0]
+            memo = (name, first.pg_desc, id(own))
+            key = known.get(memo)
+            if key is None:
+                key = known[memo] = _group_key(first, own, configs, world, groups)
+            keys[name] = key
+            entries[key][rank] = mine
         if pending is not None:
             waiting[rank] = Wait(keys[pending.pg], pending)
+        if p2p:
+            with_p2p.add(rank)
+        elif run:
+            gapless.add(rank)
     for key, group in groups.items():
         if not group.members:
             members = tuple(sorted(entries[key]))
             groups[key] = FrGroup(key, group.name, group.desc, members, "entries")
     if world:
         _place_ranks_without_dumps(groups, set(range(world)) - set(per_rank))
-    return groups, entries, waiting, last
+    return groups, entries, waiting, last, (with_p2p, gapless)
 
 
 def _distinct_configs(configured) -> dict[str, list[tuple[int, ...]]]:
     """name -> the distinct member lists the dumps give it. Every dump of a job repeats the
     same tuples (the parser shares them), so `is` settles almost every comparison."""
     configs: dict[str, list[tuple[int, ...]]] = defaultdict(list)
-    for own in configured.values():
+    for own in {id(own): own for own in configured.values()}.values():
         for name, members in own.items():
             known = configs[name]
             if not any(m is members or m == members for m in known):
@@ -159,20 +179,43 @@ def _distinct_configs(configured) -> dict[str, list[tuple[int, ...]]]:
 
 def _sorted_entries(dump: FrDump):
     """One dump's entries by group name, its first pending entry, its last completed
-    collective's sequence id."""
+    collective's sequence id, whether it recorded a point-to-point op, and whether it is one
+    group's collectives numbered on without a gap (a run: every dump of a whole-world job)."""
+    entries = dump.entries
+    if not entries:
+        return {}, None, None, False, False
+    pg = entries[0].pg
+    pending = done = None
+    seq = entries[0].seq - 1
+    for entry in entries:
+        if entry.pg != pg or entry.is_p2p or entry.seq != seq + 1:
+            return _sorted_entries_of_groups(entries)
+        seq = entry.seq
+        if not entry.completed:
+            if pending is None:
+                pending = entry
+        else:
+            done = seq
+    return {pg: entries}, pending, done, False, True  # the dump's own list, never changed
+
+
+def _sorted_entries_of_groups(entries: list[FrEntry]):
     by_name: dict[str, list[FrEntry]] = {}
     pending = done = None
-    for entry in dump.entries:
+    p2p = False
+    for entry in entries:
         mine = by_name.get(entry.pg)
         if mine is None:
             mine = by_name[entry.pg] = []
         mine.append(entry)
+        if entry.is_p2p:
+            p2p = True
         if not entry.completed:
             if pending is None:
                 pending = entry
         elif not entry.is_p2p and (done is None or entry.seq > done):
             done = entry.seq
-    return by_name, pending, done
+    return by_name, pending, done, p2p, False
 
 
 def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> None:
@@ -196,6 +239,22 @@ def _place_ranks_without_dumps(groups: dict[str, FrGroup], silent: set[int]) -> 
         group = short[0]
         members = tuple(sorted({*group.members, *left}))
         groups[group.key] = FrGroup(group.key, group.name, group.desc, members, "siblings")
+
+
+def _configured_by_rank(per_rank: dict[int, FrDump]) -> dict[int, dict[str, tuple[int, ...]]]:
+    """_configured of each rank, made once per distinct pg_config and shared (read only): the
+    parser hands every dump of a job the same member tuples, so their ids tell configs apart
+    (equal configs of different tuples are only made twice)."""
+    made: dict[tuple, dict[str, tuple[int, ...]]] = {}
+    configured = {}
+    for rank, dump in per_rank.items():
+        pg_ranks = dump.pg_ranks
+        key = (*pg_ranks, *map(id, pg_ranks.values()))  # names are text, ids numbers
+        own = made.get(key)
+        if own is None:
+            own = made[key] = _configured(dump)
+        configured[rank] = own
+    return configured
 
 
 def _configured(dump: FrDump) -> dict[str, tuple[int, ...]]:
@@ -236,39 +295,127 @@ def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
 # ------------------------------------------------------------------ collectives
 
 
-def _collective_stop(group: FrGroup, entries, per_rank, waiting) -> GroupStop | None:
+def _collective_stop(group: FrGroup, entries, per_rank, waiting, kinds) -> GroupStop | None:
     holders = [m for m in group.members if m in per_rank]
-    calls: dict[int, dict[int, list[FrEntry]]] = {}
-    for rank in holders:
-        by_seq: dict[int, list[FrEntry]] = defaultdict(list)
-        for entry in entries.get(rank, ()):
-            if not entry.is_p2p:
-                by_seq[entry.seq].append(entry)
-        if by_seq:
-            calls[rank] = by_seq
-    if not calls:
+    runs, profiles, calls = _calls(holders, entries, *kinds)
+    if not runs and not calls:
         return None
     without = tuple(m for m in group.members if m not in per_rank)
     # A member with a dump and none of this group's entries never issued one, unless its ring
     # buffer wrapped (then it may have forgotten them: not compared).
-    comparable = [r for r in holders if r in calls or not per_rank[r].wrapped]
-    recorded = [r for r in comparable if r in calls]
+    comparable = [r for r in holders if r in runs or r in calls or not per_rank[r].wrapped]
+    recorded = [r for r in comparable if r in runs or r in calls]
     if not recorded:
         return None
-    top = {r: max(calls[r]) if r in calls else 0 for r in comparable}
-    start = max(min(calls[r]) for r in recorded)
-    seqs = sorted({s for r in recorded for s in calls[r] if s >= start})
+    firsts = [first for first, _count in profiles] + [min(by_seq) for by_seq in calls.values()]
+    tops = [first + count - 1 for first, count in profiles] + [max(c) for c in calls.values()]
+    start = max(firsts)
+    numbers = {s for first, count in profiles for s in range(max(first, start), first + count)}
+    numbers.update(s for by_seq in calls.values() for s in by_seq if s >= start)
+    lowest_top = min(tops + [0] * (len(comparable) > len(recorded)))
     size = len(group.members) or None
-    lowest_top = min(top.values(), default=0)
-    for seq in seqs:
-        present = {r: calls[r][seq] for r in recorded if seq in calls[r]}
+    top: dict[int, int] | None = None
+    for seq in sorted(numbers):
+        absent: tuple[int, ...] = ()
+        if seq > lowest_top:
+            top = top or _tops(comparable, profiles, calls)
+            absent = tuple(r for r in comparable if top[r] < seq)
+        if not absent and _met(seq, profiles, calls, size):
+            continue
+        present = _present(seq, recorded, runs, calls)
         if not present:
             continue
-        absent = () if seq <= lowest_top else tuple(r for r in comparable if top[r] < seq)
         stop = _meeting(group, seq, present, absent, without, size, waiting)
         if stop is not None:
             return stop
     return None
+
+
+def _calls(holders, entries, with_p2p, gapless):
+    """Each member's collectives of the group by sequence number. A member that recorded one
+    entry a number, numbered on without a gap (every member, but for a coalesced group or a
+    point-to-point op), is kept as a run: its first number and its entries, read by position;
+    members of one (first, count) are gathered in `profiles` (their ranks, their entries). Any
+    other member's are a dict of lists, in `calls`."""
+    runs: dict[int, tuple[int, list[FrEntry]]] = {}
+    profiles: dict[tuple[int, int], tuple[list[int], list[list[FrEntry]]]] = {}
+    calls: dict[int, dict[int, list[FrEntry]]] = {}
+    known: dict[tuple[int, ...], bool] = {}  # seq ids -> numbered on without a gap
+    for rank in holders:
+        mine = entries.get(rank)
+        if not mine:
+            continue
+        run = rank in gapless
+        if not run and rank not in with_p2p:
+            seqs = tuple(map(_SEQ, mine))
+            run = known.get(seqs)
+            if run is None:
+                run = known[seqs] = seqs == tuple(range(seqs[0], seqs[0] + len(seqs)))
+        if run:
+            first = mine[0].seq
+            runs[rank] = (first, mine)
+            ranks, mines = profiles.setdefault((first, len(mine)), ([], []))
+            ranks.append(rank)
+            mines.append(mine)
+            continue
+        by_seq: dict[int, list[FrEntry]] = defaultdict(list)
+        for entry in mine:
+            if not entry.is_p2p:
+                by_seq[entry.seq].append(entry)
+        if by_seq:
+            calls[rank] = by_seq
+    return runs, profiles, calls
+
+
+def _tops(comparable, profiles, calls) -> dict[int, int]:
+    """Each comparable member's highest sequence number (0 for one that recorded none)."""
+    top = dict.fromkeys(comparable, 0)
+    for (first, count), (ranks, _mines) in profiles.items():
+        top.update(dict.fromkeys(ranks, first + count - 1))
+    for rank, by_seq in calls.items():
+        top[rank] = max(by_seq)
+    return top
+
+
+def _met(seq, profiles, calls, size: int | None) -> bool:
+    """Every member that issued `seq` ran the very same single op, completed, and the op breaks
+    no law on its own: what `_meeting` finds nothing wrong with, told in C (the members'
+    tuples of state and content counted) rather than compared a member at a time. False
+    sends the number to the detailed comparison (as when a member recorded several ops)."""
+    rows: list[tuple] = []
+    entry = None
+    for (first, count), (_ranks, mines) in profiles.items():
+        if first <= seq < first + count:
+            rows += map(_MET, map(itemgetter(seq - first), mines))
+            entry = entry or mines[0][seq - first]
+    for by_seq in calls.values():
+        ops = by_seq.get(seq)
+        if ops is not None:
+            if len(ops) != 1:
+                return False
+            rows.append(_MET(ops[0]))
+            entry = entry or ops[0]
+    if entry is None:
+        return False
+    first = rows[0]
+    met = first[0] is True and rows.count(first) == len(rows)  # == True: every one completed
+    return met and agreement.lawful_alone(entry, size)
+
+
+def _present(seq, recorded, runs, calls) -> dict[int, list[FrEntry]]:
+    """What each member that issued `seq` ran (the ops of a coalesced group), in member order."""
+    present: dict[int, list[FrEntry]] = {}
+    for rank in recorded:
+        run = runs.get(rank)
+        if run is not None:
+            first, mine = run
+            if first <= seq < first + len(mine):
+                present[rank] = [mine[seq - first]]
+        else:
+            ops = calls[rank].get(seq)
+            if ops:
+                present[rank] = ops
+    return present
 
 
 def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop | None:

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
-from operator import attrgetter
-from typing import Any
+from functools import cached_property, partial
+from itertools import chain, compress
+from operator import attrgetter, itemgetter, not_
+from typing import Any, NamedTuple
 
+from analysis import agreement
 from analysis.parsers.flight_recorder import FrEntry
 from analysis.stacks import compact_ranks
 from analysis.verdict import ranks_text
 
-_COMPLETED = attrgetter("completed")
+_COMPLETED, _CREATED = attrgetter("completed"), attrgetter("time_created_ns")
+# What an entry's signature is made of: entries alike in these have one signature.
+_SIGNED = attrgetter("op", "input_sizes", "output_sizes", "in_dtypes", "out_dtypes")
 
 # How many stops and groups the diagnosis JSON carries (a 4,096-rank job has thousands of
 # groups; the first stops are the story).
@@ -177,9 +181,9 @@ class FlightRecorderReading:
         }
 
 
-@dataclass(frozen=True)
-class Wait:
-    """Where a rank is blocked: the first op it issued and never completed."""
+class Wait(NamedTuple):
+    """Where a rank is blocked: the first op it issued and never completed (a tuple: one is
+    made for every rank of a hung job)."""
 
     group: str
     entry: FrEntry
@@ -205,8 +209,10 @@ def make_stop(
     a coalesced group); its victims are the ranks that wait in it, and those blocked
     elsewhere that it keeps from coming."""
     sides = sides or _sides_by_signature(present, op_index)
-    waiting_here = {r for r, ops in present.items() if not all(map(_COMPLETED, ops))}
-    created = [e.time_created_ns for ops in present.values() for e in ops if e.time_created_ns]
+    # In C, not a loop a rank: a stop of a whole-world group reads every rank's entry.
+    done = map(all, map(partial(map, _COMPLETED), present.values()))
+    waiting_here = set(compress(present, map(not_, done)))
+    created = list(filter(None, map(_CREATED, chain.from_iterable(present.values()))))
     op = sides[0].op if sides else "?"
     return GroupStop(
         pg=group.name,
@@ -229,9 +235,17 @@ def make_stop(
 
 
 def _sides_by_signature(present: dict[int, list[FrEntry]], index: int) -> tuple[FrSide, ...]:
-    by_signature: dict[str, list[int]] = defaultdict(list)
+    if present and index == 0 and agreement.alike(list(map(itemgetter(0), present.values()))):
+        return (side_of(tuple(sorted(present)), present, 0),)  # every rank ran the same
+    # Ranks grouped by what their signature is made of, each signature then made once per
+    # group (equal signatures of different parts, as "in=[1]" cut short, still join).
+    by_parts: dict[tuple, list[int]] = defaultdict(list)
     for rank, ops in present.items():
-        by_signature[ops[min(index, len(ops) - 1)].signature].append(rank)
+        by_parts[_SIGNED(ops[min(index, len(ops) - 1)])].append(rank)
+    by_signature: dict[str, list[int]] = defaultdict(list)
+    for ranks in by_parts.values():
+        ops = present[ranks[0]]
+        by_signature[ops[min(index, len(ops) - 1)].signature] += ranks
     ordered = sorted(by_signature.values(), key=lambda ranks: (-len(ranks), min(ranks)))
     return tuple(side_of(tuple(sorted(ranks)), present, index) for ranks in ordered)
 
