@@ -120,6 +120,8 @@ def _timeouts(facts: Facts) -> list[StuckSignal]:
         if not _passed(fact.line, latest.get(rank, latest.get(None)))
     ]
     for node, log in facts.snap.logs:
+        if not (log.desync or log.mismatches):
+            continue  # most logs of a big job
         for fact in (*log.desync[:2], *log.mismatches[:2]):
             if not _passed(fact.line, latest.get(fact.rank, latest.get(None))):
                 found.append(StuckSignal("timeout", fact.rank, node, fact.line))
@@ -159,7 +161,7 @@ def _failures(facts: Facts) -> list[StuckSignal]:
     found = []
     signals = facts.snap.signals
     states = facts.ranks
-    for rank, mine in signals.by_rank.items():
+    for rank, mine in signals.signalled.items():
         moved = states[rank].last_step_at if rank in states else None
         for signal in mine.failures:
             old = moved and signal.at and signal.at < moved

@@ -49,6 +49,9 @@ class SignalFacts:
     by_node: Mapping[str, tuple[Signal, ...]] = field(default_factory=dict)  # failures, no rank
     ras: tuple[tuple[str, RasReport], ...] = ()  # (node, report) for each ncclras output read
     ras_signals: tuple[Signal, ...] = ()  # `ras` / `ras_ok` signals of those reports
+    # by_rank less the ranks only a step line moved (no failure, progress or checkpoint of
+    # their own), in rank order: what a walk for failures reads (a few of 32,000 ranks).
+    signalled: Mapping[int, RankSignals] = field(default_factory=dict)
 
     def silent_first(self) -> list[int]:
         """Ranks by when their logs last moved, the earliest first (only stamped ones)."""
@@ -141,23 +144,28 @@ def summarise(
     nodes: dict[str, list[Signal]] = {}
     for signal in signals:
         if signal.rank is not None and (world is None or 0 <= signal.rank < world):
-            ranks.setdefault(signal.rank, _RankTally()).add(signal)
+            tally = ranks.get(signal.rank)
+            if tally is None:
+                tally = ranks[signal.rank] = _RankTally()
+            tally.add(signal)
         elif signal.rank is None and signal.node and signal.kind in FAILURE_KINDS:
             kept = nodes.setdefault(signal.node, [])
             if len(kept) < MAX_NODE_SIGNALS:
                 kept.append(signal)
     by_rank: dict[int, RankSignals] = {}
+    signalled: dict[int, RankSignals] = {}
     for rank in sorted(moved.keys() | ranks.keys()):
         tally, at = ranks.get(rank), moved.get(rank)
         if tally is None:
-            by_rank[rank] = RankSignals(rank=rank, last_moved_at=at)
+            by_rank[rank] = RankSignals(rank, at)
             continue
         if at is not None and (tally.moved is None or at >= tally.moved):
             tally.moved = at  # a step line's time first, as if read before the signals
-        by_rank[rank] = tally.done(rank)
+        by_rank[rank] = signalled[rank] = tally.done(rank)
     return SignalFacts(
         by_rank=by_rank,
         by_node={node: tuple(kept) for node, kept in sorted(nodes.items())},
         ras=tuple(ras),
         ras_signals=tuple(ras_signals),
+        signalled=signalled,
     )
