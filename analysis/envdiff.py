@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from analysis.parsers.shell_init import ShellInitSetting
-from analysis.stacks import compact_ranks
+from analysis.stacks import compact_ranks, nodes_of
 
 UNSET = "<unset>"
 # Variables that legitimately differ per rank or per launch: reported, but not a suspect.
@@ -44,7 +44,7 @@ def env_diffs(env: dict[int, dict[str, str]], rank_node: dict[int, str]) -> list
             continue
         values = []
         for value, ranks in sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            nodes = sorted({rank_node.get(r, "?") for r in ranks})
+            nodes = sorted(nodes_of(ranks, rank_node))
             values.append(
                 {
                     "value": value,

@@ -85,6 +85,12 @@ class Facts:
     quiet: dict[int, str] = field(default_factory=dict)
     # rank -> the stall report (Horovod's coordinator) whose list of ready ranks leaves it out
     not_ready: dict[int, Signal] = field(default_factory=dict)
+    # rank -> "T" or "D": its live process stopped or in uninterruptible sleep (ps)
+    held: dict[int, str] = field(default_factory=dict)
+    # The ranks with a state but no live process, in the order of `ranks` (few at most).
+    no_process: tuple[int, ...] = ()
+    # The lowest and highest last step of any rank; None without a step.
+    step_range: tuple[int, int] | None = None
 
     @property
     def ranks(self) -> dict[int, RankState]:
@@ -96,7 +102,7 @@ class Facts:
 
     @property
     def any_step(self) -> bool:
-        return any(s.last_step is not None for s in self.snap.ranks.values())
+        return self.step_range is not None
 
     def step_of(self, ranks) -> int | None:
         states = self.snap.ranks
@@ -188,6 +194,9 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         signatures=Counter(s.stack_signature for s in collective),
         fr=fr,
         gpu=_gpu_by_rank(snap),
+        held=walk.held,
+        no_process=tuple(rank for rank, _ in walk.not_seen),
+        step_range=(min(walk.steps), max(walk.steps)) if walk.steps else None,
     )
 
 
@@ -200,14 +209,16 @@ class _RankWalk:
         # with a stack, by where it waits
         self.by_kind: dict[str, list[RankState]] = {"collective": [], "outside": [], "init": []}
         self.with_stack = 0
-        self.started: list[datetime] = []  # the ranks' process starts (ps)
+        self.started: list[datetime | None] = []  # the ranks' process starts (ps)
         self.seen: set[int] = set()  # a live process, a stack or a step
         self.not_seen: list[tuple[int, str]] = []  # (rank, node): no live process
         self.per_node: dict[str, int] = defaultdict(int)  # ranks a node holds
         self.widest = 0  # the most ranks a node runs, as LOCAL_RANK / LOCAL_WORLD_SIZE say
         self.local_maps: dict[str, dict[int, int]] = {}  # node -> local rank -> global rank
+        self.held: dict[int, str] = {}  # rank -> "T" / "D", as Facts.held
+        self.steps: list[int | None] = []  # every rank's last step
         by_kind, per_node, local_maps = self.by_kind, self.per_node, self.local_maps
-        rank_node, seen, started = self.rank_node, self.seen, self.started
+        rank_node, seen, started, steps = self.rank_node, self.seen, self.started, self.steps
         widest = 0
         for rank, state in snap.ranks.items():
             node = rank_node[rank] = state.node
@@ -217,12 +228,14 @@ class _RankWalk:
                 kind = by_kind.get(state.frame_kind)
                 if kind is not None:
                     kind.append(state)
-            if state.started_at is not None:
-                started.append(state.started_at)
+            started.append(state.started_at)
+            steps.append(state.last_step)
             if state.process_seen or state.stack or state.last_step is not None:
                 seen.add(rank)
             if not state.process_seen:
                 self.not_seen.append((rank, node))
+            elif state.state[:1] in ("T", "D"):
+                self.held[rank] = state.state[:1]
             local_rank = state.local_rank
             if local_rank is not None or state.local_world_size:
                 widest = max(widest, state.local_world_size or 0, (local_rank or 0) + 1)
@@ -233,6 +246,7 @@ class _RankWalk:
                 if state.process_seen or local_rank not in local:
                     local[local_rank] = rank
         self.widest = widest
+        self.steps = [step for step in steps if step is not None]
 
 
 def _ops(collective: list[RankState]) -> Counter:

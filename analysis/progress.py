@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from analysis.records import as_opt_float, as_opt_int, as_str
@@ -134,16 +135,22 @@ def progress_of(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
 
 
 def _step_ages(snap: ParsedSnapshot) -> list[float]:
-    """Seconds since each rank's last step line, as its node's clock read it when the
-    console came (the snapshot's time for ranks whose node gave none); heartbeats too."""
-    ages = []
+    """Seconds since each node's latest step line, as its clock read it when the console
+    came (the snapshot's time for ranks whose node gave none); heartbeats too. (A node's
+    latest line is its ranks' youngest age: what is read of these is the youngest.)"""
+    latest: dict[str, datetime] = {}
     for state in snap.ranks.values():
-        if state.last_step_at is None:
-            continue
-        node = snap.nodes.get(state.node)
+        at = state.last_step_at
+        if at is not None:
+            seen = latest.get(state.node)
+            if seen is None or at > seen:
+                latest[state.node] = at
+    ages = []
+    for name, at in latest.items():
+        node = snap.nodes.get(name)
         now = (node.collected_at if node else None) or snap.collected_at
         if now is not None:
-            ages.append(max(0.0, (now - state.last_step_at).total_seconds()))
+            ages.append(max(0.0, (now - at).total_seconds()))
     if snap.collected_at is not None:
         ages += [max(0.0, (snap.collected_at - at).total_seconds()) for at, _ in snap.heartbeats]
     return ages

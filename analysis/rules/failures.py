@@ -188,12 +188,8 @@ def ras_named(facts: Facts) -> Finding | None:
 def process_state(facts: Facts) -> Finding | None:
     """A rank's process stopped (T: SIGSTOP, a debugger) or in uninterruptible sleep (D: I/O,
     NFS, the GPU driver) while others wait: it is not coming."""
-    held = {
-        r: s.state[:1]
-        for r, s in facts.ranks.items()
-        if s.process_seen and s.state[:1] in ("T", "D")
-    }
-    others = [r for r in facts.ranks if r not in held]
+    held = facts.held
+    others = len(facts.ranks) > len(held)  # held is of the ranks
     if not held or not others or len(held) > max(1, len(facts.ranks) // 2):
         return None
     ranks = sorted(held)

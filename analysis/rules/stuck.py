@@ -206,7 +206,7 @@ def _someone_elses(facts: Facts, node: str, signal, alive: dict[str, bool]) -> b
 
 def _stopped(facts: Facts) -> list[StuckSignal]:
     """A process stopped (T: SIGSTOP, a debugger) cannot attend any collective."""
-    stopped = sorted(r for r, s in facts.ranks.items() if s.process_seen and s.state[:1] == "T")
+    stopped = sorted(r for r, state in facts.held.items() if state == "T")
     if not stopped:
         return []
     text = f"{ranks_text(stopped)} stopped (ps state T)"
