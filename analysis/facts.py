@@ -13,6 +13,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 
 from analysis import jobtime
 from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
@@ -185,19 +186,22 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         slow_reports=_slow_reports(snap),
         oom_by_pid=_oom_by_pid(snap, started),
         local_maps=walk.local_maps,
-        in_collective=tuple(sorted(s.rank for s in collective)),
-        outside=tuple(sorted(s.rank for s in by_kind["outside"])),
-        in_init=tuple(sorted(s.rank for s in by_kind["init"])),
+        in_collective=tuple(sorted(map(_RANK, collective))),
+        outside=tuple(sorted(map(_RANK, by_kind["outside"]))),
+        in_init=tuple(sorted(map(_RANK, by_kind["init"]))),
         with_stack=walk.with_stack,
         job_started=started,
         ops=_ops(collective),
-        signatures=Counter(s.stack_signature for s in collective),
+        signatures=Counter(map(attrgetter("stack_signature"), collective)),
         fr=fr,
         gpu=_gpu_by_rank(snap),
         held=walk.held,
         no_process=tuple(rank for rank, _ in walk.not_seen),
         step_range=(min(walk.steps), max(walk.steps)) if walk.steps else None,
     )
+
+
+_RANK = attrgetter("rank")  # 32,000 states read by C, not a generator's frame each
 
 
 class _RankWalk:
@@ -252,7 +256,7 @@ class _RankWalk:
 def _ops(collective: list[RankState]) -> Counter:
     """The collectives the ranks wait in, by base name: a name once per distinct frame."""
     ops: Counter = Counter()
-    for frame, count in Counter(s.frame_name for s in collective).items():
+    for frame, count in Counter(map(attrgetter("frame_name"), collective)).items():
         ops[base_name(frame)] += count
     return ops
 
@@ -377,7 +381,9 @@ def quiet_in_shared_log(snap: ParsedSnapshot) -> dict[int, str]:
     world = snap.expected_world_size
     if len(snap.nodes) != 1 or not world:
         return {}
-    shared = [log for _, log in snap.logs if len({w.rank for w in log.watchdog} - {None}) >= 2]
+    shared = [
+        log for _, log in snap.logs_of_note if len({w.rank for w in log.watchdog} - {None}) >= 2
+    ]
     if not shared:
         return {}
     reporters = {rank for _, rank, _ in snap.watchdog if rank is not None}

@@ -366,6 +366,7 @@ def _merge_logs(
         if log.world_size:
             world_sizes.append(log.world_size)
         if holds_more_than_steps(log):
+            parsed.logs_of_note.append((node, log))
             if local_to_global is None:
                 local_to_global = _local_to_global(facts, parsed.ranks)
             apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)

@@ -119,7 +119,7 @@ def _timeouts(facts: Facts) -> list[StuckSignal]:
         for node, rank, fact in facts.snap.watchdog[:SIGNALS_KEPT]
         if not _passed(fact.line, latest.get(rank, latest.get(None)))
     ]
-    for node, log in facts.snap.logs:
+    for node, log in facts.snap.logs_of_note:
         if not (log.desync or log.mismatches):
             continue  # most logs of a big job
         for fact in (*log.desync[:2], *log.mismatches[:2]):
