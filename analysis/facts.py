@@ -107,8 +107,11 @@ class Facts:
 
     def step_of(self, ranks) -> int | None:
         states = self.snap.ranks
-        known = [states[r].last_step for r in ranks if r in states]
-        known = [s for s in known if s is not None]
+        known = [
+            step
+            for r in ranks
+            if (state := states.get(r)) is not None and (step := state.last_step) is not None
+        ]
         return max(known) if known else None
 
     def main_op(self) -> str | None:
