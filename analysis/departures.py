@@ -54,7 +54,7 @@ def departures_of(snap: ParsedSnapshot) -> dict[int, Departure]:
             )
         elif state.state == "Z":
             gone[rank] = Departure(rank, "its process is a zombie (exited)", "", None, False)
-    for rank, found in snap.signals.by_rank.items():
+    for rank, found in snap.signals.signalled.items():
         state = snap.ranks.get(rank)
         if rank not in gone and not (state is not None and state.process_seen):
             ended = _ended(found)

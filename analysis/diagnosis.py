@@ -288,7 +288,6 @@ def diagnose_facts(facts: Facts) -> Diagnosis:
     quoted += report.missing_evidence(facts, quoted)
     quoted += report.node_evidence(facts, nodes)
     groups = report.stack_groups(facts)
-    steps = [s.last_step for s in facts.ranks.values() if s.last_step is not None]
     expected = set(range(facts.world))
     # Seen: observed and not gone (a rank that logged before it died was observed).
     seen = (facts.observed & expected if expected else facts.observed) - set(facts.missing)
@@ -309,8 +308,8 @@ def diagnose_facts(facts: Facts) -> Diagnosis:
         missing_ranks=tuple(facts.missing),
         exited_ranks=tuple(facts.exited),
         unobserved_ranks=tuple(facts.unobserved),
-        last_completed_step=min(steps) if steps else None,
-        max_step=max(steps) if steps else None,
+        last_completed_step=facts.step_range[0] if facts.step_range else None,
+        max_step=facts.step_range[1] if facts.step_range else None,
         progress=facts.progress,
         evidence=tuple(report.ordered_evidence(quoted, set(suspects), nodes)),
         per_rank=tuple(report.per_rank_rows(facts, set(suspects), groups)),

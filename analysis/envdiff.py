@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from analysis.parsers.shell_init import ShellInitSetting
-from analysis.stacks import compact_ranks
+from analysis.stacks import compact_ranks, nodes_of
 
 UNSET = "<unset>"
 # Variables that legitimately differ per rank or per launch: reported, but not a suspect.
@@ -32,19 +32,29 @@ def env_diffs(env: dict[int, dict[str, str]], rank_node: dict[int, str]) -> list
         if found is None:
             found = shared[id(variables)] = (variables, [])
         found[1].append(rank)
+    # Then environments alike in content once (each node's object is its own, most hold the
+    # same): variables x distinct environments.
+    alike: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[int]]] = {}
+    for variables, ranks in shared.values():
+        key = tuple(sorted(variables.items()))
+        found = alike.get(key)
+        if found is None:
+            alike[key] = (variables, ranks)
+        else:
+            found[1].extend(ranks)
     names: set[str] = set()
-    for variables, _ in shared.values():
+    for variables, _ in alike.values():
         names.update(variables)
     diffs = []
     for name in sorted(names):
         by_value: dict[str, list[int]] = defaultdict(list)
-        for variables, ranks in shared.values():
+        for variables, ranks in alike.values():
             by_value[variables.get(name, UNSET)].extend(ranks)
         if len(by_value) < 2:
             continue
         values = []
         for value, ranks in sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            nodes = sorted({rank_node.get(r, "?") for r in ranks})
+            nodes = sorted(nodes_of(ranks, rank_node))
             values.append(
                 {
                     "value": value,

@@ -13,6 +13,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 
 from analysis import jobtime
 from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
@@ -85,6 +86,12 @@ class Facts:
     quiet: dict[int, str] = field(default_factory=dict)
     # rank -> the stall report (Horovod's coordinator) whose list of ready ranks leaves it out
     not_ready: dict[int, Signal] = field(default_factory=dict)
+    # rank -> "T" or "D": its live process stopped or in uninterruptible sleep (ps)
+    held: dict[int, str] = field(default_factory=dict)
+    # The ranks with a state but no live process, in the order of `ranks` (few at most).
+    no_process: tuple[int, ...] = ()
+    # The lowest and highest last step of any rank; None without a step.
+    step_range: tuple[int, int] | None = None
 
     @property
     def ranks(self) -> dict[int, RankState]:
@@ -96,12 +103,15 @@ class Facts:
 
     @property
     def any_step(self) -> bool:
-        return any(s.last_step is not None for s in self.snap.ranks.values())
+        return self.step_range is not None
 
     def step_of(self, ranks) -> int | None:
         states = self.snap.ranks
-        known = [states[r].last_step for r in ranks if r in states]
-        known = [s for s in known if s is not None]
+        known = [
+            step
+            for r in ranks
+            if (state := states.get(r)) is not None and (step := state.last_step) is not None
+        ]
         return max(known) if known else None
 
     def main_op(self) -> str | None:
@@ -137,22 +147,17 @@ def job_kills(node: ParsedNode, job_started: datetime | None) -> list:
 
 
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
-    rank_node = {r: s.node for r, s in snap.ranks.items()}
+    walk = _RankWalk(snap)
     departures = departures_of(snap)
     quiet = quiet_in_shared_log(snap)
     not_ready = not_ready_ranks(snap)
-    observed = _observed(snap) | set(quiet)
+    observed = _observed(snap, walk.seen) | set(quiet)
     if not_ready:
         observed |= set(range(snap.world_size))
-    missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures)
-    with_stack = [s for s in snap.ranks.values() if s.stack_signature]
-    by_kind: dict[str, list[RankState]] = {"collective": [], "outside": [], "init": []}
-    for state in with_stack:  # one walk of the ranks for the three
-        kind = by_kind.get(state.frame_kind)
-        if kind is not None:
-            kind.append(state)
+    missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures, walk)
+    rank_node, by_kind = walk.rank_node, walk.by_kind
     collective = by_kind["collective"]
-    started = jobtime.job_started((s.started_at for s in snap.ranks.values()), snap.log_starts)
+    started = jobtime.job_started(walk.started, snap.log_starts)
     fr = read_dumps(snap.dumps, snap.expected_world_size) if snap.dumps else None
     return Facts(
         quiet=quiet,
@@ -183,23 +188,78 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         peer_blames=tuple(_peer_blames(snap, node_addresses(snap))),
         slow_reports=_slow_reports(snap),
         oom_by_pid=_oom_by_pid(snap, started),
-        local_maps=_local_maps(snap),
-        in_collective=tuple(sorted(s.rank for s in collective)),
-        outside=tuple(sorted(s.rank for s in by_kind["outside"])),
-        in_init=tuple(sorted(s.rank for s in by_kind["init"])),
-        with_stack=len(with_stack),
+        local_maps=walk.local_maps,
+        in_collective=tuple(sorted(map(_RANK, collective))),
+        outside=tuple(sorted(map(_RANK, by_kind["outside"]))),
+        in_init=tuple(sorted(map(_RANK, by_kind["init"]))),
+        with_stack=walk.with_stack,
         job_started=started,
         ops=_ops(collective),
-        signatures=Counter(s.stack_signature for s in collective),
+        signatures=Counter(map(attrgetter("stack_signature"), collective)),
         fr=fr,
         gpu=_gpu_by_rank(snap),
+        held=walk.held,
+        no_process=tuple(rank for rank, _ in walk.not_seen),
+        step_range=(min(walk.steps), max(walk.steps)) if walk.steps else None,
     )
+
+
+_RANK = attrgetter("rank")  # 32,000 states read by C, not a generator's frame each
+
+
+class _RankWalk:
+    """What build_facts reads of every rank, in one walk of the ranks (at fleet scale each
+    walk of 32,000 states costs more than the little each reads)."""
+
+    def __init__(self, snap: ParsedSnapshot) -> None:
+        self.rank_node: dict[int, str] = {}
+        # with a stack, by where it waits
+        self.by_kind: dict[str, list[RankState]] = {"collective": [], "outside": [], "init": []}
+        self.with_stack = 0
+        self.started: list[datetime | None] = []  # the ranks' process starts (ps)
+        self.seen: set[int] = set()  # a live process, a stack or a step
+        self.not_seen: list[tuple[int, str]] = []  # (rank, node): no live process
+        self.per_node: dict[str, int] = defaultdict(int)  # ranks a node holds
+        self.widest = 0  # the most ranks a node runs, as LOCAL_RANK / LOCAL_WORLD_SIZE say
+        self.local_maps: dict[str, dict[int, int]] = {}  # node -> local rank -> global rank
+        self.held: dict[int, str] = {}  # rank -> "T" / "D", as Facts.held
+        self.steps: list[int | None] = []  # every rank's last step
+        by_kind, per_node, local_maps = self.by_kind, self.per_node, self.local_maps
+        rank_node, seen, started, steps = self.rank_node, self.seen, self.started, self.steps
+        widest = 0
+        for rank, state in snap.ranks.items():
+            node = rank_node[rank] = state.node
+            per_node[node] += 1
+            if state.stack_signature:
+                self.with_stack += 1
+                kind = by_kind.get(state.frame_kind)
+                if kind is not None:
+                    kind.append(state)
+            started.append(state.started_at)
+            steps.append(state.last_step)
+            if state.process_seen or state.stack or state.last_step is not None:
+                seen.add(rank)
+            if not state.process_seen:
+                self.not_seen.append((rank, node))
+            elif state.state[:1] in ("T", "D"):
+                self.held[rank] = state.state[:1]
+            local_rank = state.local_rank
+            if local_rank is not None or state.local_world_size:
+                widest = max(widest, state.local_world_size or 0, (local_rank or 0) + 1)
+            if local_rank is not None:
+                local = local_maps.get(node)
+                if local is None:
+                    local = local_maps[node] = {}
+                if state.process_seen or local_rank not in local:
+                    local[local_rank] = rank
+        self.widest = widest
+        self.steps = [step for step in steps if step is not None]
 
 
 def _ops(collective: list[RankState]) -> Counter:
     """The collectives the ranks wait in, by base name: a name once per distinct frame."""
     ops: Counter = Counter()
-    for frame, count in Counter(s.frame_name for s in collective).items():
+    for frame, count in Counter(map(attrgetter("frame_name"), collective)).items():
         ops[base_name(frame)] += count
     return ops
 
@@ -230,19 +290,17 @@ def _gpu_by_rank(snap: ParsedSnapshot) -> dict[int, tuple[GpuSeries, str]]:
 # ------------------------------------------------------------------ observed / missing
 
 
-def _observed(snap: ParsedSnapshot) -> set[int]:
+def _observed(snap: ParsedSnapshot, seen: set[int]) -> set[int]:
     """A rank with a live process, a stack, a dump or any log line naming it was observed; so
     was every rank of the job when NCCL's RAS reported on a job-wide communicator or named a
-    rank against the others (RAS hears from every process of the job)."""
-    seen = {
-        r for r, s in snap.ranks.items() if s.process_seen or s.stack or s.last_step is not None
-    }
+    rank against the others (RAS hears from every process of the job). `seen`: the ranks
+    with a live process, a stack or a step (_RankWalk), added to."""
     seen.update(snap.mentioned)
     seen.update(d.rank for d in snap.dumps if d.rank is not None)
     # A rank another rank's line names (the one it waits for, or lost) was observed by it.
     seen.update(
         s.peer
-        for found in snap.signals.by_rank.values()
+        for found in snap.signals.signalled.values()
         for s in found.failures
         if s.peer is not None and 0 <= s.peer < MAX_WORLD
     )
@@ -267,6 +325,7 @@ def _missing_and_unobserved(
     prev: ParsedSnapshot | None,
     observed: set[int],
     departures: dict[int, Departure],
+    walk: _RankWalk,
 ) -> tuple[list[int], list[int]]:
     """Missing needs positive evidence; the rest of the expected world is unobserved."""
     # ps without the environments names processes, not ranks: it condemns no one; and a
@@ -274,10 +333,10 @@ def _missing_and_unobserved(
     looked = {n for n, f in snap.nodes.items() if f.status.complete and f.ranks_identified}
     # Every node answered with its process table, and those nodes can hold the whole world:
     # a rank found nowhere is gone. (One node of a 64-rank job says nothing of the others.)
-    everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes) and _holds_world(snap)
+    everywhere = bool(snap.nodes) and len(looked) == len(snap.nodes) and _holds_world(snap, walk)
     missing: set[int] = set(departures)
-    for rank, state in snap.ranks.items():
-        if not state.process_seen and state.node in looked:
+    for rank, node in walk.not_seen:
+        if node in looked:
             missing.add(rank)  # known on a node whose ps no longer shows it
     if prev is not None:
         for rank, state in prev.ranks.items():
@@ -304,7 +363,7 @@ def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
     world = snap.expected_world_size
     if not world:
         return {}
-    reports = [s for found in snap.signals.by_rank.values() for s in found.failures]
+    reports = [s for found in snap.signals.signalled.values() for s in found.failures]
     reports += [s for found in snap.signals.by_node.values() for s in found]
     out: dict[int, Signal] = {}
     for signal in reports:
@@ -325,7 +384,9 @@ def quiet_in_shared_log(snap: ParsedSnapshot) -> dict[int, str]:
     world = snap.expected_world_size
     if len(snap.nodes) != 1 or not world:
         return {}
-    shared = [log for _, log in snap.logs if len({w.rank for w in log.watchdog} - {None}) >= 2]
+    shared = [
+        log for _, log in snap.logs_of_note if len({w.rank for w in log.watchdog} - {None}) >= 2
+    ]
     if not shared:
         return {}
     reporters = {rank for _, rank, _ in snap.watchdog if rank is not None}
@@ -342,34 +403,13 @@ def quiet_in_shared_log(snap: ParsedSnapshot) -> dict[int, str]:
     }
 
 
-def _holds_world(snap: ParsedSnapshot) -> bool:
+def _holds_world(snap: ParsedSnapshot, walk: _RankWalk) -> bool:
     """Can the nodes in the snapshot hold every rank? Each node as many as the fullest one."""
-    per_node: dict[str, int] = defaultdict(int)
-    for state in snap.ranks.values():
-        per_node[state.node] += 1
-    widest = max(
-        (
-            max(s.local_world_size or 0, (s.local_rank or 0) + 1)
-            for s in snap.ranks.values()
-            if s.local_rank is not None or s.local_world_size
-        ),
-        default=0,
-    )
-    room = max([widest, *per_node.values()], default=0)
+    room = max([walk.widest, *walk.per_node.values()], default=0)
     return room * len(snap.nodes) >= snap.world_size
 
 
 # ------------------------------------------------------------------ node-level joins
-
-
-def _local_maps(snap: ParsedSnapshot) -> dict[str, dict[int, int]]:
-    maps: dict[str, dict[int, int]] = {}
-    for state in snap.ranks.values():
-        if state.local_rank is not None:
-            local = maps.setdefault(state.node, {})
-            if state.process_seen or state.local_rank not in local:
-                local[state.local_rank] = state.rank
-    return maps
 
 
 def _oom_by_pid(snap: ParsedSnapshot, started: datetime | None) -> dict[int, tuple[str, str, bool]]:

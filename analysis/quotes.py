@@ -122,7 +122,7 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Quote]:
                     and all(e.text != signal.text for e in quoted)
                 ):
                     quoted.append(Quote(QuoteKind.LOG_ERROR, signal.node, rank, signal.text))
-    for node_name, log in facts.snap.logs:
+    for node_name, log in facts.snap.logs_of_note:
         local = facts.local_maps.get(node_name, {})
         mine = [
             fact

@@ -360,7 +360,7 @@ def line_rank(fact: LineFact, local_to_global: dict[int, int]) -> int | None:
 def apply_signal_progress(parsed: ParsedSnapshot) -> None:
     """Progress the line reader found in any form (tqdm, trainer dicts, `step: 800`, ...)
     moves a rank as the lab's step lines do: its last step and when, its pace between lines."""
-    for rank, found in parsed.signals.by_rank.items():
+    for rank, found in parsed.signals.signalled.items():
         if not found.progress:
             continue  # most ranks of a big job: only their step lines moved them
         timed = sorted(

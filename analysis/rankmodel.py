@@ -136,6 +136,9 @@ class ParsedSnapshot:
     raw_signals: list[Signal] = field(default_factory=list)
     ras_outputs: list[tuple[str, str]] = field(default_factory=list)
     step_lines: bool = False  # any log held a step line (placed or not)
+    # The logs holding more than step lines (`ranklogs.holds_more_than_steps`: errors, NCCL
+    # and watchdog lines, signals...), in the order of `logs`: what a walk for lines reads.
+    logs_of_note: list[tuple[str, LogFacts]] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:

@@ -10,6 +10,7 @@ from analysis.facts import Facts
 from analysis.quotes import why_lost
 from analysis.records import GroupKind, RankRow, RankStatus, StackGroup
 from analysis.snapshot_parse import RankState
+from analysis.stacks import nodes_of
 from analysis.verdict import Quote, QuoteKind
 
 EVIDENCE_CAP = 40
@@ -38,9 +39,7 @@ def stack_groups(facts: Facts) -> list[StackGroup]:
         groups.append(_group(facts, signature, name, location.rstrip(")"), kind, ranks, head.stack))
     exited = set(facts.exited)
     missing_only = [r for r in facts.missing if r not in exited]
-    log_only = sorted(
-        r for r in facts.observed if (state := states.get(r)) is not None and not state.process_seen
-    )
+    log_only = sorted(r for r in facts.no_process if r in facts.observed)
     missing = set(facts.missing)
     log_only = [r for r in log_only if r not in exited and r not in missing]
     for label, kind, ranks in (
@@ -57,7 +56,7 @@ def stack_groups(facts: Facts) -> list[StackGroup]:
 
 
 def _group(facts: Facts, signature, frame, location, kind, ranks, stack) -> StackGroup:
-    nodes = sorted({facts.rank_node.get(r, "?") for r in ranks})
+    nodes = sorted(nodes_of(ranks, facts.rank_node))
     return StackGroup(
         index=0,
         kind=kind,
@@ -138,10 +137,9 @@ def ordered_evidence(
 
 
 def per_rank_rows(facts: Facts, suspects: set[int], groups: list[StackGroup]) -> list[RankRow]:
-    group_of: dict[int, int] = {}
-    for group in groups:
-        for rank in group.rank_list:
-            group_of.setdefault(rank, group.index)
+    group_of: dict[int, int] = {}  # a rank's first group: the later ones written first
+    for group in reversed(groups):
+        group_of.update(dict.fromkeys(group.rank_list, group.index))
     exited, missing, unobserved = set(facts.exited), set(facts.missing), set(facts.unobserved)
     set_apart = exited | missing | unobserved
     states = facts.ranks

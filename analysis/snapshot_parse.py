@@ -252,19 +252,30 @@ def _join_rank_processes(
     for process in node_parse.processes:
         pid, rank = process.pid, process.rank
         state = ranks.get(rank)
-        if state is None:
-            state = ranks[rank] = RankState(rank, node)
-        elif state.process_seen:
+        if state is not None and state.process_seen:
             problem(node, f"environ {pid}", f"RANK={rank} also held by pid {state.pid}")
             continue
         row = by_pid.get(pid)
-        state.node = node
-        state.pid = pid
-        state.ppid = row.ppid if row else None
-        state.state = ps_state = row.state if row else ""
-        state.local_rank = process.local_rank
-        state.world_size = process.world_size
-        state.local_world_size = process.local_world_size
+        ppid, ps_state = (row.ppid, row.stat[:1]) if row is not None else (None, "")
+        if state is None:  # most ranks: its state made whole at once (RankState's order)
+            state = ranks[rank] = RankState(
+                rank,
+                node,
+                pid,
+                ppid,
+                ps_state,
+                process.local_rank,
+                process.local_world_size,
+                process.world_size,
+            )
+        else:  # a rank an earlier node's log lines named first
+            state.node = node
+            state.pid = pid
+            state.ppid = ppid
+            state.state = ps_state
+            state.local_rank = process.local_rank
+            state.world_size = process.world_size
+            state.local_world_size = process.local_world_size
         # A zombie is a rank that has exited; its environ is still readable.
         state.process_seen = row is None or ps_state != "Z"
         if row is not None and row.elapsed_s is not None and node_parse.collected_at is not None:
@@ -320,10 +331,12 @@ def _merge_node(
             parsed.dumps.append(dump)
     for name in node_parse.truncated:
         problem(node, name, "cut at the size cap: its head is missing")
-    kernel = LineSource("dmesg.txt", node, facts.rank_pids, hosts, node_parse.when)
     facts.log_pids = launched
-    pids = {**launched, **facts.rank_pids}
-    parsed.raw_signals += kernel_signals(node, facts.kernel, pids, kernel)
+    lines = facts.kernel
+    if lines.oom_kills or lines.xids or lines.segfaults or lines.links:  # most nodes: none
+        kernel = LineSource("dmesg.txt", node, facts.rank_pids, hosts, node_parse.when)
+        pids = {**launched, **facts.rank_pids}
+        parsed.raw_signals += kernel_signals(node, lines, pids, kernel)
     if node_parse.ncclras:
         parsed.ras_outputs.append((node, node_parse.ncclras))
     parsed.ras_outputs += [(node, text) for text in node_parse.ras_texts]
@@ -353,6 +366,7 @@ def _merge_logs(
         if log.world_size:
             world_sizes.append(log.world_size)
         if holds_more_than_steps(log):
+            parsed.logs_of_note.append((node, log))
             if local_to_global is None:
                 local_to_global = _local_to_global(facts, parsed.ranks)
             apply_log(node, log, local_to_global, facts, parsed, problem, single_node, entry.steps)

@@ -53,7 +53,7 @@ def collective_timeout(facts: Facts) -> tuple[float, bool]:
         match = _TIMEOUT_MS.search(fact.line)
         if match:
             return int(match.group(1)) / 1000, True
-    for found in facts.snap.signals.by_rank.values():
+    for found in facts.snap.signals.signalled.values():
         for signal in found.failures:
             match = _TIMEOUT_MS.search(signal.text) if signal.kind == "timeout" else None
             if match:
@@ -62,7 +62,7 @@ def collective_timeout(facts: Facts) -> tuple[float, bool]:
 
 
 def checkpoint_save(facts: Facts) -> Finding | None:
-    lines = {r: s for r in facts.snap.signals.by_rank if (s := _still_saving(facts, r))}
+    lines = {r: s for r in facts.snap.signals.signalled if (s := _still_saving(facts, r))}
     # A rank writing a checkpoint is outside any collective (the others wait in one).
     frames = {
         r: f
@@ -74,7 +74,7 @@ def checkpoint_save(facts: Facts) -> Finding | None:
         return None
     reporters = sorted(
         r
-        for r, found in facts.snap.signals.by_rank.items()
+        for r, found in facts.snap.signals.signalled.items()
         if r not in saving and "timeout" in found.kinds
     )
     waiting = reporters or [r for r in facts.in_collective if r not in saving]

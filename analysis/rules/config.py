@@ -71,7 +71,7 @@ def same_collective(facts: Facts) -> Finding | None:
         if x.fatal and not facts.before_job(x.line)
     ]
     found += [f"Xid {xid.xid} on {node}" for node, xid in fatal]
-    for _, log in facts.snap.logs:
+    for _, log in facts.snap.logs_of_note:
         evidence += [Quote(QuoteKind.NCCL_WARN, None, f.rank, f.line) for f in log.nccl_warn[-2:]]
     lead = (
         f"All {len(waiting)} ranks are present and wait in the same {facts.main_op()}"

@@ -62,14 +62,14 @@ def _first_cause(facts: Facts, rank: int) -> Signal | None:
 def failed_first(facts: Facts) -> Finding | None:
     """The ranks whose own lines say they failed of a cause of their own, the earliest first;
     the ranks that report waiting are their victims."""
-    firsts = {r: s for r in facts.snap.signals.by_rank if (s := _first_cause(facts, r))}
+    firsts = {r: s for r in facts.snap.signals.signalled if (s := _first_cause(facts, r))}
     if not firsts:
         return None
     culprits = _earliest(firsts)
     first = firsts[culprits[0]]
     victims = sorted(
         r
-        for r, found in facts.snap.signals.by_rank.items()
+        for r, found in facts.snap.signals.signalled.items()
         if r not in firsts
         and found.first_failure is not None
         and waited(found.first_failure, found)
@@ -126,7 +126,7 @@ def gpu_fault(facts: Facts) -> Finding | None:
     GPU faulted under it."""
     hit = {
         r: s
-        for r, found in facts.snap.signals.by_rank.items()
+        for r, found in facts.snap.signals.signalled.items()
         for s in found.failures
         if s.kind == "xid" and s.code is not None
     }
@@ -156,7 +156,7 @@ def ras_named(facts: Facts) -> Finding | None:
     signals = facts.snap.signals
     lines = [s for s in signals.ras_signals if s.kind == "ras"]
     lines += [s for found in signals.by_node.values() for s in found if s.kind == "ras"]
-    lines += [s for found in signals.by_rank.values() for s in found.failures if s.kind == "ras"]
+    lines += [s for found in signals.signalled.values() for s in found.failures if s.kind == "ras"]
     pids = {
         pid: rank
         for node in facts.nodes.values()
@@ -188,12 +188,8 @@ def ras_named(facts: Facts) -> Finding | None:
 def process_state(facts: Facts) -> Finding | None:
     """A rank's process stopped (T: SIGSTOP, a debugger) or in uninterruptible sleep (D: I/O,
     NFS, the GPU driver) while others wait: it is not coming."""
-    held = {
-        r: s.state[:1]
-        for r, s in facts.ranks.items()
-        if s.process_seen and s.state[:1] in ("T", "D")
-    }
-    others = [r for r in facts.ranks if r not in held]
+    held = facts.held
+    others = len(facts.ranks) > len(held)  # held is of the ranks
     if not held or not others or len(held) > max(1, len(facts.ranks) // 2):
         return None
     ranks = sorted(held)
@@ -276,7 +272,7 @@ def peers_named(facts: Facts) -> Finding | None:
     stall report, a monitored barrier, a lost peer): the named are the suspects, the
     reporters their victims."""
     named: dict[int, list[tuple[int, Signal]]] = {}
-    for rank, found in facts.snap.signals.by_rank.items():
+    for rank, found in facts.snap.signals.signalled.items():
         for signal in found.failures:
             if signal.peer is not None and signal.peer != rank:
                 named.setdefault(signal.peer, []).append((rank, signal))
@@ -330,7 +326,7 @@ def stalled_apart(facts: Facts) -> Finding | None:
     and the lists share no op: each waits in a collective the others never issue (B)."""
     missing: dict[int, set[str]] = {}
     lines: dict[int, Signal] = {}
-    reports = [s for found in facts.snap.signals.by_rank.values() for s in found.failures]
+    reports = [s for found in facts.snap.signals.signalled.values() for s in found.failures]
     reports += [s for signals in facts.snap.signals.by_node.values() for s in signals]
     for signal in reports:
         listed = _LISTED_OPS.match(signal.text) if signal.kind == "desync" else None

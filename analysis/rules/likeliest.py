@@ -26,7 +26,9 @@ def tied_evidence(facts: Facts) -> bool:
         return True
     # A line of a node's log that says anything (a step of a local rank no map places, an
     # error naming nobody) is evidence of that node.
-    if facts.snap.step_lines or any(log.signals or log.errors for _, log in facts.snap.logs):
+    if facts.snap.step_lines or any(
+        log.signals or log.errors for _, log in facts.snap.logs_of_note
+    ):
         return True
     return any(
         not node.status.gathered
@@ -43,7 +45,7 @@ def likeliest(facts: Facts) -> Finding | None:
     stuck = (facts.watchdog or {}).get("stuck_collective")
     if stuck:
         return _timed_out(facts, stuck)
-    step = facts.step_of(list(facts.ranks))
+    step = facts.step_range[1] if facts.step_range else None  # the highest of any rank
     after = f" after step {step}" if step is not None else ""
     if facts.progress.progressing is False:
         lead = f"Nothing moved{after} ({facts.progress.note}) and no line names a culprit."

@@ -153,7 +153,7 @@ def outside_collective(facts: Facts) -> Finding | None:
 
 
 def stacks_different_collective(facts: Facts) -> Finding | None:
-    mismatch_lines = [f for _, log in facts.snap.logs for f in log.mismatches]
+    mismatch_lines = [f for _, log in facts.snap.logs_of_note for f in log.mismatches]
     if len(facts.ops) < 2 and not mismatch_lines:
         return None
     by_op: dict[str, list[int]] = defaultdict(list)
@@ -402,7 +402,7 @@ def _lagging(facts: Facts) -> dict[int, str]:
     lines = {r: f.line for _, r, f in facts.snap.watchdog if r is not None}
     for rank in watchdog.get("lagging_ranks") or []:
         behind.setdefault(rank, lines.get(rank, ""))
-    for _, log in facts.snap.logs:
+    for _, log in facts.snap.logs_of_note:
         for fact in log.desync:
             if fact.rank in log.lagging:
                 behind.setdefault(fact.rank, fact.line)

@@ -119,7 +119,9 @@ def _timeouts(facts: Facts) -> list[StuckSignal]:
         for node, rank, fact in facts.snap.watchdog[:SIGNALS_KEPT]
         if not _passed(fact.line, latest.get(rank, latest.get(None)))
     ]
-    for node, log in facts.snap.logs:
+    for node, log in facts.snap.logs_of_note:
+        if not (log.desync or log.mismatches):
+            continue  # most logs of a big job
         for fact in (*log.desync[:2], *log.mismatches[:2]):
             if not _passed(fact.line, latest.get(fact.rank, latest.get(None))):
                 found.append(StuckSignal("timeout", fact.rank, node, fact.line))
@@ -159,7 +161,7 @@ def _failures(facts: Facts) -> list[StuckSignal]:
     found = []
     signals = facts.snap.signals
     states = facts.ranks
-    for rank, mine in signals.by_rank.items():
+    for rank, mine in signals.signalled.items():
         moved = states[rank].last_step_at if rank in states else None
         for signal in mine.failures:
             old = moved and signal.at and signal.at < moved
@@ -204,7 +206,7 @@ def _someone_elses(facts: Facts, node: str, signal, alive: dict[str, bool]) -> b
 
 def _stopped(facts: Facts) -> list[StuckSignal]:
     """A process stopped (T: SIGSTOP, a debugger) cannot attend any collective."""
-    stopped = sorted(r for r, s in facts.ranks.items() if s.process_seen and s.state[:1] == "T")
+    stopped = sorted(r for r, state in facts.held.items() if state == "T")
     if not stopped:
         return []
     text = f"{ranks_text(stopped)} stopped (ps state T)"

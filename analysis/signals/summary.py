@@ -11,7 +11,7 @@ and `MAX_PEERS` peers, a node `MAX_NODE_SIGNALS` signals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -49,6 +49,9 @@ class SignalFacts:
     by_node: Mapping[str, tuple[Signal, ...]] = field(default_factory=dict)  # failures, no rank
     ras: tuple[tuple[str, RasReport], ...] = ()  # (node, report) for each ncclras output read
     ras_signals: tuple[Signal, ...] = ()  # `ras` / `ras_ok` signals of those reports
+    # by_rank less the ranks only a step line moved (no failure, progress or checkpoint of
+    # their own), in rank order: what a walk for failures reads (a few of 32,000 ranks).
+    signalled: Mapping[int, RankSignals] = field(default_factory=dict)
 
     def silent_first(self) -> list[int]:
         """Ranks by when their logs last moved, the earliest first (only stamped ones)."""
@@ -113,6 +116,33 @@ class _RankTally:
         )
 
 
+class _ByRank(Mapping[int, RankSignals]):
+    """SignalFacts.by_rank: the ranks with signals of their own, and the ranks only a step
+    line moved, whose RankSignals (that time alone) is made when asked: most of a big
+    job's ranks, and seldom asked."""
+
+    __slots__ = ("_moved", "_order", "_signalled")
+
+    def __init__(self, signalled: dict[int, RankSignals], moved: dict[int, datetime]) -> None:
+        self._signalled, self._moved = signalled, moved
+        self._order = sorted(moved.keys() | signalled.keys())
+
+    def __getitem__(self, rank: int) -> RankSignals:
+        found = self._signalled.get(rank)
+        if found is not None:
+            return found
+        return RankSignals(rank, self._moved[rank])  # KeyError: not a rank of the snapshot's
+
+    def __contains__(self, rank: object) -> bool:
+        return rank in self._signalled or rank in self._moved
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
 def _later(signal: Signal, than: Signal) -> bool:
     if signal.at is not None and than.at is not None:
         return signal.at >= than.at
@@ -141,23 +171,24 @@ def summarise(
     nodes: dict[str, list[Signal]] = {}
     for signal in signals:
         if signal.rank is not None and (world is None or 0 <= signal.rank < world):
-            ranks.setdefault(signal.rank, _RankTally()).add(signal)
+            tally = ranks.get(signal.rank)
+            if tally is None:
+                tally = ranks[signal.rank] = _RankTally()
+            tally.add(signal)
         elif signal.rank is None and signal.node and signal.kind in FAILURE_KINDS:
             kept = nodes.setdefault(signal.node, [])
             if len(kept) < MAX_NODE_SIGNALS:
                 kept.append(signal)
-    by_rank: dict[int, RankSignals] = {}
-    for rank in sorted(moved.keys() | ranks.keys()):
-        tally, at = ranks.get(rank), moved.get(rank)
-        if tally is None:
-            by_rank[rank] = RankSignals(rank=rank, last_moved_at=at)
-            continue
+    signalled: dict[int, RankSignals] = {}
+    for rank in sorted(ranks):
+        tally, at = ranks[rank], moved.get(rank)
         if at is not None and (tally.moved is None or at >= tally.moved):
             tally.moved = at  # a step line's time first, as if read before the signals
-        by_rank[rank] = tally.done(rank)
+        signalled[rank] = tally.done(rank)
     return SignalFacts(
-        by_rank=by_rank,
+        by_rank=_ByRank(signalled, moved),
         by_node={node: tuple(kept) for node, kept in sorted(nodes.items())},
         ras=tuple(ras),
         ras_signals=tuple(ras_signals),
+        signalled=signalled,
     )

@@ -1,5 +1,7 @@
 """Stack groups and compact rank sets."""
 
+import random
+
 import pytest
 
 from analysis import compact_ranks
@@ -25,6 +27,25 @@ from tests.analysis.sample_evidence import (
 )
 def test_it_writes_rank_sets_compactly(ranks, text):
     assert compact_ranks(ranks) == text
+
+
+def test_compact_ranks_finds_every_run_of_any_length():
+    """Runs are galloped to and bisected: every length and gap, as one rank at a time."""
+    rng = random.Random(22)
+    for _ in range(2000):
+        ranks = sorted(
+            {rng.randrange(-4, rng.choice([8, 40, 300])) for _ in range(rng.randrange(40))}
+        )
+        if rng.random() < 0.3:
+            ranks = sorted({*ranks, *range(rng.randrange(300), rng.randrange(300, 2000))})
+        runs: list[list[int]] = []
+        for rank in ranks:
+            if runs and rank == runs[-1][-1] + 1:
+                runs[-1].append(rank)
+            else:
+                runs.append([rank])
+        expected = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+        assert compact_ranks(reversed(ranks)) == expected
 
 
 def test_it_groups_ranks_by_stack_largest_group_first():
