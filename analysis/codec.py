@@ -133,10 +133,17 @@ def _columns_encoder(cls: type) -> Encode:
     stack, an entry's group) as {"same": value}, the first column never. A column of records
     (a log's facts) is itself stored as columns, and a column of lists of records (each log's
     step lines, each dump's entries) as [each row's length, their items as columns]: the
-    reader then builds a node's records a field at a time, not a row at a time."""
+    reader then builds a node's records a field at a time, not a row at a time. A column of
+    lists, maps or sets (of records or not) that are all empty, and not shared, is stored as
+    [] (most of a log's parts: its launcher maps, signals, exits, watchdog lines)."""
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     parts = [
-        (f.name, _column_encoder(hints[f.name]), _shareable(hints[f.name]))
+        (
+            f.name,
+            _column_encoder(hints[f.name]),
+            _shareable(hints[f.name]),
+            _empty_maker(hints[f.name]) is not None,
+        )
         for f in dataclasses.fields(cls)
     ]
 
@@ -144,8 +151,11 @@ def _columns_encoder(cls: type) -> Encode:
         if not value:
             return []
         out: list = [len(value)]
-        for index, (name, (whole, part), shareable) in enumerate(parts):
+        for index, (name, (whole, part), shareable, emptiable) in enumerate(parts):
             values = [getattr(v, name) for v in value]
+            if emptiable and not shareable and _all_empty(values):
+                out.append([])
+                continue
             if whole is not None:
                 out.append(whole(values))
                 continue
@@ -158,6 +168,13 @@ def _columns_encoder(cls: type) -> Encode:
         return out
 
     return encode_rows
+
+
+_CONTAINERS = (list, dict, set, tuple, frozenset)
+
+
+def _all_empty(values: list) -> bool:
+    return all(type(v) in _CONTAINERS and not v for v in values)
 
 
 def _nested_kind(hint: Any) -> tuple[str, type] | None:
@@ -454,12 +471,20 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
     name, kinds, decode_one, shareable, whole, empty = spec
     c, label = f"c{index}", f"{where}.{name}"
     env[f"d{index}"] = decode_one
+    lines = [f"    {c} = v[{index}]"]
+    if empty is not None and not shareable:  # [] for a column of empty values (no call)
+        env[f"e{index}"] = empty
+        lines += [f"    if {c} == []:", f"        {c} = {_fresh_empties(empty, index)}"]
+        lines += ["    else:"] if whole is not None else []
     if whole is not None:
         env[f"w{index}"] = whole
-        return [f"    {c} = w{index}(v[{index}], count, '{label}')"]
-    lines = [
-        f"    {c} = v[{index}]",
-        f"    if type({c}) is list:",
+        pad = "    " if empty is not None and not shareable else ""
+        return [*lines, f"    {pad}{c} = w{index}({c}, count, '{label}')"]
+    if empty is not None and not shareable:
+        lines += [f"    elif type({c}) is list:"]
+    else:
+        lines += [f"    if type({c}) is list:"]
+    lines += [
         f"        if len({c}) != count:",
         f"            raise CodecError('{label}: a column of ' + str(count) + ' expected')",
     ]
@@ -467,13 +492,6 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
         env[f"k{index}"] = kinds
         lines += [f"        if not k{index}.issuperset(map(type, {c})):"]
         lines += [f"            raise CodecError('{label}')"]
-    elif empty is not None:  # an empty list or map a row: each row its own, no call a row
-        env[f"e{index}"] = empty
-        lines += [
-            f"        if {c}.count([]) == count:",
-            f"            {c} = [e{index}() for _ in {c}]",
-        ]
-        lines += ["        else:", f"            {c} = list(map(d{index}, {c}))"]
     else:
         lines.append(f"        {c} = list(map(d{index}, {c}))")
     if index > 1 and shareable and kinds is not None:  # one value checked inline
@@ -527,6 +545,14 @@ def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
         return list(map(tuple, found) if kind == "tuples" else found)
 
     return decode_lists
+
+
+def _fresh_empties(empty: Callable[[], Any], index: int) -> str:
+    """The expression of a column of `count` empty values: each row its own list, map or set
+    (made in C, by `map`); an empty tuple or frozenset is one value for all."""
+    if empty in (list, dict, set):
+        return f"list(map(e{index}, repeat((), count)))"
+    return f"repeat(e{index}(), count)"
 
 
 def _empty_maker(hint: Any) -> Callable[[], Any] | None:

@@ -173,7 +173,7 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"][19][4].__setitem__(0, "6"),  # lengths, not a list
         lambda d: d["parse"][18][5].append([]),  # the step summaries: not [lengths, records]
         lambda d: d["parse"][18][1].__setitem__(0, 2),  # the logs' facts: not one a log
-        lambda d: d["parse"][18][1][3][0].__setitem__(0, 1),  # an empty column's length: 1
+        lambda d: d["parse"][18][1][3][0].__setitem__(0, 1),  # a log's step lines: one, not 5
         lambda d: d["parse"][18][1][3][0].__setitem__(0, False),  # a length, not a number
     ],
 )
@@ -203,6 +203,41 @@ def test_a_column_of_one_time_is_stored_once():
     assert codec.decode(codec.encode(mixed, list[_Seen]), list[_Seen]) == mixed
     with pytest.raises(codec.CodecError):
         codec.decode([2, ["a", "b"], {"same": "not a time"}], list[_Seen])
+
+
+@dataclasses.dataclass
+class _Log:
+    path: str
+    seen: list[_Seen] = dataclasses.field(default_factory=list)
+    ranks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    later: tuple[_Seen, ...] = ()
+
+
+def test_a_column_of_empty_lists_is_stored_as_empty():
+    """Most of a log's parts are empty on every log of a node: such a column is stored as []
+    and read back as a fresh empty value a row (records' lists are never shared)."""
+    rows = [_Log("a"), _Log("b")]
+    stored = codec.encode(rows, list[_Log])
+    assert stored[2:] == [[], [], []]
+    back = codec.decode(json.loads(json.dumps(stored)), list[_Log])
+    assert back == rows
+    assert back[0].seen is not back[1].seen and back[0].ranks is not back[1].ranks
+    at = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    mixed = [_Log("a", [_Seen("x", at)], later=(_Seen("y", None),)), _Log("b", ranks={"h": [1]})]
+    stored = codec.encode(mixed, list[_Log])
+    assert [] not in stored[2:]
+    assert codec.decode(json.loads(json.dumps(stored)), list[_Log]) == mixed
+    for column, bad in [
+        (2, [1]),  # not [lengths, records]
+        (2, {"same": []}),  # records' lists shared: never
+        (3, [[]]),  # one row's map for two rows
+        (3, {"same": []}),  # a map of lists shared: never
+        (4, [[0], []]),  # one length for two rows
+    ]:
+        damaged = codec.encode(rows, list[_Log])
+        damaged[column] = bad
+        with pytest.raises(codec.CodecError):
+            codec.decode(damaged, list[_Log])
 
 
 @dataclasses.dataclass
