@@ -143,6 +143,7 @@ def _columns_encoder(cls: type) -> Encode:
             _column_encoder(hints[f.name]),
             _shareable(hints[f.name]),
             _empty_maker(hints[f.name]) is not None,
+            _column_kinds(hints[f.name]) is not None,
         )
         for f in dataclasses.fields(cls)
     ]
@@ -151,7 +152,7 @@ def _columns_encoder(cls: type) -> Encode:
         if not value:
             return []
         out: list = [len(value)]
-        for index, (name, (whole, part), shareable, emptiable) in enumerate(parts):
+        for index, (name, (whole, part), shareable, emptiable, scalar) in enumerate(parts):
             values = [getattr(v, name) for v in value]
             if emptiable and not shareable and _all_empty(values):
                 out.append([])
@@ -163,6 +164,8 @@ def _columns_encoder(cls: type) -> Encode:
             first = column[0]
             if index and shareable and len(column) > 1 and all(c == first for c in column):
                 out.append({"same": first})
+            elif scalar and _repetitive(column):
+                out.append(json.dumps(column, separators=(",", ":")))
             else:
                 out.append(column)
         return out
@@ -171,6 +174,17 @@ def _columns_encoder(cls: type) -> Encode:
 
 
 _CONTAINERS = (list, dict, set, tuple, frozenset)
+_TEXT_FROM = 8  # rows: a shorter column is read as fast as a list as from a text
+
+
+def _repetitive(column: list) -> bool:
+    """Is a column of scalars likely stored alike on other nodes (a dump's sequence numbers
+    and states, the ranks' command line), so worth one JSON text read through a cache? A few
+    distinct values; never ints past 32 bits (times in ns, ids: each rank's own on a real
+    job, where a bench's copied dumps repeat them)."""
+    if len(column) < _TEXT_FROM or len(set(column)) * 4 > len(column):
+        return False
+    return not any(type(v) is int and not -(1 << 31) <= v < 1 << 31 for v in column)
 
 
 def _all_empty(values: list) -> bool:
@@ -443,7 +457,7 @@ def _columns_decoder(cls: type) -> Decode:
     where = cls.__name__
     env: dict[str, Any] = {"CodecError": CodecError, "MAX_ROWS": MAX_ROWS, "cls": cls}
     env["width"] = len(fields) + 1
-    env |= {"built": _built, "fields": fields, "repeat": repeat}
+    env |= {"built": _built, "fields": fields, "repeat": repeat, "text_column": _text_column}
     lines = [
         "def decode_rows(v):",
         "    if type(v) is not list:",
@@ -494,6 +508,8 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
         lines += [f"            raise CodecError('{label}')"]
     else:
         lines.append(f"        {c} = list(map(d{index}, {c}))")
+    if kinds is not None:  # a repetitive column as its JSON text (`_repetitive`)
+        lines += [f"    elif type({c}) is str:", f"        {c} = text_column({c}, count, k{index})"]
     if index > 1 and shareable and kinds is not None:  # one value checked inline
         lines += [
             f"    elif type({c}) is dict and len({c}) == 1"
@@ -585,6 +601,36 @@ def _built(cls: type, fields: tuple, row: tuple) -> Any:
     for f, value in zip(fields, row, strict=True):
         object.__setattr__(record, f.name, value)
     return record
+
+
+# A column of scalars stored as its JSON text, by text: its values and the types among them.
+_COLUMNS: dict[str, tuple[tuple, frozenset]] = {}
+_COLUMNS_CHARS = 1 << 22  # characters the cache's keys may hold in all
+_columns_chars = 0
+_PLAIN_SCALARS = frozenset({int, str, bool, float, type(None)})
+
+
+def _text_column(text: str, count: int, kinds: frozenset) -> tuple:
+    """A repetitive column's values from its JSON text (`_repetitive`), read once per text:
+    the same text is most nodes' (their dumps' sequence numbers, their ranks' states)."""
+    global _columns_chars
+    found = _COLUMNS.get(text)
+    if found is None:
+        if len(text) > MAX_PLAIN_TEXT or text[:1] != "[":
+            raise CodecError("a column's JSON text expected")
+        values = json.loads(text)
+        if type(values) is not list or not _PLAIN_SCALARS.issuperset(map(type, values)):
+            raise CodecError("a column of plain values expected")
+        found = (tuple(values), frozenset(map(type, values)))
+        if _columns_chars + len(text) > _COLUMNS_CHARS:
+            _COLUMNS.clear()
+            _columns_chars = 0
+        _COLUMNS[text] = found
+        _columns_chars += len(text)
+    values, types = found
+    if len(values) != count or not kinds.issuperset(types):
+        raise CodecError(f"a column of {count} of {sorted(k.__name__ for k in kinds)} expected")
+    return values
 
 
 _TUPLES: dict[str, Any] = {}

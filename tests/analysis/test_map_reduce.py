@@ -241,6 +241,46 @@ def test_a_column_of_empty_lists_is_stored_as_empty():
 
 
 @dataclasses.dataclass
+class _Entry:
+    seq: int
+    state: str | None
+    time_ns: int
+
+
+def test_a_repetitive_column_is_stored_as_its_text_and_checked():
+    """A column of a few distinct scalars (a dump's sequence numbers, its entries' states) is
+    most nodes' alike: stored as one JSON text, read once per text; a time in ns never."""
+    rows = [_Entry(seq % 4, "completed" if seq % 4 else None, 10**18 + seq) for seq in range(16)]
+    stored = json.loads(json.dumps(codec.encode(rows, list[_Entry])))
+    assert type(stored[1]) is str and type(stored[2]) is str and type(stored[3]) is list
+    assert codec.decode(stored, list[_Entry]) == rows
+    assert codec.decode(json.loads(json.dumps(stored)), list[_Entry]) == rows  # from the cache
+    for column, bad in [
+        (1, json.dumps([0, 1] * 4)),  # 8 values for 16 rows
+        (1, json.dumps(["0", "1"] * 8)),  # sequence numbers as text
+        (1, json.dumps([[0]] * 16)),  # not scalars
+        (1, json.dumps({"0": 1})),  # not a list
+        (1, "[0, 1"),  # not JSON
+        (1, "[" * 100 + "]" * 100),  # nested
+        (2, json.dumps([1.5] * 16)),  # a number where a state is
+        (2, " " * (codec.MAX_PLAIN_TEXT + 1)),  # past the bound
+    ]:
+        damaged = list(stored)
+        damaged[column] = bad
+        with pytest.raises(codec.CodecError):
+            codec.decode(damaged, list[_Entry])
+
+
+def test_the_column_texts_cache_stays_bounded(monkeypatch):
+    monkeypatch.setattr(codec, "_COLUMNS_CHARS", 2_000)
+    for start in range(0, 2_000, 2):
+        rows = [_Entry(start + (i % 2), None, 0) for i in range(8)]
+        assert codec.decode(codec.encode(rows, list[_Entry]), list[_Entry]) == rows
+        assert codec._columns_chars <= codec._COLUMNS_CHARS
+    assert sum(map(len, codec._COLUMNS)) == codec._columns_chars
+
+
+@dataclasses.dataclass
 class _Groups:
     path: str
     members: dict[str, tuple[int, ...]]
