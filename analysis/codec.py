@@ -135,7 +135,8 @@ def _columns_encoder(cls: type) -> Encode:
     step lines, each dump's entries) as [each row's length, their items as columns]: the
     reader then builds a node's records a field at a time, not a row at a time. A column of
     lists, maps or sets (of records or not) that are all empty, and not shared, is stored as
-    [] (most of a log's parts: its launcher maps, signals, exits, watchdog lines)."""
+    [] (most of a log's parts: its launcher maps, signals, exits, watchdog lines), and a
+    column of a few distinct scalars as its JSON text (`_repetitive`)."""
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     parts = [
         (
@@ -174,7 +175,7 @@ def _columns_encoder(cls: type) -> Encode:
 
 
 _CONTAINERS = (list, dict, set, tuple, frozenset)
-_TEXT_FROM = 8  # rows: a shorter column is read as fast as a list as from a text
+_TEXT_FROM = 8  # rows: a shorter column stays a list (a text would save little on it)
 
 
 def _repetitive(column: list) -> bool:
