@@ -133,10 +133,19 @@ def _columns_encoder(cls: type) -> Encode:
     stack, an entry's group) as {"same": value}, the first column never. A column of records
     (a log's facts) is itself stored as columns, and a column of lists of records (each log's
     step lines, each dump's entries) as [each row's length, their items as columns]: the
-    reader then builds a node's records a field at a time, not a row at a time."""
+    reader then builds a node's records a field at a time, not a row at a time. A column of
+    lists, maps or sets (of records or not) that are all empty, and not shared, is stored as
+    [] (most of a log's parts: its launcher maps, signals, exits, watchdog lines), and a
+    column of a few distinct scalars as its JSON text (`_repetitive`)."""
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     parts = [
-        (f.name, _column_encoder(hints[f.name]), _shareable(hints[f.name]))
+        (
+            f.name,
+            _column_encoder(hints[f.name]),
+            _shareable(hints[f.name]),
+            _empty_maker(hints[f.name]) is not None,
+            _column_kinds(hints[f.name]) is not None,
+        )
         for f in dataclasses.fields(cls)
     ]
 
@@ -144,8 +153,11 @@ def _columns_encoder(cls: type) -> Encode:
         if not value:
             return []
         out: list = [len(value)]
-        for index, (name, (whole, part), shareable) in enumerate(parts):
+        for index, (name, (whole, part), shareable, emptiable, scalar) in enumerate(parts):
             values = [getattr(v, name) for v in value]
+            if emptiable and not shareable and _all_empty(values):
+                out.append([])
+                continue
             if whole is not None:
                 out.append(whole(values))
                 continue
@@ -153,11 +165,31 @@ def _columns_encoder(cls: type) -> Encode:
             first = column[0]
             if index and shareable and len(column) > 1 and all(c == first for c in column):
                 out.append({"same": first})
+            elif scalar and _repetitive(column):
+                out.append(json.dumps(column, separators=(",", ":")))
             else:
                 out.append(column)
         return out
 
     return encode_rows
+
+
+_CONTAINERS = (list, dict, set, tuple, frozenset)
+_TEXT_FROM = 8  # rows: a shorter column stays a list (a text would save little on it)
+
+
+def _repetitive(column: list) -> bool:
+    """Is a column of scalars likely stored alike on other nodes (a dump's sequence numbers
+    and states, the ranks' command line), so worth one JSON text read through a cache? A few
+    distinct values; never ints past 32 bits (times in ns, ids: each rank's own on a real
+    job, where a bench's copied dumps repeat them)."""
+    if len(column) < _TEXT_FROM or len(set(column)) * 4 > len(column):
+        return False
+    return not any(type(v) is int and not -(1 << 31) <= v < 1 << 31 for v in column)
+
+
+def _all_empty(values: list) -> bool:
+    return all(type(v) in _CONTAINERS and not v for v in values)
 
 
 def _nested_kind(hint: Any) -> tuple[str, type] | None:
@@ -426,7 +458,7 @@ def _columns_decoder(cls: type) -> Decode:
     where = cls.__name__
     env: dict[str, Any] = {"CodecError": CodecError, "MAX_ROWS": MAX_ROWS, "cls": cls}
     env["width"] = len(fields) + 1
-    env |= {"built": _built, "fields": fields, "repeat": repeat}
+    env |= {"built": _built, "fields": fields, "repeat": repeat, "text_column": _text_column}
     lines = [
         "def decode_rows(v):",
         "    if type(v) is not list:",
@@ -454,12 +486,20 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
     name, kinds, decode_one, shareable, whole, empty = spec
     c, label = f"c{index}", f"{where}.{name}"
     env[f"d{index}"] = decode_one
+    lines = [f"    {c} = v[{index}]"]
+    if empty is not None and not shareable:  # [] for a column of empty values (no call)
+        env[f"e{index}"] = empty
+        lines += [f"    if {c} == []:", f"        {c} = {_fresh_empties(empty, index)}"]
+        lines += ["    else:"] if whole is not None else []
     if whole is not None:
         env[f"w{index}"] = whole
-        return [f"    {c} = w{index}(v[{index}], count, '{label}')"]
-    lines = [
-        f"    {c} = v[{index}]",
-        f"    if type({c}) is list:",
+        pad = "    " if empty is not None and not shareable else ""
+        return [*lines, f"    {pad}{c} = w{index}({c}, count, '{label}')"]
+    if empty is not None and not shareable:
+        lines += [f"    elif type({c}) is list:"]
+    else:
+        lines += [f"    if type({c}) is list:"]
+    lines += [
         f"        if len({c}) != count:",
         f"            raise CodecError('{label}: a column of ' + str(count) + ' expected')",
     ]
@@ -467,15 +507,10 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
         env[f"k{index}"] = kinds
         lines += [f"        if not k{index}.issuperset(map(type, {c})):"]
         lines += [f"            raise CodecError('{label}')"]
-    elif empty is not None:  # an empty list or map a row: each row its own, no call a row
-        env[f"e{index}"] = empty
-        lines += [
-            f"        if {c}.count([]) == count:",
-            f"            {c} = [e{index}() for _ in {c}]",
-        ]
-        lines += ["        else:", f"            {c} = list(map(d{index}, {c}))"]
     else:
         lines.append(f"        {c} = list(map(d{index}, {c}))")
+    if kinds is not None:  # a repetitive column as its JSON text (`_repetitive`)
+        lines += [f"    elif type({c}) is str:", f"        {c} = text_column({c}, count, k{index})"]
     if index > 1 and shareable and kinds is not None:  # one value checked inline
         lines += [
             f"    elif type({c}) is dict and len({c}) == 1"
@@ -529,6 +564,14 @@ def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
     return decode_lists
 
 
+def _fresh_empties(empty: Callable[[], Any], index: int) -> str:
+    """The expression of a column of `count` empty values: each row its own list, map or set
+    (made in C, by `map`); an empty tuple or frozenset is one value for all."""
+    if empty in (list, dict, set):
+        return f"list(map(e{index}, repeat((), count)))"
+    return f"repeat(e{index}(), count)"
+
+
 def _empty_maker(hint: Any) -> Callable[[], Any] | None:
     """What makes a fresh empty value of the field (a list, map or set; an empty tuple is
     one value), when its decoder reads [] as one; else None."""
@@ -559,6 +602,36 @@ def _built(cls: type, fields: tuple, row: tuple) -> Any:
     for f, value in zip(fields, row, strict=True):
         object.__setattr__(record, f.name, value)
     return record
+
+
+# A column of scalars stored as its JSON text, by text: its values and the types among them.
+_COLUMNS: dict[str, tuple[tuple, frozenset]] = {}
+_COLUMNS_CHARS = 1 << 22  # characters the cache's keys may hold in all
+_columns_chars = 0
+_PLAIN_SCALARS = frozenset({int, str, bool, float, type(None)})
+
+
+def _text_column(text: str, count: int, kinds: frozenset) -> tuple:
+    """A repetitive column's values from its JSON text (`_repetitive`), read once per text:
+    the same text is most nodes' (their dumps' sequence numbers, their ranks' states)."""
+    global _columns_chars
+    found = _COLUMNS.get(text)
+    if found is None:
+        if len(text) > MAX_PLAIN_TEXT or text[:1] != "[":
+            raise CodecError("a column's JSON text expected")
+        values = json.loads(text)
+        if type(values) is not list or not _PLAIN_SCALARS.issuperset(map(type, values)):
+            raise CodecError("a column of plain values expected")
+        found = (tuple(values), frozenset(map(type, values)))
+        if _columns_chars + len(text) > _COLUMNS_CHARS:
+            _COLUMNS.clear()
+            _columns_chars = 0
+        _COLUMNS[text] = found
+        _columns_chars += len(text)
+    values, types = found
+    if len(values) != count or not kinds.issuperset(types):
+        raise CodecError(f"a column of {count} of {sorted(k.__name__ for k in kinds)} expected")
+    return values
 
 
 _TUPLES: dict[str, Any] = {}

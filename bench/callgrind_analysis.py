@@ -12,6 +12,8 @@ instrumentation on around `diagnose(snapshot).to_json()` only, and prints the co
     .venv/bin/python bench/callgrind_analysis.py --reduce --ranks 4096 --nodes 512
         # the reduce alone, as the fleet runs it after the last node: the stored parses
         # decompressed and read back, then `diagnose_parses(...).to_json()`
+    .venv/bin/python bench/callgrind_analysis.py --read-back --ranks 4096 --nodes 512
+        # the read back alone: the stored parses decompressed, parsed and decoded
 
 Needs valgrind and a C compiler (the two markers that switch instrumentation on and off are
 callgrind's client requests, built once into a temporary shared library). `--repo` measures
@@ -78,8 +80,8 @@ def _child(args: argparse.Namespace) -> None:
             for node in snapshot.nodes:
                 nodemap.map_node(node, hosts=hosts, snapshot_collected_at=snapshot.collected_at)
             gc.enable()
-    elif args.reduce:
-        work = _reduce_work(snapshot, warm)
+    elif args.reduce or args.read_back:
+        work = _reduce_work(snapshot, warm, read_back_only=args.read_back)
     else:
         analysis.diagnose(warm).to_json()
 
@@ -92,7 +94,7 @@ def _child(args: argparse.Namespace) -> None:
     markers.hd_stop()
 
 
-def _reduce_work(snapshot, warm):
+def _reduce_work(snapshot, warm, read_back_only=False):
     """The reduce of `bench_analysis.py --map-reduce`: each tree's own map and store made
     first (not counted), the decoders and caches warmed on a small snapshot's reduce."""
     import dataclasses
@@ -125,6 +127,8 @@ def _reduce_work(snapshot, warm):
         head = dataclasses.replace(snap, nodes=[])
         with no_cyclic_gc():
             parses = [nodemap.from_json(json.loads(zlib.decompress(b))) for b in stored]
+        if read_back_only:
+            return parses
         return analysis.diagnose_parses(head, parses, reparse).to_json()
 
     reduce(warm, stored_parses(warm))
@@ -146,6 +150,7 @@ def main() -> None:
     parser.add_argument("--repo", default=str(HERE), help="the checkout whose analysis to count")
     parser.add_argument("--map-only", action="store_true", help="count map_node of every node")
     parser.add_argument("--reduce", action="store_true", help="count the reduce alone")
+    parser.add_argument("--read-back", action="store_true", help="count its read back alone")
     parser.add_argument("--whole-world", action="store_true", help="dumps list every rank")
     parser.add_argument("--keep", help="keep callgrind's output file at this path")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -171,6 +176,7 @@ def main() -> None:
         ]
         command += ["--map-only"] if args.map_only else []
         command += ["--reduce"] if args.reduce else []
+        command += ["--read-back"] if args.read_back else []
         command += ["--whole-world"] if args.whole_world else []
         environment = dict(os.environ, PYTHONHASHSEED="0")
         done = subprocess.run(command, env=environment, capture_output=True, text=True)
@@ -180,6 +186,7 @@ def main() -> None:
         count = _count(out_file)
     what = "map_node of every node" if args.map_only else "diagnose + to_json"
     what = "the reduce (read back + diagnose_parses + to_json)" if args.reduce else what
+    what = "the read back (zlib + JSON + decode)" if args.read_back else what
     load = re.sub(r"\s+", " ", Path("/proc/loadavg").read_text()).strip()
     print(
         f"{args.repo}: {what}, {args.ranks} ranks on {args.nodes} nodes: "

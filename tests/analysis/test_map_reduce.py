@@ -173,7 +173,7 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"][19][4].__setitem__(0, "6"),  # lengths, not a list
         lambda d: d["parse"][18][5].append([]),  # the step summaries: not [lengths, records]
         lambda d: d["parse"][18][1].__setitem__(0, 2),  # the logs' facts: not one a log
-        lambda d: d["parse"][18][1][3][0].__setitem__(0, 1),  # an empty column's length: 1
+        lambda d: d["parse"][18][1][3][0].__setitem__(0, 1),  # a log's step lines: one, not 5
         lambda d: d["parse"][18][1][3][0].__setitem__(0, False),  # a length, not a number
     ],
 )
@@ -203,6 +203,81 @@ def test_a_column_of_one_time_is_stored_once():
     assert codec.decode(codec.encode(mixed, list[_Seen]), list[_Seen]) == mixed
     with pytest.raises(codec.CodecError):
         codec.decode([2, ["a", "b"], {"same": "not a time"}], list[_Seen])
+
+
+@dataclasses.dataclass
+class _Log:
+    path: str
+    seen: list[_Seen] = dataclasses.field(default_factory=list)
+    ranks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    later: tuple[_Seen, ...] = ()
+
+
+def test_a_column_of_empty_lists_is_stored_as_empty():
+    """Most of a log's parts are empty on every log of a node: such a column is stored as []
+    and read back as a fresh empty value a row (records' lists are never shared)."""
+    rows = [_Log("a"), _Log("b")]
+    stored = codec.encode(rows, list[_Log])
+    assert stored[2:] == [[], [], []]
+    back = codec.decode(json.loads(json.dumps(stored)), list[_Log])
+    assert back == rows
+    assert back[0].seen is not back[1].seen and back[0].ranks is not back[1].ranks
+    at = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    mixed = [_Log("a", [_Seen("x", at)], later=(_Seen("y", None),)), _Log("b", ranks={"h": [1]})]
+    stored = codec.encode(mixed, list[_Log])
+    assert [] not in stored[2:]
+    assert codec.decode(json.loads(json.dumps(stored)), list[_Log]) == mixed
+    for column, bad in [
+        (2, [1]),  # not [lengths, records]
+        (2, {"same": []}),  # records' lists shared: never
+        (3, [[]]),  # one row's map for two rows
+        (3, {"same": []}),  # a map of lists shared: never
+        (4, [[0], []]),  # one length for two rows
+    ]:
+        damaged = codec.encode(rows, list[_Log])
+        damaged[column] = bad
+        with pytest.raises(codec.CodecError):
+            codec.decode(damaged, list[_Log])
+
+
+@dataclasses.dataclass
+class _Entry:
+    seq: int
+    state: str | None
+    time_ns: int
+
+
+def test_a_repetitive_column_is_stored_as_its_text_and_checked():
+    """A column of a few distinct scalars (a dump's sequence numbers, its entries' states) is
+    most nodes' alike: stored as one JSON text, read once per text; a time in ns never."""
+    rows = [_Entry(seq % 4, "completed" if seq % 4 else None, 10**18 + seq) for seq in range(16)]
+    stored = json.loads(json.dumps(codec.encode(rows, list[_Entry])))
+    assert type(stored[1]) is str and type(stored[2]) is str and type(stored[3]) is list
+    assert codec.decode(stored, list[_Entry]) == rows
+    assert codec.decode(json.loads(json.dumps(stored)), list[_Entry]) == rows  # from the cache
+    for column, bad in [
+        (1, json.dumps([0, 1] * 4)),  # 8 values for 16 rows
+        (1, json.dumps(["0", "1"] * 8)),  # sequence numbers as text
+        (1, json.dumps([[0]] * 16)),  # not scalars
+        (1, json.dumps({"0": 1})),  # not a list
+        (1, "[0, 1"),  # not JSON
+        (1, "[" * 100 + "]" * 100),  # nested
+        (2, json.dumps([1.5] * 16)),  # a number where a state is
+        (2, " " * (codec.MAX_PLAIN_TEXT + 1)),  # past the bound
+    ]:
+        damaged = list(stored)
+        damaged[column] = bad
+        with pytest.raises(codec.CodecError):
+            codec.decode(damaged, list[_Entry])
+
+
+def test_the_column_texts_cache_stays_bounded(monkeypatch):
+    monkeypatch.setattr(codec, "_COLUMNS_CHARS", 2_000)
+    for start in range(0, 2_000, 2):
+        rows = [_Entry(start + (i % 2), None, 0) for i in range(8)]
+        assert codec.decode(codec.encode(rows, list[_Entry]), list[_Entry]) == rows
+        assert codec._columns_chars <= codec._COLUMNS_CHARS
+    assert sum(map(len, codec._COLUMNS)) == codec._columns_chars
 
 
 @dataclasses.dataclass
