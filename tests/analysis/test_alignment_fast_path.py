@@ -47,7 +47,9 @@ def test_the_fast_reading_is_the_detailed_one_on_every_scenario(scenario, tmp_pa
     directory = side_by_side.stage(scenario, tmp_path)
     files = sorted(directory.iterdir())
     dumps = [parse_flight_recorder(str(p), p.read_bytes()) for p in files]
-    _same(alignment.read_dumps(dumps, scenario.world), _detailed(monkeypatch, dumps, scenario.world))
+    _same(
+        alignment.read_dumps(dumps, scenario.world), _detailed(monkeypatch, dumps, scenario.world)
+    )
 
 
 def _entry(seq, **fields) -> dict:
@@ -76,7 +78,9 @@ def _whole_world(world: int, change) -> list:
         raw = {
             "version": "2.10",
             "rank": rank,
-            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
+            "pg_config": {
+                "0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}
+            },
             "entries": entries,
         }
         dumps.append(parse_flight_recorder(f"trace_rank_{rank}", pickle.dumps(raw, protocol=2)))

@@ -57,7 +57,9 @@ def test_the_kept_parses_are_decoded_and_the_verdict_is_the_one_the_artifacts_gi
         after = _snapshot(bob, cluster, url, "read after the last node")
         gpuclick.series_before_analysis(snapshot_id=after.pk)
     kept = GpuSeriesRecord.objects.filter(collection__snapshot=snapshot)
-    artifacts = Artifact.objects.filter(collection__snapshot=snapshot, name=gpumetrics.DCGM_ARTIFACT)
+    artifacts = Artifact.objects.filter(
+        collection__snapshot=snapshot, name=gpumetrics.DCGM_ARTIFACT
+    )
     assert sorted(kept.values_list("collection_id", "from_artifact")) == sorted(
         artifacts.values_list("collection_id", "pk")
     )
