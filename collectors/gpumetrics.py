@@ -43,7 +43,15 @@ from hangdesk.artifacts import NODE_META
 from incidents.models import EventKind
 from incidents.services import timeline_event_record
 
-from .models import Artifact, GpuSeriesRecord, NodeCollection, NodeStatus, Snapshot, inflate
+from .models import (
+    Artifact,
+    GpuSeriesRecord,
+    NodeCollection,
+    NodeStatus,
+    Snapshot,
+    inflate,
+    inflate_at_most,
+)
 
 log = logging.getLogger(__name__)
 
@@ -437,10 +445,7 @@ def _parsed_read(
     try:
         if version != gpushape.DCGM_PARSED_VERSION:
             raise codec.CodecError(f"version {version}")
-        inflater = zlib.decompressobj()
-        raw = inflater.decompress(bytes(compressed), MAX_PARSED_BYTES + 1)
-        if len(raw) > MAX_PARSED_BYTES or inflater.unconsumed_tail:
-            raise codec.CodecError("over the size bound")
+        raw = inflate_at_most(compressed, MAX_PARSED_BYTES)
         return gpushape.dcgm_decoded(node, json.loads(raw))
     except (zlib.error, ValueError, RecursionError) as exc:  # CodecError is a ValueError
         log.warning("kept GPU series of collection %s not used: %s", collection_id, exc)

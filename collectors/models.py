@@ -435,6 +435,16 @@ def inflate(compressed: bytes | memoryview) -> bytes:
     return zlib.decompress(bytes(compressed))
 
 
+def inflate_at_most(compressed: bytes | memoryview, limit: int) -> bytes:
+    """The bytes inflated, or ValueError past `limit` (a stored form read back as untrusted:
+    never more than the bound is inflated). zlib.error when damaged."""
+    inflater = zlib.decompressobj()
+    raw = inflater.decompress(bytes(compressed), limit + 1)
+    if len(raw) > limit or inflater.unconsumed_tail:
+        raise ValueError("over the size bound")
+    return raw
+
+
 class UploadToken(models.Model):
     """Admits the bundles of one push snapshot's nodes (`hangdesk upload --token`): random,
     shown once to the responder who asked for it, kept as its SHA-256 only, and valid while

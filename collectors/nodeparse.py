@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from analysis import codec, nodemap
+from analysis import nodemap
 from analysis.diagnosis import no_cyclic_gc
 from analysis.evidence import EvidenceStatus, NodeEvidence, SnapshotEvidence, not_gathered
 from analysis.nodemap import NodeParse
@@ -30,7 +30,15 @@ from hangdesk import evidence_kinds as kinds
 from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
 
 from . import gpumetrics, snapshot_hosts
-from .models import Artifact, NodeCollection, NodeParseRecord, NodeStatus, Snapshot, inflate
+from .models import (
+    Artifact,
+    NodeCollection,
+    NodeParseRecord,
+    NodeStatus,
+    Snapshot,
+    inflate,
+    inflate_at_most,
+)
 
 log = logging.getLogger(__name__)
 
@@ -317,12 +325,9 @@ def stored_status(status: str, reason: str) -> EvidenceStatus:
 def _read(pk: int, compressed: bytes | memoryview) -> NodeParse | None:
     """A stored parse, or None (logged) when it is too big, damaged or of another shape."""
     try:
-        inflater = zlib.decompressobj()
-        raw = inflater.decompress(bytes(compressed), nodemap.MAX_STORED_BYTES + 1)
-        if len(raw) > nodemap.MAX_STORED_BYTES or inflater.unconsumed_tail:
-            raise codec.CodecError("over the size bound")
+        raw = inflate_at_most(compressed, nodemap.MAX_STORED_BYTES)
         return nodemap.from_json(json.loads(raw))
-    except (zlib.error, ValueError, RecursionError) as exc:  # CodecError is a ValueError
+    except (zlib.error, ValueError, RecursionError) as exc:  # CodecError is a ValueError too
         log.warning("stored parse of collection %s not used: %s", pk, exc)
         return None
 
