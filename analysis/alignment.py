@@ -325,7 +325,7 @@ def _collective_stop(group: FrGroup, entries, per_rank, waiting, kinds) -> Group
         present = _present(seq, recorded, runs, calls)
         if not present:
             continue
-        stop = _meeting(group, seq, present, absent, without, size, waiting)
+        stop = _meeting(group, seq, present, absent, without, size, waiting, per_rank)
         if stop is not None:
             return stop
     return None
@@ -418,32 +418,32 @@ def _present(seq, recorded, runs, calls) -> dict[int, list[FrEntry]]:
     return present
 
 
-def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop | None:
+def _meeting(group, seq, present, absent, without, size, waiting, dumps) -> GroupStop | None:
     """What is wrong with one sequence number of one group, if anything."""
     if absent:
-        return _missing(group, seq, present, absent, without, waiting)
+        return _missing(group, seq, present, absent, without, waiting, dumps)
     found = agreement.compare(present, size)
     if found is not None:
-        return _disagreeing(group, seq, present, found)
+        return _disagreeing(group, seq, present, found, dumps)
     done = [r for r, ops in present.items() if all(map(_COMPLETED, ops))]
     if len(done) == len(present):
         return None
     if done:
         behind = tuple(sorted(set(present) - set(done)))
         text = f"{ranks_text(done)} completed it; {ranks_text(behind)} did not"
-        return make_stop(group, seq, "not_completed", present, behind, text)
+        return make_stop(group, seq, "not_completed", present, behind, text, dumps=dumps)
     if without:
-        return _missing(group, seq, present, (), without, waiting)
+        return _missing(group, seq, present, (), without, waiting, dumps)
     started = [r for r, ops in present.items() if all(map(_STARTED, ops))]
     if started and len(started) < len(present):
         late = tuple(sorted(set(present) - set(started)))
         text = f"{ranks_text(started)} started it; on {ranks_text(late)} it never started"
-        return make_stop(group, seq, "not_started", present, late, text)
+        return make_stop(group, seq, "not_started", present, late, text, dumps=dumps)
     text = f"every member issued it alike ({ranks_text(present)}) and none completed it"
-    return make_stop(group, seq, "all_waiting", present, (), text)
+    return make_stop(group, seq, "all_waiting", present, (), text, dumps=dumps)
 
 
-def _missing(group, seq, present, absent, without, waiting) -> GroupStop:
+def _missing(group, seq, present, absent, without, waiting, dumps) -> GroupStop:
     key = group.key
     pending = any(not e.completed for ops in present.values() for e in ops)
     elsewhere = tuple(r for r in absent if _elsewhere(r, key, waiting))
@@ -468,6 +468,7 @@ def _missing(group, seq, present, absent, without, waiting) -> GroupStop:
         present,
         culprits,
         text,
+        dumps=dumps,
         absent=absent,
         without=without,
         elsewhere=elsewhere,
@@ -476,7 +477,7 @@ def _missing(group, seq, present, absent, without, waiting) -> GroupStop:
     )
 
 
-def _disagreeing(group, seq, present, found: agreement.Disagreement) -> GroupStop:
+def _disagreeing(group, seq, present, found: agreement.Disagreement, dumps) -> GroupStop:
     sides = tuple(side_of(ranks, present, found.op_index) for ranks in found.sides)
     runs = "; ".join(
         f"{ranks_text(s.ranks)} {'runs' if len(s.ranks) == 1 else 'run'} {s.signature}"
@@ -491,6 +492,7 @@ def _disagreeing(group, seq, present, found: agreement.Disagreement) -> GroupSto
         present,
         found.culprits,
         f"{inner}{runs}{why}",
+        dumps=dumps,
         sides=sides,
         op_index=found.op_index,
     )

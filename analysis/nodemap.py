@@ -50,8 +50,9 @@ from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 # The stored form's version: a parse stored by another version is parsed again, never read.
-NODE_PARSE_VERSION = 6  # 2: columns; 3: step lines summarized; 4: nested; 5: one time a column;
-# 6: a column of empty lists or maps as [], one of a few distinct scalars as its JSON text
+NODE_PARSE_VERSION = 7  # 2: columns; 3: step lines summarized; 4: nested; 5: one time a column;
+# 6: a column of empty lists or maps as [], one of a few distinct scalars as its JSON text;
+# 7: a dump's entry times kept apart (FrDump.created_ns)
 
 # srun's own numbering of its tasks, in every task's environment.
 SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})

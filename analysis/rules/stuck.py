@@ -74,11 +74,13 @@ def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, in
     first: dict[tuple[str, int], int] = {}
     seqs = {seq for _, seq in wanted}  # an int looked up an entry, a key built for few
     for dump in facts.snap.dumps:
-        for entry in dump.entries:
-            if entry.seq in seqs and entry.time_created_ns:
+        if len(dump.created_ns) != len(dump.entries):
+            continue  # no times kept (a dump edited out of step)
+        for entry, created in zip(dump.entries, dump.created_ns):
+            if entry.seq in seqs and created:
                 key = (entry.pg, entry.seq)
                 if key in wanted:
-                    first[key] = min(first.get(key, entry.time_created_ns), entry.time_created_ns)
+                    first[key] = min(first.get(key, created), created)
     out = {}
     for key, ns in first.items():
         try:
