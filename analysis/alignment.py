@@ -138,18 +138,26 @@ def _groups(per_rank: dict[int, FrDump], configured, world: int | None):
     # (name, description, the rank's configured groups) -> the group's key: ranks sharing a
     # pg_config share the dict (see _configured_by_rank), so a job's key is found once.
     known: dict[tuple[str, str, int], str] = {}
+    # (the dump's entry list, its configured groups) -> what _sorted_entries says of it, and
+    # its groups' keys: a node's ranks alike share one list (analysis.fr_shared).
+    read: dict[tuple[int, int], tuple] = {}
     for rank, dump in per_rank.items():
-        by_name, pending, last[rank], p2p, run = _sorted_entries(dump)
         own = configured[rank]
-        keys = {}
+        found = read.get((id(dump.entries), id(own)))
+        if found is None:
+            by_name, pending, done, p2p, run = _sorted_entries(dump)
+            keys = {}
+            for name, mine in by_name.items():
+                first = mine[0]
+                memo = (name, first.pg_desc, id(own))
+                key = known.get(memo)
+                if key is None:
+                    key = known[memo] = _group_key(first, own, configs, world, groups)
+                keys[name] = key
+            found = read[(id(dump.entries), id(own))] = (by_name, keys, pending, done, p2p, run)
+        by_name, keys, pending, last[rank], p2p, run = found
         for name, mine in by_name.items():
-            first = mine[0]
-            memo = (name, first.pg_desc, id(own))
-            key = known.get(memo)
-            if key is None:
-                key = known[memo] = _group_key(first, own, configs, world, groups)
-            keys[name] = key
-            entries[key][rank] = mine
+            entries[keys[name]][rank] = mine
         if pending is not None:
             waiting[rank] = Wait(keys[pending.pg], pending)
         if p2p:
@@ -247,12 +255,16 @@ def _configured_by_rank(per_rank: dict[int, FrDump]) -> dict[int, dict[str, tupl
     (equal configs of different tuples are only made twice)."""
     made: dict[tuple, dict[str, tuple[int, ...]]] = {}
     configured = {}
+    by_map: dict[int, dict[str, tuple[int, ...]]] = {}  # id(pg_ranks): a node's dumps share one
     for rank, dump in per_rank.items():
         pg_ranks = dump.pg_ranks
-        key = (*pg_ranks, *map(id, pg_ranks.values()))  # names are text, ids numbers
-        own = made.get(key)
+        own = by_map.get(id(pg_ranks))
         if own is None:
-            own = made[key] = _configured(dump)
+            key = (*pg_ranks, *map(id, pg_ranks.values()))  # names are text, ids numbers
+            own = made.get(key)
+            if own is None:
+                own = made[key] = _configured(dump)
+            by_map[id(pg_ranks)] = own
         configured[rank] = own
     return configured
 
@@ -335,7 +347,8 @@ def _calls(holders, entries, with_p2p, gapless):
     """Each member's collectives of the group by sequence number. A member that recorded one
     entry a number, numbered on without a gap (every member, but for a coalesced group or a
     point-to-point op), is kept as a run: its first number and its entries, read by position;
-    members of one (first, count) are gathered in `profiles` (their ranks, their entries). Any
+    members of one (first, count) are gathered in `profiles` (their ranks, their entry lists,
+    a list shared by ranks next to each other kept once). Any
     other member's are a dict of lists, in `calls`."""
     runs: dict[int, tuple[int, list[FrEntry]]] = {}
     profiles: dict[tuple[int, int], tuple[list[int], list[list[FrEntry]]]] = {}
@@ -356,7 +369,8 @@ def _calls(holders, entries, with_p2p, gapless):
             runs[rank] = (first, mine)
             ranks, mines = profiles.setdefault((first, len(mine)), ([], []))
             ranks.append(rank)
-            mines.append(mine)
+            if not mines or mines[-1] is not mine:  # a node's ranks alike: one list, read once
+                mines.append(mine)
             continue
         by_seq: dict[int, list[FrEntry]] = defaultdict(list)
         for entry in mine:

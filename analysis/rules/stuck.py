@@ -76,7 +76,7 @@ def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, in
     for dump in facts.snap.dumps:
         if len(dump.created_ns) != len(dump.entries):
             continue  # no times kept (a dump edited out of step)
-        for entry, created in zip(dump.entries, dump.created_ns):
+        for entry, created in zip(dump.entries, dump.created_ns, strict=True):
             if entry.seq in seqs and created:
                 key = (entry.pg, entry.seq)
                 if key in wanted:
