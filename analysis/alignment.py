@@ -86,7 +86,10 @@ def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderR
         stop = _collective_stop(group, entries[key], per_rank, waiting, kinds)
         if stop is not None:
             stops.append(stop)
-    for key in sorted({w.group for w in waiting.values() if w.entry.is_p2p}):
+    with_p2p = kinds[0]  # a rank waiting in a send or recv recorded one
+    for key in sorted(
+        {waiting[r].group for r in with_p2p if r in waiting and waiting[r].entry.is_p2p}
+    ):
         if key in groups:
             stops += p2p_stops(groups[key], per_rank, waiting)
     stops = break_ties(stops, groups, entries)

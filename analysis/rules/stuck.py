@@ -73,14 +73,24 @@ def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, in
     """(group, sequence number) -> when the first rank issued it."""
     first: dict[tuple[str, int], int] = {}
     seqs = {seq for _, seq in wanted}  # an int looked up an entry, a key built for few
+    # id(entry list) -> (place, key) of its wanted entries: a node's ranks alike share a list
+    # (analysis.fr_shared), read once; each dump's own times are then read at those places.
+    places: dict[int, list[tuple[int, tuple[str, int]]]] = {}
     for dump in facts.snap.dumps:
-        if len(dump.created_ns) != len(dump.entries):
+        entries, times = dump.entries, dump.created_ns
+        if len(times) != len(entries):
             continue  # no times kept (a dump edited out of step)
-        for entry, created in zip(dump.entries, dump.created_ns, strict=True):
-            if entry.seq in seqs and created:
-                key = (entry.pg, entry.seq)
-                if key in wanted:
-                    first[key] = min(first.get(key, created), created)
+        found = places.get(id(entries))
+        if found is None:
+            found = places[id(entries)] = [
+                (at, key)
+                for at, entry in enumerate(entries)
+                if entry.seq in seqs and (key := (entry.pg, entry.seq)) in wanted
+            ]
+        for at, key in found:
+            created = times[at]
+            if created:
+                first[key] = min(first.get(key, created), created)
     out = {}
     for key, ns in first.items():
         try:
