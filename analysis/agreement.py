@@ -75,7 +75,7 @@ def compare(calls: dict[int, list[FrEntry]], group_size: int | None) -> Disagree
     lengths = set(map(len, calls.values()))  # in C: a whole-world group's ranks are many
     for index in range(max(lengths)):
         if len(lengths) == 1:
-            at = dict(zip(calls, map(itemgetter(index), calls.values())))
+            at = dict(zip(calls, map(itemgetter(index), calls.values()), strict=True))
             short: tuple[int, ...] = ()
         else:
             at = {rank: ops[index] for rank, ops in calls.items() if index < len(ops)}
@@ -119,7 +119,7 @@ def distinct(entries) -> list[FrEntry]:
     """The entries, each object once, in C: a node's ranks alike hold one object
     (`analysis.fr_shared`), so a whole-world group's ranks give a few thousand, not 32,000."""
     entries = list(entries)
-    return list(dict(zip(map(id, entries), entries)).values())
+    return list(dict(zip(map(id, entries), entries, strict=True)).values())
 
 
 def lawful_alone(entry: FrEntry, size: int | None) -> bool:
