@@ -25,6 +25,7 @@ name.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from itertools import filterfalse
 from operator import attrgetter, itemgetter
 
 from analysis import agreement
@@ -157,12 +158,13 @@ def _groups(per_rank: dict[int, FrDump], configured, world: int | None):
                 if key is None:
                     key = known[memo] = _group_key(first, own, configs, world, groups)
                 keys[name] = key
-            found = read[(id(dump.entries), id(own))] = (by_name, keys, pending, done, p2p, run)
-        by_name, keys, pending, last[rank], p2p, run = found
+            wait = Wait(keys[pending.pg], pending) if pending is not None else None
+            found = read[(id(dump.entries), id(own))] = (by_name, keys, wait, done, p2p, run)
+        by_name, keys, wait, last[rank], p2p, run = found
         for name, mine in by_name.items():
             entries[keys[name]][rank] = mine
-        if pending is not None:
-            waiting[rank] = Wait(keys[pending.pg], pending)
+        if wait is not None:
+            waiting[rank] = wait
         if p2p:
             with_p2p.add(rank)
         elif run:
@@ -311,15 +313,18 @@ def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
 
 
 def _collective_stop(group: FrGroup, entries, per_rank, waiting, kinds) -> GroupStop | None:
-    holders = [m for m in group.members if m in per_rank]
+    holders = list(filter(per_rank.__contains__, group.members))  # in C: the whole world
     runs, profiles, calls = _calls(holders, entries, *kinds)
     if not runs and not calls:
         return None
-    without = tuple(m for m in group.members if m not in per_rank)
-    # A member with a dump and none of this group's entries never issued one, unless its ring
-    # buffer wrapped (then it may have forgotten them: not compared).
-    comparable = [r for r in holders if r in runs or r in calls or not per_rank[r].wrapped]
-    recorded = [r for r in comparable if r in runs or r in calls]
+    without = tuple(filterfalse(per_rank.__contains__, group.members))
+    if len(runs) + len(calls) == len(holders):  # every member with a dump recorded some
+        comparable = recorded = holders
+    else:
+        # A member with a dump and none of this group's entries never issued one, unless its
+        # ring buffer wrapped (then it may have forgotten them: not compared).
+        comparable = [r for r in holders if r in runs or r in calls or not per_rank[r].wrapped]
+        recorded = [r for r in comparable if r in runs or r in calls]
     if not recorded:
         return None
     firsts = [first for first, _count in profiles] + [min(by_seq) for by_seq in calls.values()]
