@@ -9,6 +9,7 @@ combiner (analysis/findings.py) takes it only when this list is empty.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 
 from analysis import jobtime, quotes
 from analysis.facts import Facts
@@ -16,6 +17,8 @@ from analysis.findings import Context, StuckSignal
 from analysis.parsers.logs import parse_timestamp
 from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
 from analysis.verdict import ranks_text
+
+_LAST_STEP = attrgetter("last_step_at")  # a datetime or None (a datetime is never false)
 
 # The combiner needs to know whether there is any; quoting a few is enough.
 SIGNALS_KEPT = 32
@@ -60,8 +63,7 @@ def _unmatched(facts: Facts) -> list[StuckSignal]:
         return []
     issued = _issued_at(facts, {(s.pg, s.seq) for s in stops})
     pace = job_step_time(facts.snap)
-    steps = [s.last_step_at for s in facts.ranks.values() if s.last_step_at is not None]
-    latest = max(steps) if steps else None
+    latest = max(filter(None, map(_LAST_STEP, facts.ranks.values())), default=None)  # in C
     return [
         StuckSignal("unmatched", None, None, quotes.flight_recorder(stop.mismatch).text)
         for stop in stops
@@ -125,6 +127,8 @@ def _split(facts: Facts) -> list[StuckSignal]:
 def _timeouts(facts: Facts) -> list[StuckSignal]:
     """Watchdog, desync and DETAIL lines, unless stamped before the steps that followed
     them (a collective that once sat past its timeout on a loaded machine, then went on)."""
+    if not facts.snap.watchdog and not facts.snap.logs_of_note:
+        return []  # most big hangs: no such line, and no walk of every rank's steps
     latest = _latest_steps(facts)
     found = [
         StuckSignal("timeout", rank, node, fact.line)
