@@ -243,7 +243,10 @@ def map_node(
 
 
 def _dumps(files: Mapping[str, bytes]) -> list[FrDump]:
-    dumps = [_compact_dump(parse_flight_recorder(path, files[path])) for path in sorted(files)]
+    frames: dict[tuple, dict] = {}  # a frame kept -> its one copy for the node's dumps
+    dumps = [
+        _compact_dump(parse_flight_recorder(path, files[path]), frames) for path in sorted(files)
+    ]
     fr_shared.share_entries(dumps)
     return dumps
 
@@ -336,9 +339,11 @@ class _Asked(Mapping):
         return {k: missing if v is _MISSING else v for k, v in self._asked.items()}
 
 
-def _compact_dump(dump: FrDump) -> FrDump:
+def _compact_dump(dump: FrDump, frames: dict[tuple, dict]) -> FrDump:
     """Each entry keeps only the frame its call site is read from (`FrEntry.frame`), as text:
-    the rest of a dump's raw frames is never read and is not plain data."""
+    the rest of a dump's raw frames is never read and is not plain data. `frames`: the copies
+    made for the node's other dumps, one object for equal ones (entries alike are then one:
+    `fr_shared.share_entries` compares frames by identity)."""
     # The pickle shares one frame dict between the entries that recorded it: each is judged
     # and copied once per dump (the copies are equal, so sharing them changes nothing).
     copies: dict[int, tuple[dict, dict]] = {}  # id -> (the frame, kept alive; its copy)
@@ -351,6 +356,7 @@ def _compact_dump(dump: FrDump) -> FrDump:
             known = copies.get(id(chosen))
             if known is None:
                 copy = {k: _short(chosen[k]) for k in ("filename", "name", "line") if k in chosen}
+                copy = frames.setdefault(tuple(copy.items()), copy)
                 known = copies[id(chosen)] = (chosen, copy)
             entry.raw_frames = [known[1]]
     return dump

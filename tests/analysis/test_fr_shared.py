@@ -5,13 +5,16 @@ object an entry."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 
 import pytest
 
 from analysis import alignment, fr_shared
 from analysis.codec import CodecError
-from analysis.parsers.flight_recorder import parse_flight_recorder
+from analysis.evidence import NodeEvidence
+from analysis.nodemap import map_node
+from analysis.parsers.flight_recorder import FrEntry, parse_flight_recorder
 from tests.analysis import test_alignment_fast_path as fast
 
 FAULTS = [
@@ -27,6 +30,11 @@ FAULTS = [
 
 def _dumps(world: int, change) -> list:
     """One dump a rank, each rank's times its own (rank 5 issued everything first)."""
+    raw = _raw_dumps(world, change)
+    return [parse_flight_recorder(f"trace_rank_{r}", d) for r, d in enumerate(raw)]
+
+
+def _raw_dumps(world: int, change) -> list[bytes]:
     dumps = []
     for rank in range(world):
         entries = [fast._entry(seq) for seq in range(1, 7)]
@@ -39,7 +47,7 @@ def _dumps(world: int, change) -> list:
             "pg_config": {"0": {"desc": "default_pg", "ranks": str(list(range(world)))}},
             "entries": entries,
         }
-        dumps.append(parse_flight_recorder(f"trace_rank_{rank}", pickle.dumps(raw, protocol=2)))
+        dumps.append(pickle.dumps(raw, protocol=2))
     return dumps
 
 
@@ -112,3 +120,22 @@ def test_a_damaged_stored_form_is_refused(damage):
     damage(table, ids, kept)
     with pytest.raises(CodecError):
         fr_shared.rebuilt(table, ids, kept)
+
+
+def test_every_field_of_an_entry_is_in_its_key():
+    """A field left out of the key would make two entries that differ in it one."""
+    named = {*fr_shared.PLAIN_FIELDS, *fr_shared.SHARED_FIELDS, "raw_frames"}
+    assert named == {f.name for f in dataclasses.fields(FrEntry)}
+
+
+def test_entries_of_equal_frames_are_one_across_a_nodes_dumps():
+    def framed(rank, entries):
+        for entry in entries:
+            entry["frames"] = [{"filename": "train.py", "name": "step", "line": 9}]
+
+    evidence = NodeEvidence(node="n", hostname="n")
+    for rank, dump in enumerate(_raw_dumps(4, framed)):
+        evidence.flight_recorder[f"trace_rank_{rank}"] = dump
+    parse = map_node(evidence, hosts={})
+    assert parse.dumps[0].entries is parse.dumps[3].entries
+    assert parse.dumps[0].entries[0].frame == "step (train.py:9)"
