@@ -13,34 +13,38 @@ found by the entry's identity (`fr_model.first_created`).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from operator import attrgetter
 
 from analysis.codec import CodecError
 from analysis.parsers.flight_recorder import FrDump, FrEntry
 
-# An entry's plain fields (text, numbers, flags) are compared by value; its shapes, dtypes
-# and frames by identity (the parser and the map hand out one shared object for equal ones).
-PLAIN_FIELDS = ("pg", "seq", "op", "input_sizes", "output_sizes", "state", "completed")
-PLAIN_FIELDS += ("is_p2p", "started", "pg_desc")
-SHARED_FIELDS = ("in_shapes", "out_shapes", "in_dtypes", "out_dtypes")  # and raw_frames' items
-_PLAIN, _SHARED = attrgetter(*PLAIN_FIELDS), attrgetter(*SHARED_FIELDS)
+# Every field of an entry but its frames, compared by value; the frames (a list of maps) by
+# the identity of their maps (the map keeps one copy of an equal frame for a node's dumps).
+VALUE_FIELDS = tuple(f.name for f in fields(FrEntry) if f.name != "raw_frames")
+_VALUES = attrgetter(*VALUE_FIELDS)
 
 
-def _content(entry: FrEntry) -> tuple:
-    """What makes two entries one: equal plain fields and the very same shared parts (equal
-    parts that are not one object keep two entries apart: never one for two that differ)."""
-    return (_PLAIN(entry), *map(id, _SHARED(entry)), *map(id, entry.raw_frames))
+def _content(entry: FrEntry) -> tuple | object:
+    """What makes two entries one: every field equal, the very same frames (equal frames that
+    are not one object keep two entries apart: never one for two that differ)."""
+    frames = entry.raw_frames
+    key = (_VALUES(entry), id(frames[0]) if len(frames) == 1 else tuple(map(id, frames)))
+    try:
+        hash(key)
+    except TypeError:  # a part no hash takes (not what the parser makes): the entry's own
+        return object()
+    return key
 
 
 def share_entries(dumps: list[FrDump]) -> None:
     """Entries alike across the node's dumps made one object (the k-th alike entry of a dump
     is the k-th object), and dumps alike in all their entries one list. Nothing changes an
     entry or a dump's list after the map."""
-    seen: dict[tuple, list[FrEntry]] = {}  # content -> its objects, by occurrence
+    seen: dict[tuple | object, list[FrEntry]] = {}  # content -> its objects, by occurrence
     lists: dict[tuple[int, ...], list[FrEntry]] = {}
     for dump in dumps:
-        occurrences: dict[tuple, int] = {}
+        occurrences: dict[tuple | object, int] = {}
         mine = []
         for entry in dump.entries:
             key = _content(entry)

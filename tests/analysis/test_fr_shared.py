@@ -124,8 +124,23 @@ def test_a_damaged_stored_form_is_refused(damage):
 
 def test_every_field_of_an_entry_is_in_its_key():
     """A field left out of the key would make two entries that differ in it one."""
-    named = {*fr_shared.PLAIN_FIELDS, *fr_shared.SHARED_FIELDS, "raw_frames"}
-    assert named == {f.name for f in dataclasses.fields(FrEntry)}
+    assert {*fr_shared.VALUE_FIELDS, "raw_frames"} == {f.name for f in dataclasses.fields(FrEntry)}
+    entry = _dumps(1, fast._drop_last)[0].entries[0]
+    for name in fr_shared.VALUE_FIELDS:  # each field apart: another value, another key
+        other = dataclasses.replace(entry, **{name: _other(getattr(entry, name))})
+        assert fr_shared._content(other) != fr_shared._content(entry), name
+    unhashable = dataclasses.replace(entry, in_shapes=([1],))
+    assert fr_shared._content(unhashable) != fr_shared._content(unhashable)  # its own
+
+
+def _other(value):
+    if type(value) is bool:
+        return not value
+    if type(value) is int:
+        return value + 1
+    if type(value) is str:
+        return value + "x"
+    return (*value, "x") if type(value) is tuple else ("x",)
 
 
 def test_entries_of_equal_frames_are_one_across_a_nodes_dumps():
