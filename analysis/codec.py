@@ -475,6 +475,9 @@ def _columns_decoder(cls: type) -> Decode:
     ]
     plain = all(f.init for f in fields) and not hasattr(cls, "__post_init__")
     where = cls.__name__
+    # A class read, never changed, once read back (a log's facts) may have its empty lists and
+    # sets as one empty tuple and frozenset a column: nothing to build, nothing to free.
+    shared_empties = getattr(cls, "CODEC_SHARED_EMPTIES", False) is True
     env: dict[str, Any] = {"CodecError": CodecError, "MAX_ROWS": MAX_ROWS, "cls": cls}
     env["width"] = len(fields) + 1
     env |= {"built": _built, "fields": fields, "repeat": repeat, "text_column": _text_column}
@@ -490,7 +493,7 @@ def _columns_decoder(cls: type) -> Decode:
         f"        raise CodecError('{where}: a row count and {len(fields)} columns expected')",
     ]
     for index, spec in enumerate(columns, 1):
-        lines += _column_lines(index, spec, where, env)
+        lines += _column_lines(index, spec, where, env, shared_empties)
     names = ", ".join(f"c{i}" for i in range(1, len(fields) + 1))
     if plain:
         lines.append(f"    return list(map(cls, {names}))")
@@ -500,7 +503,9 @@ def _columns_decoder(cls: type) -> Decode:
     return env["decode_rows"]
 
 
-def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> list[str]:
+def _column_lines(
+    index: int, spec: tuple, where: str, env: dict[str, Any], shared_empties: bool = False
+) -> list[str]:
     """The decoder's lines for one stored column (`c{index}`: a list, or one value repeated),
     checked: the column's length, its values' types, or each value's decoder."""
     name, kinds, decode_one, shareable, whole, empty, item_kinds = spec
@@ -509,7 +514,8 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
     lines = [f"    {c} = v[{index}]"]
     if empty is not None and not shareable:  # [] for a column of empty values (no call)
         env[f"e{index}"] = empty
-        lines += [f"    if {c} == []:", f"        {c} = {_fresh_empties(empty, index)}"]
+        made = _fresh_empties(empty, index, shared_empties)
+        lines += [f"    if {c} == []:", f"        {c} = {made}"]
         lines += ["    else:"] if whole is not None else []
     if whole is not None:
         env[f"w{index}"] = whole
@@ -591,9 +597,12 @@ def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
     return decode_lists
 
 
-def _fresh_empties(empty: Callable[[], Any], index: int) -> str:
+def _fresh_empties(empty: Callable[[], Any], index: int, shared: bool = False) -> str:
     """The expression of a column of `count` empty values: each row its own list, map or set
-    (made in C, by `map`); an empty tuple or frozenset is one value for all."""
+    (made in C, by `map`); an empty tuple or frozenset is one value for all, and so are a
+    `shared` class's empty lists (an empty tuple) and sets (an empty frozenset)."""
+    if shared and empty in (list, set):
+        return "repeat((), count)" if empty is list else "repeat(frozenset(), count)"
     if empty in (list, dict, set):
         return f"list(map(e{index}, repeat((), count)))"
     return f"repeat(e{index}(), count)"

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import ClassVar
 
 from analysis.parsers import nccl
 from analysis.parsers.launchers import ExitFact, LauncherReader
@@ -133,6 +134,12 @@ class LineFact:
 
 @dataclass
 class LogFacts:
+    """What one log file says. `parse_log` builds and fills it; once stored and read back
+    (analysis/nodemap.py) it is read, never changed: its empty lists and sets are then one
+    shared empty tuple and frozenset (`CODEC_SHARED_EMPTIES`), which fail loudly if written."""
+
+    CODEC_SHARED_EMPTIES: ClassVar[bool] = True
+
     path: str
     file_rank: int | None
     steps: list[StepRecord] = field(default_factory=list)
