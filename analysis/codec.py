@@ -588,6 +588,8 @@ def _nested_decoder(hint: Any) -> Callable[[Any, int, str], list] | None:
         if column[1] == [] and lengths.count(0) == count:  # most of a log's parts: no call
             return [() for _ in lengths] if kind == "tuples" else [[] for _ in lengths]
         items = rows(column[1])
+        if kind == "lists" and len(items) == count and lengths.count(1) == count:
+            return [[item] for item in items]  # one record a row (a log's step summary)
         if min(lengths) < 0 or sum(lengths) != len(items):
             raise CodecError(f"{where}: the lengths do not add up to the records")
         ends = list(accumulate(lengths))
