@@ -3,16 +3,18 @@ arrived, so that after the last node only the last few are read back before the 
 
 From the click (settings.HANGDESK_READ_AHEAD_NODES nodes or more), a reader on a process of
 its own (the "ahead" queue) holds a lease on the snapshot, renewed every RENEW_S by a thread
-beside it. Every POLL_S it reads back the parses stored since its last look (each decoded once,
-held by collection and by the record it came from), and once, the merge of the snapshot the
-verdict compares with. When the last node is in, it makes the final verdict as the analysis
-worker would (`services.snapshot_analyse`, given what it holds: a held parse is used only while
-its node's record is still the one it was read from, the rest are read back there).
+beside it. Every READ_S it reads back the parses stored since its last read (each decoded
+once, held by collection and by the record it came from), and once, the merge of the snapshot
+the verdict compares with; every LOOK_S it looks whether the last node is in. Once it is, it
+makes the final verdict as the analysis worker would (`services.snapshot_analyse`, given what
+it holds: a held parse is used only while its node's record is still the one it was read from,
+the rest are read back there).
 
 The final verdict task (tasks.analyse_snapshot) leaves it to a live reader and looks again
 every HANDOVER_CHECK_S: a reader that dies (its worker killed, its database gone) stops
 renewing, its lease expires after LEASE_S, and the task makes the verdict itself; one that
-stops reading (past READ_FOR_S, its lease lost) releases its lease at once. The lease is two
+stops reading (its lease lost, or past READ_FOR_S: then a new reader follows) releases its
+lease at once. The lease is two
 columns updated by conditional UPDATEs: the same on SQLite as on PostgreSQL.
 """
 
@@ -37,12 +39,13 @@ from .models import Snapshot, SnapshotStatus
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.5  # between two reads of the parses stored meanwhile (and looks at the status)
+LOOK_S = 0.2  # between two looks at the status (is the last node in?): one small query
+READ_S = 1.0  # between two reads of the parses stored meanwhile
 RENEW_S = 1.0  # between two renewals of the lease
 LEASE_S = 5.0  # a reader that stopped renewing is dead this long after its last renewal
 HANDOVER_CHECK_S = 1.0  # the final verdict task's next look while a reader makes the verdict
-# Reading ahead stops past this (then the final verdict is the analysis worker's, as without
-# a reader); the reader's task may then make the verdict, in the analysis task's budget.
+# One reader reads for at most this long, then hands over to a new one (tasks.py queues it; it
+# reads what is stored again): its task's limits stay within the broker's redelivery.
 READ_FOR_S = TIME_BUDGET.analysis_s
 LIMITS = TaskLimits(
     soft_s=READ_FOR_S + TIME_BUDGET.analysis_s,
@@ -131,32 +134,34 @@ class _Lease:
 def parses_read_ahead(
     *,
     snapshot_id: int,
-    poll_s: float = POLL_S,
     read_for_s: float = READ_FOR_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """Read the snapshot's parses as they are stored and make its final verdict once the last
     node is in. Says how it ended: "verdict", "not claimed" (another reader, or the snapshot
-    no longer collecting), "finished elsewhere", or "handed over" (to the final verdict task)."""
+    no longer collecting), "finished elsewhere", "handed over" (to the final verdict task:
+    its lease lost), or "read long enough" (past `read_for_s`, still collecting)."""
     token = uuid.uuid4().hex
     if not lease_claim(snapshot_id, token):
         return "not claimed"
     ahead, last = services.ReadAhead(), 0
-    until = clock() + read_for_s
+    until, read_at, compared = clock() + read_for_s, None, False
     with _Lease(snapshot_id, token) as lease:
-        compared = False
-        while not lease.lost and clock() < until:
+        while not lease.lost:
             status = Snapshot.objects.filter(pk=snapshot_id).values_list("status", flat=True)[0]
             if status == SnapshotStatus.ANALYSING:
                 return _final(snapshot_id, ahead)
             if status != SnapshotStatus.RUNNING:
                 return "finished elsewhere"
-            last = _read_new(snapshot_id, ahead, last)
-            if not compared:
-                _compared_ahead(snapshot_id, ahead)
-                compared = True
-            sleep(poll_s)
+            if clock() >= until:
+                return "read long enough"
+            if read_at is None or clock() - read_at >= READ_S:
+                last, read_at = _read_new(snapshot_id, ahead, last), clock()
+                if not compared:
+                    _compared_ahead(snapshot_id, ahead)
+                    compared = True
+            sleep(LOOK_S)
     return "handed over"
 
 

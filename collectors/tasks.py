@@ -118,7 +118,10 @@ def analyse_snapshot(snapshot_id: int) -> None:
 @shared_task(soft_time_limit=read_ahead.LIMITS.soft_s, time_limit=read_ahead.LIMITS.hard_s)
 def read_parses_ahead(snapshot_id: int) -> str:
     """A large snapshot's parses read as its nodes arrive, and its final verdict made."""
-    return read_ahead.parses_read_ahead(snapshot_id=snapshot_id)
+    outcome = read_ahead.parses_read_ahead(snapshot_id=snapshot_id)
+    if outcome == "read long enough":  # still collecting: a new reader, in a new budget
+        read_parses_ahead.delay(snapshot_id)
+    return outcome
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)

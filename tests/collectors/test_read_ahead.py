@@ -6,6 +6,7 @@ reader that dies leaves the verdict to the final verdict task once its lease exp
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import timedelta
 
@@ -201,6 +202,18 @@ def test_a_reader_whose_lease_is_taken_hands_over(cluster, bob, monkeypatch):
     outcome = read_ahead.parses_read_ahead(snapshot_id=snapshot.pk, sleep=taken)
     assert outcome == "handed over"
     assert Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.RUNNING
+
+
+def test_a_reader_reads_for_so_long_then_a_new_one_follows(cluster, bob):
+    incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
+    snapshot = _collecting(incident, _evidence("healthy", "snap0"), bob)
+    clock = itertools.count(0.0, 3.0).__next__  # seconds pass as it reads
+    outcome = read_ahead.parses_read_ahead(
+        snapshot_id=snapshot.pk, read_for_s=10.0, clock=clock, sleep=lambda s: None
+    )
+    assert outcome == "read long enough"
+    assert read_ahead.final_turn(snapshot.pk) == "done"  # still collecting, and free to claim
+    assert read_ahead.lease_claim(snapshot.pk, "n" * 32)
 
 
 def test_only_large_snapshots_are_read_ahead(settings):
