@@ -20,11 +20,13 @@ columns updated by conditional UPDATEs: the same on SQLite as on PostgreSQL.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -147,7 +149,7 @@ def parses_read_ahead(
         return "not claimed"
     ahead, last = services.ReadAhead(), 0
     until, read_at, compared = clock() + read_for_s, None, False
-    with _Lease(snapshot_id, token) as lease:
+    with _Lease(snapshot_id, token) as lease, _held_apart():
         while not lease.lost:
             status = Snapshot.objects.filter(pk=snapshot_id).values_list("status", flat=True)[0]
             if status == SnapshotStatus.ANALYSING:
@@ -165,6 +167,17 @@ def parses_read_ahead(
     return "handed over"
 
 
+@contextmanager
+def _held_apart() -> Iterator[None]:
+    """What is held is frozen out of the cycle collector's sight after each read (millions of
+    acyclic records: each full collection while the nodes arrive walked them all), and given
+    back to it when the reader is done."""
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _read_new(snapshot_id: int, ahead: services.ReadAhead, after: int) -> int:
     for collection_id, record_id, parse in nodeparse.parses_read_since(snapshot_id, after):
         after = max(after, record_id)
@@ -172,6 +185,7 @@ def _read_new(snapshot_id: int, ahead: services.ReadAhead, after: int) -> int:
             ahead.parses.pop(collection_id, None)  # not usable: read back (and logged) again
         else:
             ahead.parses[collection_id] = (record_id, parse)
+    gc.freeze()
     return after
 
 
