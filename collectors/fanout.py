@@ -18,7 +18,6 @@ free. Every visit keeps its own SSH deadlines (remote.py).
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,12 +36,6 @@ log = logging.getLogger(__name__)
 # Finished nodes are stored at most this long after they finish, or once this many wait.
 FLUSH_S = 0.25
 FLUSH_NODES = 32
-# The GIL's switch interval in a process that visits: with 64 visit threads and their 64
-# transport threads, a thread waiting for the GIL makes its holder drop it after Python's
-# default 5 ms. At 20 ms a batch of 128 farm nodes makes 21 % fewer context switches and
-# costs 2-4 % less CPU a node, its wall no longer (docs/performance.md, flake 2026-12-03).
-# The visits' deadlines are seconds.
-SWITCH_INTERVAL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -62,8 +55,6 @@ def batch_visit(
     after_store: Callable[[int], None] = lambda snapshot_id: None,
 ) -> BatchOutcome:
     """Visit the batch's nodes `fanout` at a time, store them as they finish; see above."""
-    if sys.getswitchinterval() < SWITCH_INTERVAL_S:  # the whole process's, from now on
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
     own = node_work.node_work_claim(task_id=task_id, collection_ids=collection_ids)
     if not own:
         return BatchOutcome(0, 0, ())  # redelivered after it finished, or all taken by others
