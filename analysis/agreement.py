@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from analysis.parsers.flight_recorder import FrEntry
 
@@ -72,10 +72,14 @@ class Disagreement:
 
 def compare(calls: dict[int, list[FrEntry]], group_size: int | None) -> Disagreement | None:
     """The first law broken by what each rank ran at one sequence number, or None."""
-    lengths = {len(ops) for ops in calls.values()}
+    lengths = set(map(len, calls.values()))  # in C: a whole-world group's ranks are many
     for index in range(max(lengths)):
-        at = {rank: ops[index] for rank, ops in calls.items() if index < len(ops)}
-        short = tuple(sorted(set(calls) - set(at)))
+        if len(lengths) == 1:
+            at = dict(zip(calls, map(itemgetter(index), calls.values()), strict=True))
+            short: tuple[int, ...] = ()
+        else:
+            at = {rank: ops[index] for rank, ops in calls.items() if index < len(ops)}
+            short = tuple(sorted(set(calls) - set(at)))
         if short:
             return _sides(
                 "different_collective",
@@ -107,8 +111,15 @@ _CONTENT = attrgetter(*CONTENT_FIELDS)
 def alike(entries: list[FrEntry]) -> bool:
     """Every entry equal to the first in every CONTENT_FIELDS field: their tuples counted in C
     (thousands of ranks at each sequence number), not compared an entry at a time."""
-    contents = list(map(_CONTENT, entries))
+    contents = list(map(_CONTENT, distinct(entries)))
     return not contents or contents.count(contents[0]) == len(contents)
+
+
+def distinct(entries) -> list[FrEntry]:
+    """The entries, each object once, in C: a node's ranks alike hold one object
+    (`analysis.fr_shared`), so a whole-world group's ranks give a few thousand, not 32,000."""
+    entries = list(entries)
+    return list(dict(zip(map(id, entries), entries, strict=True)).values())
 
 
 def lawful_alone(entry: FrEntry, size: int | None) -> bool:
@@ -170,7 +181,7 @@ def _all_alike(at: dict[int, FrEntry], first: FrEntry) -> bool:
         first.in_dtypes,
         first.out_dtypes,
     )
-    for e in at.values():
+    for e in distinct(at.values()):
         if (
             e.op != op
             or e.input_sizes != ins

@@ -25,6 +25,7 @@ name.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from itertools import filterfalse
 from operator import attrgetter, itemgetter
 
 from analysis import agreement
@@ -86,7 +87,10 @@ def read_dumps(dumps: list[FrDump], world: int | None = None) -> FlightRecorderR
         stop = _collective_stop(group, entries[key], per_rank, waiting, kinds)
         if stop is not None:
             stops.append(stop)
-    for key in sorted({w.group for w in waiting.values() if w.entry.is_p2p}):
+    with_p2p = kinds[0]  # a rank waiting in a send or recv recorded one
+    for key in sorted(
+        {waiting[r].group for r in with_p2p if r in waiting and waiting[r].entry.is_p2p}
+    ):
         if key in groups:
             stops += p2p_stops(groups[key], per_rank, waiting)
     stops = break_ties(stops, groups, entries)
@@ -138,20 +142,29 @@ def _groups(per_rank: dict[int, FrDump], configured, world: int | None):
     # (name, description, the rank's configured groups) -> the group's key: ranks sharing a
     # pg_config share the dict (see _configured_by_rank), so a job's key is found once.
     known: dict[tuple[str, str, int], str] = {}
+    # (the dump's entry list, its configured groups) -> what _sorted_entries says of it, and
+    # its groups' keys: a node's ranks alike share one list (analysis.fr_shared).
+    read: dict[tuple[int, int], tuple] = {}
     for rank, dump in per_rank.items():
-        by_name, pending, last[rank], p2p, run = _sorted_entries(dump)
         own = configured[rank]
-        keys = {}
+        found = read.get((id(dump.entries), id(own)))
+        if found is None:
+            by_name, pending, done, p2p, run = _sorted_entries(dump)
+            keys = {}
+            for name, mine in by_name.items():
+                first = mine[0]
+                memo = (name, first.pg_desc, id(own))
+                key = known.get(memo)
+                if key is None:
+                    key = known[memo] = _group_key(first, own, configs, world, groups)
+                keys[name] = key
+            wait = Wait(keys[pending.pg], pending) if pending is not None else None
+            found = read[(id(dump.entries), id(own))] = (by_name, keys, wait, done, p2p, run)
+        by_name, keys, wait, last[rank], p2p, run = found
         for name, mine in by_name.items():
-            first = mine[0]
-            memo = (name, first.pg_desc, id(own))
-            key = known.get(memo)
-            if key is None:
-                key = known[memo] = _group_key(first, own, configs, world, groups)
-            keys[name] = key
-            entries[key][rank] = mine
-        if pending is not None:
-            waiting[rank] = Wait(keys[pending.pg], pending)
+            entries[keys[name]][rank] = mine
+        if wait is not None:
+            waiting[rank] = wait
         if p2p:
             with_p2p.add(rank)
         elif run:
@@ -247,12 +260,16 @@ def _configured_by_rank(per_rank: dict[int, FrDump]) -> dict[int, dict[str, tupl
     (equal configs of different tuples are only made twice)."""
     made: dict[tuple, dict[str, tuple[int, ...]]] = {}
     configured = {}
+    by_map: dict[int, dict[str, tuple[int, ...]]] = {}  # id(pg_ranks): a node's dumps share one
     for rank, dump in per_rank.items():
         pg_ranks = dump.pg_ranks
-        key = (*pg_ranks, *map(id, pg_ranks.values()))  # names are text, ids numbers
-        own = made.get(key)
+        own = by_map.get(id(pg_ranks))
         if own is None:
-            own = made[key] = _configured(dump)
+            key = (*pg_ranks, *map(id, pg_ranks.values()))  # names are text, ids numbers
+            own = made.get(key)
+            if own is None:
+                own = made[key] = _configured(dump)
+            by_map[id(pg_ranks)] = own
         configured[rank] = own
     return configured
 
@@ -296,15 +313,18 @@ def _elsewhere(rank: int, key: str, waiting: dict[int, Wait]) -> bool:
 
 
 def _collective_stop(group: FrGroup, entries, per_rank, waiting, kinds) -> GroupStop | None:
-    holders = [m for m in group.members if m in per_rank]
+    holders = list(filter(per_rank.__contains__, group.members))  # in C: the whole world
     runs, profiles, calls = _calls(holders, entries, *kinds)
     if not runs and not calls:
         return None
-    without = tuple(m for m in group.members if m not in per_rank)
-    # A member with a dump and none of this group's entries never issued one, unless its ring
-    # buffer wrapped (then it may have forgotten them: not compared).
-    comparable = [r for r in holders if r in runs or r in calls or not per_rank[r].wrapped]
-    recorded = [r for r in comparable if r in runs or r in calls]
+    without = tuple(filterfalse(per_rank.__contains__, group.members))
+    if len(runs) + len(calls) == len(holders):  # every member with a dump recorded some
+        comparable = recorded = holders
+    else:
+        # A member with a dump and none of this group's entries never issued one, unless its
+        # ring buffer wrapped (then it may have forgotten them: not compared).
+        comparable = [r for r in holders if r in runs or r in calls or not per_rank[r].wrapped]
+        recorded = [r for r in comparable if r in runs or r in calls]
     if not recorded:
         return None
     firsts = [first for first, _count in profiles] + [min(by_seq) for by_seq in calls.values()]
@@ -325,7 +345,7 @@ def _collective_stop(group: FrGroup, entries, per_rank, waiting, kinds) -> Group
         present = _present(seq, recorded, runs, calls)
         if not present:
             continue
-        stop = _meeting(group, seq, present, absent, without, size, waiting)
+        stop = _meeting(group, seq, present, absent, without, size, waiting, per_rank)
         if stop is not None:
             return stop
     return None
@@ -335,7 +355,8 @@ def _calls(holders, entries, with_p2p, gapless):
     """Each member's collectives of the group by sequence number. A member that recorded one
     entry a number, numbered on without a gap (every member, but for a coalesced group or a
     point-to-point op), is kept as a run: its first number and its entries, read by position;
-    members of one (first, count) are gathered in `profiles` (their ranks, their entries). Any
+    members of one (first, count) are gathered in `profiles` (their ranks, their entry lists,
+    a list shared by ranks next to each other kept once). Any
     other member's are a dict of lists, in `calls`."""
     runs: dict[int, tuple[int, list[FrEntry]]] = {}
     profiles: dict[tuple[int, int], tuple[list[int], list[list[FrEntry]]]] = {}
@@ -356,7 +377,8 @@ def _calls(holders, entries, with_p2p, gapless):
             runs[rank] = (first, mine)
             ranks, mines = profiles.setdefault((first, len(mine)), ([], []))
             ranks.append(rank)
-            mines.append(mine)
+            if not mines or mines[-1] is not mine:  # a node's ranks alike: one list, read once
+                mines.append(mine)
             continue
         by_seq: dict[int, list[FrEntry]] = defaultdict(list)
         for entry in mine:
@@ -418,32 +440,32 @@ def _present(seq, recorded, runs, calls) -> dict[int, list[FrEntry]]:
     return present
 
 
-def _meeting(group, seq, present, absent, without, size, waiting) -> GroupStop | None:
+def _meeting(group, seq, present, absent, without, size, waiting, dumps) -> GroupStop | None:
     """What is wrong with one sequence number of one group, if anything."""
     if absent:
-        return _missing(group, seq, present, absent, without, waiting)
+        return _missing(group, seq, present, absent, without, waiting, dumps)
     found = agreement.compare(present, size)
     if found is not None:
-        return _disagreeing(group, seq, present, found)
+        return _disagreeing(group, seq, present, found, dumps)
     done = [r for r, ops in present.items() if all(map(_COMPLETED, ops))]
     if len(done) == len(present):
         return None
     if done:
         behind = tuple(sorted(set(present) - set(done)))
         text = f"{ranks_text(done)} completed it; {ranks_text(behind)} did not"
-        return make_stop(group, seq, "not_completed", present, behind, text)
+        return make_stop(group, seq, "not_completed", present, behind, text, dumps=dumps)
     if without:
-        return _missing(group, seq, present, (), without, waiting)
+        return _missing(group, seq, present, (), without, waiting, dumps)
     started = [r for r, ops in present.items() if all(map(_STARTED, ops))]
     if started and len(started) < len(present):
         late = tuple(sorted(set(present) - set(started)))
         text = f"{ranks_text(started)} started it; on {ranks_text(late)} it never started"
-        return make_stop(group, seq, "not_started", present, late, text)
+        return make_stop(group, seq, "not_started", present, late, text, dumps=dumps)
     text = f"every member issued it alike ({ranks_text(present)}) and none completed it"
-    return make_stop(group, seq, "all_waiting", present, (), text)
+    return make_stop(group, seq, "all_waiting", present, (), text, dumps=dumps)
 
 
-def _missing(group, seq, present, absent, without, waiting) -> GroupStop:
+def _missing(group, seq, present, absent, without, waiting, dumps) -> GroupStop:
     key = group.key
     pending = any(not e.completed for ops in present.values() for e in ops)
     elsewhere = tuple(r for r in absent if _elsewhere(r, key, waiting))
@@ -468,6 +490,7 @@ def _missing(group, seq, present, absent, without, waiting) -> GroupStop:
         present,
         culprits,
         text,
+        dumps=dumps,
         absent=absent,
         without=without,
         elsewhere=elsewhere,
@@ -476,7 +499,7 @@ def _missing(group, seq, present, absent, without, waiting) -> GroupStop:
     )
 
 
-def _disagreeing(group, seq, present, found: agreement.Disagreement) -> GroupStop:
+def _disagreeing(group, seq, present, found: agreement.Disagreement, dumps) -> GroupStop:
     sides = tuple(side_of(ranks, present, found.op_index) for ranks in found.sides)
     runs = "; ".join(
         f"{ranks_text(s.ranks)} {'runs' if len(s.ranks) == 1 else 'run'} {s.signature}"
@@ -491,6 +514,7 @@ def _disagreeing(group, seq, present, found: agreement.Disagreement) -> GroupSto
         present,
         found.culprits,
         f"{inner}{runs}{why}",
+        dumps=dumps,
         sides=sides,
         op_index=found.op_index,
     )

@@ -319,6 +319,9 @@ def _generic_decoder(hint: Any) -> Decode:
     if origin in (list, tuple, set, frozenset):
         if origin is tuple and args and args[-1] is not Ellipsis:
             return _fixed_tuple_decoder(args)
+        kinds = _column_kinds(args[0]) if args else None
+        if kinds is not None:  # scalars: their types checked as a whole, in C
+            return _scalars_decoder(origin, kinds)
         return _items_decoder(origin, _decoder(args[0]) if args else _plain_decode)
     if origin in (dict, Mapping):
         return _pairs_decoder(_decoder(args[0]), _decoder(args[1]))
@@ -332,6 +335,21 @@ def _items_decoder(build: type, item: Decode) -> Decode:
         return build([item(v) for v in value])
 
     return decode_items
+
+
+def _scalars_decoder(build: type, kinds: frozenset) -> Decode:
+    """A list of scalars (a dump's times, a node's pids): the same checks as each item's own
+    decoder (exact types: no bool for an int), made on the whole list at once."""
+    names = sorted(k.__name__ for k in kinds)
+
+    def decode_scalars(value: Any) -> Any:
+        if type(value) is not list:
+            raise CodecError(f"list expected, got {type(value).__name__}")
+        if not kinds.issuperset(map(type, value)):
+            raise CodecError(f"a list of {names} expected")
+        return build(value)
+
+    return decode_scalars
 
 
 def _pairs_decoder(key: Decode, val: Decode) -> Decode:
@@ -451,6 +469,7 @@ def _columns_decoder(cls: type) -> Decode:
             _shareable(hints[f.name]),
             _nested_decoder(hints[f.name]),
             _empty_maker(hints[f.name]),
+            _list_item_kinds(hints[f.name]),
         )
         for f in fields
     ]
@@ -459,6 +478,7 @@ def _columns_decoder(cls: type) -> Decode:
     env: dict[str, Any] = {"CodecError": CodecError, "MAX_ROWS": MAX_ROWS, "cls": cls}
     env["width"] = len(fields) + 1
     env |= {"built": _built, "fields": fields, "repeat": repeat, "text_column": _text_column}
+    env |= {"chain": chain.from_iterable, "lists": frozenset({list})}
     lines = [
         "def decode_rows(v):",
         "    if type(v) is not list:",
@@ -483,7 +503,7 @@ def _columns_decoder(cls: type) -> Decode:
 def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> list[str]:
     """The decoder's lines for one stored column (`c{index}`: a list, or one value repeated),
     checked: the column's length, its values' types, or each value's decoder."""
-    name, kinds, decode_one, shareable, whole, empty = spec
+    name, kinds, decode_one, shareable, whole, empty, item_kinds = spec
     c, label = f"c{index}", f"{where}.{name}"
     env[f"d{index}"] = decode_one
     lines = [f"    {c} = v[{index}]"]
@@ -507,6 +527,13 @@ def _column_lines(index: int, spec: tuple, where: str, env: dict[str, Any]) -> l
         env[f"k{index}"] = kinds
         lines += [f"        if not k{index}.issuperset(map(type, {c})):"]
         lines += [f"            raise CodecError('{label}')"]
+    elif item_kinds is not None:  # lists of scalars (a dump's times): all checked at once
+        env[f"i{index}"] = item_kinds
+        lines += [
+            f"        if not lists.issuperset(map(type, {c}))"
+            f" or not i{index}.issuperset(map(type, chain({c}))):",
+            f"            raise CodecError('{label}: lists of ' + str(sorted(map(str, i{index}))))",
+        ]
     else:
         lines.append(f"        {c} = list(map(d{index}, {c}))")
     if kinds is not None:  # a repetitive column as its JSON text (`_repetitive`)
@@ -583,6 +610,14 @@ def _empty_maker(hint: Any) -> Callable[[], Any] | None:
         return type(empty)
     if empty == () or empty == frozenset():
         return lambda: empty
+    return None
+
+
+def _list_item_kinds(hint: Any) -> frozenset | None:
+    """The types of a list-of-scalars field's items (`list[int | None]`), else None."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is list and len(args) == 1:
+        return _column_kinds(args[0])
     return None
 
 

@@ -13,7 +13,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter
+from functools import partial
+from operator import attrgetter, is_not
 
 from analysis import jobtime
 from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
@@ -296,7 +297,7 @@ def _observed(snap: ParsedSnapshot, seen: set[int]) -> set[int]:
     rank against the others (RAS hears from every process of the job). `seen`: the ranks
     with a live process, a stack or a step (_RankWalk), added to."""
     seen.update(snap.mentioned)
-    seen.update(d.rank for d in snap.dumps if d.rank is not None)
+    seen.update(filter(partial(is_not, None), map(_RANK, snap.dumps)))  # in C: a dump a rank
     # A rank another rank's line names (the one it waits for, or lost) was observed by it.
     seen.update(
         s.peer

@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from itertools import chain, compress
+from itertools import compress, count
 from operator import attrgetter, itemgetter, not_
 from typing import Any, NamedTuple
 
 from analysis import agreement
-from analysis.parsers.flight_recorder import FrEntry
+from analysis.parsers.flight_recorder import FrDump, FrEntry
 from analysis.stacks import compact_ranks
 from analysis.verdict import ranks_text
 
-_COMPLETED, _CREATED = attrgetter("completed"), attrgetter("time_created_ns")
+_COMPLETED = attrgetter("completed")
 # What an entry's signature is made of: entries alike in these have one signature.
 _SIGNED = attrgetter("op", "input_sizes", "output_sizes", "in_dtypes", "out_dtypes")
 
@@ -197,6 +197,7 @@ def make_stop(
     culprits: tuple[int, ...],
     detail: str,
     *,
+    dumps: dict[int, FrDump],
     absent: tuple[int, ...] = (),
     without: tuple[int, ...] = (),
     elsewhere: tuple[int, ...] = (),
@@ -207,12 +208,13 @@ def make_stop(
 ) -> GroupStop:
     """A stop of `group` at `seq`: `present` is what each rank that issued it ran (the ops of
     a coalesced group); its victims are the ranks that wait in it, and those blocked
-    elsewhere that it keeps from coming."""
+    elsewhere that it keeps from coming. `dumps`: each rank's dump, which keeps the entries'
+    times."""
     sides = sides or _sides_by_signature(present, op_index)
     # In C, not a loop a rank: a stop of a whole-world group reads every rank's entry.
     done = map(all, map(partial(map, _COMPLETED), present.values()))
     waiting_here = set(compress(present, map(not_, done)))
-    created = list(filter(None, map(_CREATED, chain.from_iterable(present.values()))))
+    created = first_created(present, dumps)
     op = sides[0].op if sides else "?"
     return GroupStop(
         pg=group.name,
@@ -230,8 +232,29 @@ def make_stop(
         notes=tuple(more_lines or ()),
         op_index=op_index,
         pending=pending,
-        created_ns=min(created) if created else None,
+        created_ns=created,
     )
+
+
+def first_created(present: dict[int, list[FrEntry]], dumps: dict[int, FrDump]) -> int | None:
+    """When the first of the present ranks' entries was created. An entry may be one object
+    for a node's ranks, so its time is read from the rank's dump at the entry's place (ranks
+    alike share their dumps' entry list, and so one map of places)."""
+    found = []
+    places: dict[int, dict[int, int]] = {}  # id(entry list) -> id(entry) -> its index
+    for rank, ops in present.items():
+        dump = dumps.get(rank)
+        if dump is None or len(dump.created_ns) != len(dump.entries):
+            continue  # no times kept (a dump edited out of step): none known
+        entries, times = dump.entries, dump.created_ns
+        place = places.get(id(entries))
+        if place is None:
+            place = places[id(entries)] = dict(zip(map(id, entries), count()))
+        for op in ops:
+            at = place.get(id(op))
+            if at is not None and times[at]:
+                found.append(times[at])
+    return min(found) if found else None
 
 
 def _sides_by_signature(present: dict[int, list[FrEntry]], index: int) -> tuple[FrSide, ...]:

@@ -52,12 +52,14 @@ def _p2p_stop(group, rank, entry, peer, per_rank, waiting) -> GroupStop | None:
         and other.entry.kind == wanted
         and _peer(other.entry, sorted(group.members), peer) == rank
     ):
-        return _p2p_pair(group, rank, entry, peer, other.entry)
+        return _p2p_pair(group, rank, entry, peer, other.entry, per_rank)
     side = "sender" if entry.kind == "recv" else "receiver"
     waits = f"rank {rank} waits in {entry.op}; its {side}, rank {peer},"
 
     def unmatched(culprits: tuple[int, ...], text: str, **how) -> GroupStop:
-        return make_stop(group, entry.seq, "unmatched_p2p", present, culprits, text, **how)
+        return make_stop(
+            group, entry.seq, "unmatched_p2p", present, culprits, text, dumps=per_rank, **how
+        )
 
     if peer not in per_rank:
         lines = [no_dump_line((peer,), group)]
@@ -71,7 +73,7 @@ def _p2p_stop(group, rank, entry, peer, per_rank, waiting) -> GroupStop | None:
     )
 
 
-def _p2p_pair(group, rank, entry, peer, other: FrEntry) -> GroupStop | None:
+def _p2p_pair(group, rank, entry, peer, other: FrEntry, per_rank) -> GroupStop | None:
     if rank > peer:
         return None  # the pair is reported once, from its lower rank
     send, recv = (entry, other) if entry.kind == "send" else (other, entry)
@@ -79,6 +81,6 @@ def _p2p_pair(group, rank, entry, peer, other: FrEntry) -> GroupStop | None:
     shapes = (send.in_shapes, recv.out_shapes)
     if None not in shapes and shapes[0] != shapes[1]:
         text = f"send of {send.input_sizes} into a recv of {recv.output_sizes}"
-        return make_stop(group, entry.seq, "different_sizes", present, (), text)
+        return make_stop(group, entry.seq, "different_sizes", present, (), text, dumps=per_rank)
     text = f"ranks {min(rank, peer)} and {max(rank, peer)} both wait in their send/recv"
-    return make_stop(group, entry.seq, "all_waiting", present, (), text)
+    return make_stop(group, entry.seq, "all_waiting", present, (), text, dumps=per_rank)

@@ -24,7 +24,7 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
-from analysis import codec
+from analysis import codec, fr_shared
 from analysis.evidence import EvidenceStatus, NodeEvidence
 from analysis.gpushape import GpuSeries, node_series
 from analysis.jobtime import first_stamp
@@ -33,6 +33,7 @@ from analysis.parsers.environ import COMMS_PREFIXES, int_or_none, parse_environ_
 from analysis.parsers.flight_recorder import (
     MAX_TEXT_CHARS,
     FrDump,
+    FrEntry,
     _short,
     _text,
     parse_flight_recorder,
@@ -50,8 +51,9 @@ from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
 # The stored form's version: a parse stored by another version is parsed again, never read.
-NODE_PARSE_VERSION = 6  # 2: columns; 3: step lines summarized; 4: nested; 5: one time a column;
-# 6: a column of empty lists or maps as [], one of a few distinct scalars as its JSON text
+NODE_PARSE_VERSION = 7  # 2: columns; 3: step lines summarized; 4: nested; 5: one time a column;
+# 6: a column of empty lists or maps as [], one of a few distinct scalars as its JSON text;
+# 7: a dump's entry times kept apart (FrDump.created_ns), a node's alike entries stored once
 
 # srun's own numbering of its tasks, in every task's environment.
 SLURM_TASK_VARIABLES = frozenset({"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"})
@@ -128,6 +130,10 @@ class NodeParse:
     asked_hosts: dict[str, str] | None = field(default_factory=dict)
     asked_pids: dict[int, int] | None = field(default_factory=dict)
     assumed_pids: dict[int, int] = field(default_factory=dict)  # pid -> rank the logs saw
+    # The stored form's (`analysis.fr_shared`), empty in memory: the node's distinct
+    # flight-recorder entries, and every dump's as indices into them (in dump order).
+    fr_entries: list[FrEntry] = field(default_factory=list)
+    fr_entry_ids: list[int] = field(default_factory=list)
 
 
 def scheduler_context(
@@ -221,10 +227,7 @@ def map_node(
         shell_problems=shell[1],
         gpu_series=node_series(node_ev.node, node_ev.system),
         logs=logs,
-        dumps=[
-            _compact_dump(parse_flight_recorder(path, node_ev.flight_recorder[path]))
-            for path in sorted(node_ev.flight_recorder if flight_recorder else ())
-        ],
+        dumps=_dumps(node_ev.flight_recorder if flight_recorder else {}),
         truncated=list(node_ev.truncated),
         ncclras=node_ev.ncclras,
         # An ncclras report saved among the logs (by hand, or by a job that polls RAS) is a
@@ -237,6 +240,15 @@ def map_node(
         asked_pids=asked_pids.answers(),
         assumed_pids=dict(rank_pids),
     )
+
+
+def _dumps(files: Mapping[str, bytes]) -> list[FrDump]:
+    frames: dict[tuple, dict] = {}  # a frame kept -> its one copy for the node's dumps
+    dumps = [
+        _compact_dump(parse_flight_recorder(path, files[path]), frames) for path in sorted(files)
+    ]
+    fr_shared.share_entries(dumps)
+    return dumps
 
 
 def _summarize_steps(logs: list[LogParse]) -> None:
@@ -279,14 +291,19 @@ MAX_STORED_BYTES = 64 * 1024 * 1024  # of one node's parse as JSON: past it, par
 
 
 def to_json(parse: NodeParse) -> dict[str, Any]:
-    return {"version": NODE_PARSE_VERSION, "parse": codec.encode(parse, NodeParse)}
+    table, ids, dumps = fr_shared.stored(parse.dumps)
+    kept = replace(parse, dumps=dumps, fr_entries=table, fr_entry_ids=ids)
+    return {"version": NODE_PARSE_VERSION, "parse": codec.encode(kept, NodeParse)}
 
 
 def from_json(data: object) -> NodeParse:
     """A stored parse, checked field by field; `codec.CodecError` for anything else."""
     if not isinstance(data, dict) or data.get("version") != NODE_PARSE_VERSION:
         raise codec.CodecError("not a node parse of this version")
-    return codec.decode(data.get("parse"), NodeParse)
+    parse = codec.decode(data.get("parse"), NodeParse)
+    parse.dumps = fr_shared.rebuilt(parse.fr_entries, parse.fr_entry_ids, parse.dumps)
+    parse.fr_entries, parse.fr_entry_ids = [], []
+    return parse
 
 
 # --- one node's parts -------------------------------------------------------------------------
@@ -322,9 +339,11 @@ class _Asked(Mapping):
         return {k: missing if v is _MISSING else v for k, v in self._asked.items()}
 
 
-def _compact_dump(dump: FrDump) -> FrDump:
+def _compact_dump(dump: FrDump, frames: dict[tuple, dict]) -> FrDump:
     """Each entry keeps only the frame its call site is read from (`FrEntry.frame`), as text:
-    the rest of a dump's raw frames is never read and is not plain data."""
+    the rest of a dump's raw frames is never read and is not plain data. `frames`: the copies
+    made for the node's other dumps, one object for equal ones (entries alike are then one:
+    `fr_shared.share_entries` compares frames by identity)."""
     # The pickle shares one frame dict between the entries that recorded it: each is judged
     # and copied once per dump (the copies are equal, so sharing them changes nothing).
     copies: dict[int, tuple[dict, dict]] = {}  # id -> (the frame, kept alive; its copy)
@@ -337,6 +356,7 @@ def _compact_dump(dump: FrDump) -> FrDump:
             known = copies.get(id(chosen))
             if known is None:
                 copy = {k: _short(chosen[k]) for k in ("filename", "name", "line") if k in chosen}
+                copy = frames.setdefault(tuple(copy.items()), copy)
                 known = copies[id(chosen)] = (chosen, copy)
             entry.raw_frames = [known[1]]
     return dump

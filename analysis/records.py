@@ -93,15 +93,22 @@ def as_opt_float(value: object) -> float | None:
     return value if kind is float else float(value) if kind is int else None
 
 
+_INTS, _STRS = frozenset({int}), frozenset({str})
+
+
 def as_ints(value: object) -> tuple[int, ...]:
     if type(value) is not list and type(value) is not tuple:
         return ()
+    if _INTS.issuperset(map(type, value)):  # in C: a whole-world stop lists every rank
+        return tuple(value)
     return tuple(v for v in value if type(v) is int)
 
 
 def as_strs(value: object) -> tuple[str, ...]:
     if type(value) is not list and type(value) is not tuple:
         return ()
+    if _STRS.issuperset(map(type, value)):
+        return tuple(value)
     return tuple(v for v in value if type(v) is str)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
+from pathlib import Path
 
 
 def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition"):
@@ -27,12 +29,25 @@ def free_port() -> int:
 def free_port_pair() -> int:
     """A port free on every address together with the one above it: a lab's rendezvous port
     (torch binds *:port) and init-hang's wrong one, port + 1. A lone free_port() can sit just
-    below a port in use, and the lab then refuses it."""
+    below a port in use, and the lab then refuses it.
+
+    Drawn below the kernel's ephemeral range: a port from inside it (bind to port 0) can be
+    taken by any outbound connection between this check and the lab's own (seen in CI beside
+    other suites: the lab refused 0.0.0.0:port+1); one below it only by another listener."""
+    low = _ephemeral_low()
     for _ in range(100):
-        port = free_port()
-        if port < 65535 and all(_free_everywhere(p) for p in (port, port + 1)):
+        port = random.randrange(max(1024, low - 12_000), low - 1)
+        if all(_free_everywhere(p) for p in (port, port + 1)):
             return port
     raise AssertionError("no free pair of TCP ports found in 100 tries")
+
+
+def _ephemeral_low() -> int:
+    """The low end of the kernel's port range for outbound connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _free_everywhere(port: int) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from analysis.parsers.safe_pickle import (  # noqa: F401 - re-exported: the dump's reader API
@@ -43,7 +44,6 @@ class FrEntry:
     state: str  # scheduled | started | completed (gloo entries stay "scheduled")
     completed: bool  # state completed, or retired (gloo retires what it finished)
     is_p2p: bool
-    time_created_ns: int | None
     started: bool = False  # the device started it (state started or completed)
     pg_desc: str = ""
     # Shapes as numbers, when they are the small plain lists torch writes (None otherwise).
@@ -91,6 +91,9 @@ class FrDump:
     rank: int | None
     version: str = ""
     entries: list[FrEntry] = field(default_factory=list)
+    # Each entry's time_created_ns, in step with `entries` (change both together): kept apart
+    # so that entries alike but for their time are one object across a node's dumps.
+    created_ns: list[int | None] = field(default_factory=list)
     # group name -> its members, sorted, as this rank's pg_config lists them (gloo leaves them
     # empty). Tuples: every dump of a job shares the same ones (see _rank_list).
     pg_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)
@@ -164,6 +167,7 @@ def parse_flight_recorder(path: str, data: bytes | None) -> FrDump:
     # A hostile shape, not torch's (ValueError/OverflowError: numbers no dump holds).
     except (AttributeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         dump.entries, dump.pg_ranks, dump.pg_desc, dump.last_completed = [], {}, {}, {}
+        dump.created_ns = []
         dump.problems.append(f"{path}: dump not understood ({type(exc).__name__}: {exc})")
     return dump
 
@@ -188,8 +192,10 @@ def _read_dump(dump: FrDump, raw: dict) -> None:
     if isinstance(items, list) and items and isinstance(items[0], dict):
         dump.first_record_id = _int(items[0].get("record_id"))
     parsed = list(map(_entry, items))
-    dump.entries = [entry for entry in parsed if entry is not None]
-    skipped = len(parsed) - len(dump.entries)
+    kept = list(filter(None, parsed))
+    dump.entries = list(map(itemgetter(0), kept))
+    dump.created_ns = list(map(itemgetter(1), kept))
+    skipped = len(parsed) - len(kept)
     if skipped:
         dump.problems.append(f"{dump.path}: {skipped} entries not understood")
 
@@ -337,7 +343,7 @@ def _render_items(value: list | tuple, out: list[str], budget: list[int], depth:
     budget[0] -= 1
 
 
-def _entry(item: Any) -> FrEntry | None:
+def _entry(item: Any) -> tuple[FrEntry, int | None] | None:
     # Runs for every entry of every dump: the common cases of _int, _short, _sizes_and_shapes
     # and _dtypes are inlined (each falls back to the function for anything else).
     if not isinstance(item, dict):
@@ -373,7 +379,7 @@ def _entry(item: Any) -> FrEntry | None:
         created = _int(created)
     in_text, in_shapes = _known_sizes(get("input_sizes"))
     out_text, out_shapes = _known_sizes(get("output_sizes"))
-    return FrEntry(
+    entry = FrEntry(
         pg,
         seq,
         op,
@@ -383,7 +389,6 @@ def _entry(item: Any) -> FrEntry | None:
         # NCCL marks state=completed; gloo entries stay "scheduled" and are retired once done.
         state == "completed" or bool(get("retired")),
         is_p2p,
-        created,
         state == "started" or state == "completed",
         desc,
         in_shapes,
@@ -392,6 +397,7 @@ def _entry(item: Any) -> FrEntry | None:
         _known_dtypes(get("output_dtypes")),
         frames if isinstance(frames, list) else [],
     )
+    return entry, created
 
 
 def _short(value: Any) -> str:

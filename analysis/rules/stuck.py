@@ -9,6 +9,7 @@ combiner (analysis/findings.py) takes it only when this list is empty.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 
 from analysis import jobtime, quotes
 from analysis.facts import Facts
@@ -16,6 +17,8 @@ from analysis.findings import Context, StuckSignal
 from analysis.parsers.logs import parse_timestamp
 from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
 from analysis.verdict import ranks_text
+
+_LAST_STEP = attrgetter("last_step_at")  # a datetime or None (a datetime is never false)
 
 # The combiner needs to know whether there is any; quoting a few is enough.
 SIGNALS_KEPT = 32
@@ -60,8 +63,7 @@ def _unmatched(facts: Facts) -> list[StuckSignal]:
         return []
     issued = _issued_at(facts, {(s.pg, s.seq) for s in stops})
     pace = job_step_time(facts.snap)
-    steps = [s.last_step_at for s in facts.ranks.values() if s.last_step_at is not None]
-    latest = max(steps) if steps else None
+    latest = max(filter(None, map(_LAST_STEP, facts.ranks.values())), default=None)  # in C
     return [
         StuckSignal("unmatched", None, None, quotes.flight_recorder(stop.mismatch).text)
         for stop in stops
@@ -73,12 +75,24 @@ def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, in
     """(group, sequence number) -> when the first rank issued it."""
     first: dict[tuple[str, int], int] = {}
     seqs = {seq for _, seq in wanted}  # an int looked up an entry, a key built for few
+    # id(entry list) -> (place, key) of its wanted entries: a node's ranks alike share a list
+    # (analysis.fr_shared), read once; each dump's own times are then read at those places.
+    places: dict[int, list[tuple[int, tuple[str, int]]]] = {}
     for dump in facts.snap.dumps:
-        for entry in dump.entries:
-            if entry.seq in seqs and entry.time_created_ns:
-                key = (entry.pg, entry.seq)
-                if key in wanted:
-                    first[key] = min(first.get(key, entry.time_created_ns), entry.time_created_ns)
+        entries, times = dump.entries, dump.created_ns
+        if len(times) != len(entries):
+            continue  # no times kept (a dump edited out of step)
+        found = places.get(id(entries))
+        if found is None:
+            found = places[id(entries)] = [
+                (at, key)
+                for at, entry in enumerate(entries)
+                if entry.seq in seqs and (key := (entry.pg, entry.seq)) in wanted
+            ]
+        for at, key in found:
+            created = times[at]
+            if created:
+                first[key] = min(first.get(key, created), created)
     out = {}
     for key, ns in first.items():
         try:
@@ -113,6 +127,8 @@ def _split(facts: Facts) -> list[StuckSignal]:
 def _timeouts(facts: Facts) -> list[StuckSignal]:
     """Watchdog, desync and DETAIL lines, unless stamped before the steps that followed
     them (a collective that once sat past its timeout on a loaded machine, then went on)."""
+    if not facts.snap.watchdog and not facts.snap.logs_of_note:
+        return []  # most big hangs: no such line, and no walk of every rank's steps
     latest = _latest_steps(facts)
     found = [
         StuckSignal("timeout", rank, node, fact.line)

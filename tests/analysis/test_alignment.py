@@ -30,6 +30,13 @@ def test_it_finds_a_different_op_at_the_same_sequence_id_in_json_dumps():
     ]
 
 
+def _keep(dump, wanted) -> None:
+    """Keep the entries `wanted` says, with their times (a dump keeps them in step)."""
+    kept = [(e, t) for e, t in zip(dump.entries, dump.created_ns, strict=True) if wanted(e)]
+    dump.entries = [e for e, _ in kept]
+    dump.created_ns = [t for _, t in kept]
+
+
 def test_it_finds_a_size_mismatch_of_the_same_op():
     dumps = _dumps("outside")
     # Rank 2 edited to all-reduce a different size at #3: same op, different meeting.
@@ -50,7 +57,7 @@ def test_it_only_compares_what_every_ring_buffer_still_holds():
     dumps = _dumps("outside")
     for dump in dumps:
         if dump.rank == 1:
-            dump.entries = [e for e in dump.entries if e.seq >= 3]  # older entries overwritten
+            _keep(dump, lambda e: e.seq >= 3)  # older entries overwritten
     first = align_flight_recorder(dumps)["first_mismatch"]
     assert first["seq"] == 6  # not 1: ranks 1's buffer simply forgot #1-2
 
@@ -58,7 +65,7 @@ def test_it_only_compares_what_every_ring_buffer_still_holds():
 def test_it_reports_nothing_unmatched_when_all_agree():
     dumps = _dumps("outside")
     for dump in dumps:
-        dump.entries = [e for e in dump.entries if e.seq <= 5]  # before the hang
+        _keep(dump, lambda e: e.seq <= 5)  # before the hang
     result = align_flight_recorder(dumps)
     assert result["first_mismatch"] is None
     assert result["last_completed_seq"] == [{"seq": 5, "ranks": "0-3"}]

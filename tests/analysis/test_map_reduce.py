@@ -167,10 +167,18 @@ def test_stored_parse_round_trips_whole():
         lambda d: d["parse"][11].__setitem__(2, {"same": "3"}),  # one rank for all, as text
         lambda d: d["parse"][11].__setitem__(2, {"other": 3}),  # a map, not a shared value
         lambda d: d["parse"][19].__setitem__(4, {"same": []}),  # records shared: never
+        # A node's dumps' entries: its table of distinct ones, and each dump's by index:
+        lambda d: d["parse"][27].__setitem__(0, 99),  # an index past the entries held
+        lambda d: d["parse"][27].__setitem__(0, -1),  # an index below zero
+        lambda d: d["parse"][27].__setitem__(0, "0"),  # an index as text
+        lambda d: d["parse"][27].append(0),  # one index more than the dumps' times
+        lambda d: d["parse"][27].__setitem__(1, d["parse"][27][0]),  # one entry twice
+        lambda d: d["parse"][26].__setitem__(0, 99),  # more entries than the columns hold
+        lambda d: d["parse"][19][5][0].__setitem__(0, "soon"),  # a time as text
+        lambda d: d["parse"][19][5][0].pop(),  # a dump's times one short of its entries
+        lambda d: d["parse"][19].__setitem__(4, [[1, 0, 0, 0], []]),  # entries in a dump
         # A column of lists of records is [each row's length, the records as columns]:
-        lambda d: d["parse"][19][4][0].__setitem__(0, 99),  # lengths past the entries held
-        lambda d: d["parse"][19][4][0].__setitem__(0, -1),  # a length below zero
-        lambda d: d["parse"][19][4].__setitem__(0, "6"),  # lengths, not a list
+        lambda d: d["parse"][19].__setitem__(4, "6"),  # not [lengths, records]
         lambda d: d["parse"][18][5].append([]),  # the step summaries: not [lengths, records]
         lambda d: d["parse"][18][1].__setitem__(0, 2),  # the logs' facts: not one a log
         lambda d: d["parse"][18][1][3][0].__setitem__(0, 1),  # a log's step lines: one, not 5
