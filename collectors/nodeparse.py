@@ -122,16 +122,17 @@ class Ahead:
 
     def make(
         self, *, snapshot_id: int, collection_id: int, node: str, evidence: NodeEvidence,
-        status: EvidenceStatus,
+        status: EvidenceStatus, pieces: list[tuple[str, bytes, bool]] | None = None,
     ) -> Made | None:  # fmt: skip
         """The node's parse as `node_parses_store` would make it with `status`; None when
-        even that cannot be made here (the store maps the node itself)."""
+        even that cannot be made here (the store maps the node itself). `pieces`: the
+        evidence's artifacts (`artifacts_from_evidence`) when the caller has them already."""
         try:
             snapshot = self._snapshots.get(snapshot_id)
             if snapshot is None:
                 snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
                 self._snapshots[snapshot_id] = snapshot
-            node_ev = _read_back(node, evidence, status)
+            node_ev = _read_back(node, evidence, status, pieces)
             hosts = self._hosts.get(snapshot_id)
             if hosts is None:
                 hosts = self._hosts[snapshot_id] = snapshot_hosts.of(snapshot, [])
@@ -156,11 +157,15 @@ def _answers_hold(asked: dict[str, str] | None, hosts) -> bool:
     return asked is not None and all(hosts.get(h, "") == n for h, n in asked.items())
 
 
-def _read_back(name: str, evidence: NodeEvidence, status: EvidenceStatus | None) -> NodeEvidence:
-    """The node's evidence as the analysis reads it back from its stored artifacts."""
+def _read_back(
+    name: str, evidence: NodeEvidence, status: EvidenceStatus | None, pieces: list | None = None
+) -> NodeEvidence:
+    """The node's evidence as the analysis reads it back from its stored artifacts (`pieces`:
+    `artifacts_from_evidence(evidence)`, when made already)."""
+    pieces = artifacts_from_evidence(evidence) if pieces is None else pieces
     return evidence_from_artifacts(
         name,
-        ((n[:1024], content, cut) for n, content, cut in artifacts_from_evidence(evidence)),
+        ((n[:1024], content, cut) for n, content, cut in pieces),
         status=status or EvidenceStatus(),
     )
 
