@@ -4,11 +4,13 @@ For each farm size N (8 ranks a node) and each count W of ssh worker processes: 
 virtual SSH nodes with a planted fault, its cluster imported, then `snapshot_start()` (the
 click) -> W prefork processes of the ssh worker visit the nodes (HANGDESK_SSH_FANOUT each
 at once) over Redis, store their evidence in PostgreSQL, the analysis worker (2 processes,
-as deployed) stores the verdict, the early worker (2) the first one. Measured: click to
-first verdict (a provisional one, if the console shows one before the last node:
-`Snapshot.provisional`, judged too) and to the final one; whether the verdict is the planted
-fault; the ssh worker's CPU per node (its processes' user + system time, as the kernel
-counts it); the analysis and early workers' CPU (the early's apart in the JSON); the tail
+as deployed) stores the verdict (at 1,000 nodes and more the ahead worker's reader, which read
+the parses as they came in: collectors/read_ahead.py), the early worker (2) the first one.
+Measured: click to first verdict (a provisional one, if the console shows one before the last
+node: `Snapshot.provisional`, judged too) and to the final one; whether the verdict is the
+planted fault; the ssh worker's CPU per node (its processes' user + system time, as the kernel
+counts it); the analysis, early and ahead workers' CPU (the early's and the ahead's apart in
+the JSON); the tail
 after the last node (`tail`: each analysis task's receipt, start and end from the workers'
 logs); the farm's own CPU apart; database rows and bytes per node; the incident page's
 server time and HTML size; the load average beside each (the machine is shared).
@@ -164,13 +166,16 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     # and the GPU read from the click on two others (the final never queues behind them).
     analysis = _start_worker("analysis", 2)
     early = _start_worker("early", 2)
+    # A large snapshot's parses read as they arrive, its final verdict made there
+    # (collectors/read_ahead.py): one process, as deployed.
+    ahead = _start_worker("ahead", 1)
     try:
         incident = incident_open(
             opened_by=None, title=f"fleet {cluster.name}", cluster=cluster, severity="SEV2"
         )
         load_before = os.getloadavg()[0]
         ssh_cpu, analysis_cpu, farm_cpu = _tree_cpu(ssh), _tree_cpu(analysis), running.cpu_s()
-        early_cpu = _tree_cpu(early)
+        early_cpu, ahead_cpu = _tree_cpu(early), _tree_cpu(ahead)
         started = time.perf_counter()
         snapshot, _ = snapshot_start(incident=incident, source="bench")
         first = final = collected = first_shown = None
@@ -198,12 +203,14 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
         ssh_cpu = _tree_cpu(ssh) - ssh_cpu
         analysis_cpu = _tree_cpu(analysis) - analysis_cpu
         early_cpu = _tree_cpu(early) - early_cpu
+        ahead_cpu = _tree_cpu(ahead) - ahead_cpu
         farm_cpu = running.cpu_s() - farm_cpu
         load_after = os.getloadavg()[0]
     finally:
         _stop(ssh)
         _stop(analysis)
         _stop(early)
+        _stop(ahead)
     snapshot.refresh_from_db()
     nodes = len(running.info["nodes"])
     failed = NodeCollection.objects.filter(snapshot=snapshot, status=NodeStatus.FAILED).count()
@@ -211,7 +218,7 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
     first_right, first_verdict = _judge_provisional(first_shown, running.info["expected"])
     rows, stored = _storage(snapshot)
     page_s, html = _page(incident)
-    tail = _tail(snapshot, [_log_path(name) for name in ("ssh", "analysis", "early")])
+    tail = _tail(snapshot, [_log_path(name) for name in ("ssh", "analysis", "early", "ahead")])
     return {
         "nodes": nodes, "workers": workers, "fault": running.info["expected"]["fault"],
         "collected_s": _round(collected), "first_s": _round(first or final),
@@ -220,8 +227,8 @@ def _run(running, cluster, workers: int, timeout: float) -> dict:
         "first_verdict": first_verdict,
         "verdict": verdict, "failed": failed, "status": snapshot.status,
         "worker_ms_per_node": round(1000 * ssh_cpu / nodes, 2),
-        "analysis_cpu_s": round(analysis_cpu + early_cpu, 2),
-        "early_cpu_s": round(early_cpu, 2),
+        "analysis_cpu_s": round(analysis_cpu + early_cpu + ahead_cpu, 2),
+        "early_cpu_s": round(early_cpu, 2), "ahead_cpu_s": round(ahead_cpu, 2),
         "farm_ms_per_node": round(1000 * farm_cpu / nodes, 2),
         "rows_per_node": round(rows / nodes, 2), "kb_per_node": round(stored / nodes / 1000, 2),
         "page_s": round(page_s, 3), "html_kib": round(html / 1024, 1),
@@ -352,7 +359,13 @@ def _tail(snapshot, logs: list[Path]) -> dict:
                 seen["start"] = round(seen["end"] - float(match["run_s"]), 2)
                 seen["process"] = match["process"]
     ran = sorted(tasks.values(), key=lambda t: t.get("start", t.get("received", 0)))
-    final = [t for t in ran if t["task"] == "analyse_snapshot"]
+    # The final verdict's task: the analysis worker's, or the reader's (collectors/read_ahead.py)
+    # that made it: the longest of those ending after the last node (the others only looked).
+    final = sorted(
+        (t for t in ran if t["task"] in ("analyse_snapshot", "read_parses_ahead")
+         and t.get("end", -1) >= 0),
+        key=lambda t: t["end"] - max(t["start"], 0),
+    )  # fmt: skip
     # The batch that stored the last node: its end is when it queued the analysis.
     batches = [t for t in ran if t["task"] == "collect_nodes" and "end" in t]
     return {

@@ -131,6 +131,11 @@ class _Batch:
         for future in done:
             work, (visit, ended) = self.in_flight.pop(future), future.result()
             if node_work.node_visit_retryable(work, visit):
+                # Said in the worker's log: a retry is otherwise seen only in the attempts.
+                log.info(
+                    "visiting %s again in %s s (attempt %d): %s", work.node_name,
+                    TIME_BUDGET.retry_delay_s, work.attempts + 1, visit.failure.text,
+                )  # fmt: skip
                 again = replace(work, attempts=work.attempts + 1)
                 self.in_flight[self.pool.submit(_after, TIME_BUDGET.retry_delay_s, again)] = again
             else:

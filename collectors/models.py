@@ -210,6 +210,10 @@ class Snapshot(models.Model):
     # (collectors/gpuclick.py): "" not so (read before the analysis, as a bundle's are),
     # "reading", "read", or "missed" (the verdict was made without them; made again once).
     gpu_metrics = models.CharField(max_length=8, blank=True, default="")
+    # A large snapshot's parses read ahead while its nodes arrive (collectors/read_ahead.py):
+    # the reader's lease, renewed while it lives; the final verdict is its to make until then.
+    reader = models.CharField(max_length=32, blank=True, default="")
+    reader_until = models.DateTimeField(null=True, blank=True)
 
     objects = SnapshotQuerySet.as_manager()
 

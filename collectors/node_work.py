@@ -154,11 +154,14 @@ def node_result_prepare(work: NodeWork, visit: NodeVisit, ahead: nodeparse.Ahead
     visits are out: its artifacts' rows and its parse (reads the database, never writes it).
     The store writes these as they are, or makes again what no longer holds there."""
     final, reason = _outcome(visit)
+    # The evidence as artifacts once: the parse reads them back, the rows store them.
+    pieces = list(artifacts_from_evidence(visit.evidence))
     parse = ahead.make(
         snapshot_id=work.snapshot_id, collection_id=work.collection_id, node=work.node_name,
-        evidence=visit.evidence, status=nodeparse.stored_status(final, reason),
+        evidence=visit.evidence, status=nodeparse.stored_status(final, reason), pieces=pieces,
     )  # fmt: skip
-    return Prepared(list(artifact_rows(work.collection_id, visit.evidence, _packed(visit))), parse)
+    rows = artifact_rows(work.collection_id, visit.evidence, _packed(visit), pieces)
+    return Prepared(list(rows), parse)
 
 
 def _outcome(visit: NodeVisit) -> tuple[str, str]:
@@ -260,11 +263,16 @@ ArtifactRow = tuple[int, str, bytes, int, bool]  # collection id, name, compress
 
 
 def artifact_rows(
-    collection_id: int, evidence: NodeEvidence, packed: Packed | None = None
+    collection_id: int,
+    evidence: NodeEvidence,
+    packed: Packed | None = None,
+    pieces: list[tuple[str, bytes, bool]] | None = None,
 ) -> Iterator[ArtifactRow]:
     """The artifacts' rows, each compressed: as the node sent it when it came compressed with
-    exactly this content (`packed`: inflated and checked whole on the way in), else here."""
-    for name, content, truncated in artifacts_from_evidence(evidence):
+    exactly this content (`packed`: inflated and checked whole on the way in), else here.
+    `pieces`: `artifacts_from_evidence(evidence)` when the caller has it already."""
+    pieces = artifacts_from_evidence(evidence) if pieces is None else pieces
+    for name, content, truncated in pieces:
         compressed = packed.find(content) if packed is not None else None
         if compressed is None:
             compressed = zlib.compress(content, ARTIFACT_ZLIB_LEVEL)

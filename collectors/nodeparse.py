@@ -122,16 +122,17 @@ class Ahead:
 
     def make(
         self, *, snapshot_id: int, collection_id: int, node: str, evidence: NodeEvidence,
-        status: EvidenceStatus,
+        status: EvidenceStatus, pieces: list[tuple[str, bytes, bool]] | None = None,
     ) -> Made | None:  # fmt: skip
         """The node's parse as `node_parses_store` would make it with `status`; None when
-        even that cannot be made here (the store maps the node itself)."""
+        even that cannot be made here (the store maps the node itself). `pieces`: the
+        evidence's artifacts (`artifacts_from_evidence`) when the caller has them already."""
         try:
             snapshot = self._snapshots.get(snapshot_id)
             if snapshot is None:
                 snapshot = Snapshot.objects.select_related("cluster").get(pk=snapshot_id)
                 self._snapshots[snapshot_id] = snapshot
-            node_ev = _read_back(node, evidence, status)
+            node_ev = _read_back(node, evidence, status, pieces)
             hosts = self._hosts.get(snapshot_id)
             if hosts is None:
                 hosts = self._hosts[snapshot_id] = snapshot_hosts.of(snapshot, [])
@@ -156,11 +157,15 @@ def _answers_hold(asked: dict[str, str] | None, hosts) -> bool:
     return asked is not None and all(hosts.get(h, "") == n for h, n in asked.items())
 
 
-def _read_back(name: str, evidence: NodeEvidence, status: EvidenceStatus | None) -> NodeEvidence:
-    """The node's evidence as the analysis reads it back from its stored artifacts."""
+def _read_back(
+    name: str, evidence: NodeEvidence, status: EvidenceStatus | None, pieces: list | None = None
+) -> NodeEvidence:
+    """The node's evidence as the analysis reads it back from its stored artifacts (`pieces`:
+    `artifacts_from_evidence(evidence)`, when made already)."""
+    pieces = artifacts_from_evidence(evidence) if pieces is None else pieces
     return evidence_from_artifacts(
         name,
-        ((n[:1024], content, cut) for n, content, cut in artifacts_from_evidence(evidence)),
+        ((n[:1024], content, cut) for n, content, cut in pieces),
         status=status or EvidenceStatus(),
     )
 
@@ -234,12 +239,18 @@ class MergeInput:
 KEEP_GOING_EVERY = 256
 
 
+# Parses read back ahead of the merge (collectors/read_ahead.py): by collection id, the record
+# read (its id: a node's parse stored again is a new record) and its parse.
+Held = dict[int, tuple[int, NodeParse]]
+
+
 def snapshot_parses(
     snapshot: Snapshot,
     *,
     still_out: Iterable[str] = (),
     compared: bool = False,
     keep_going: Callable[[], bool] | None = None,
+    held: Held | None = None,
 ) -> MergeInput:
     """Every node's parse, in node order, for `analysis.diagnose_parses`: its stored one,
     else parsed here from its artifacts. `still_out`: nodes a provisional verdict is made
@@ -248,9 +259,10 @@ def snapshot_parses(
     parsed here reads no dumps and no scheduler lines (the merge, told so, drops the stored
     parses' dumps, and parses again a node whose parse read the scheduler's lines).
     `keep_going`: asked between slices of the read back; False raises `analysis.Abandoned`
-    (a first verdict whose last node came in meanwhile)."""
+    (a first verdict whose last node came in meanwhile). `held`: parses read back already, each
+    used while its node's record is still the one it was read from."""
     out = set(still_out)
-    rows = list(
+    rows = _rows(snapshot, held) if held is not None else list(
         NodeCollection.objects.filter(snapshot_id=snapshot.pk)
         .order_by("node_name")
         .values_list(
@@ -297,15 +309,54 @@ def snapshot_parses(
     return MergeInput(_head(snapshot), parses, reparse, stored, len(parses) - stored)
 
 
+def _rows(snapshot: Snapshot, held: Held) -> list[tuple]:
+    """`snapshot_parses`' rows with a held parse in place of the compressed record it was read
+    from (that record still the node's), the others' records fetched by id (few: those stored
+    since the last read ahead)."""
+    rows = list(
+        NodeCollection.objects.filter(snapshot_id=snapshot.pk)
+        .order_by("node_name")
+        .values_list("pk", "node_name", "status", "reason", "parse_record__version",
+                     "parse_record__pk")
+    )  # fmt: skip
+    fetch = [record for pk, *_, record in rows if record and held.get(pk, (0,))[0] != record]
+    compressed = {}
+    for start in range(0, len(fetch), 900):  # under SQLite's bound on a query's parameters
+        chunk = NodeParseRecord.objects.filter(pk__in=fetch[start : start + 900])
+        compressed.update(chunk.values_list("pk", "compressed"))
+    out = []
+    for pk, name, status, reason, version, record in rows:
+        kept = held.get(pk)
+        form = kept[1] if kept is not None and kept[0] == record else compressed.get(record)
+        out.append((pk, name, status, reason, version, form))
+    return out
+
+
+def parses_read_since(snapshot_id: int, after: int) -> list[tuple[int, int, NodeParse | None]]:
+    """The snapshot's node parses stored after record `after`, read back: (collection id,
+    record id, parse or None when not usable), by record id."""
+    records = (
+        NodeParseRecord.objects.filter(collection__snapshot_id=snapshot_id, pk__gt=after)
+        .order_by("pk").values_list("collection_id", "pk", "version", "compressed")
+    )  # fmt: skip
+    with no_cyclic_gc():
+        return [
+            (collection, pk, _read(collection, form) if version == nodemap.NODE_PARSE_VERSION
+             else None)
+            for collection, pk, version, form in records
+        ]  # fmt: skip
+
+
 def _read_all(rows, out: set[str], parses: list, nodes: list, keep_going=None) -> None:
-    for index, (pk, name, status, reason, version, compressed) in enumerate(rows):
+    for index, (pk, name, status, reason, version, form) in enumerate(rows):
         if keep_going is not None and index % KEEP_GOING_EVERY == 0 and not keep_going():
             raise Abandoned("in the read-back")
         evidence_status = stored_status(status, reason)
         nodes.append((pk, name, evidence_status))
         parse = None
-        if name not in out and version == nodemap.NODE_PARSE_VERSION and compressed is not None:
-            parse = _read(pk, compressed)
+        if name not in out and version == nodemap.NODE_PARSE_VERSION and form is not None:
+            # A held parse (read ahead) as it is, else the stored record read back.
+            parse = form if isinstance(form, NodeParse) else _read(pk, form)
         if parse is not None:
             parse.status = evidence_status  # as the node's row says now
         parses.append(parse)

@@ -9,7 +9,7 @@ this module does not import it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -215,13 +215,23 @@ def snapshot_store_bundle(
     return snapshot
 
 
-def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
+@dataclass
+class ReadAhead:
+    """What was read before the last node (collectors/read_ahead.py), for the final verdict:
+    the nodes' parses, and the merge of the snapshot compared with (while it is the one)."""
+
+    parses: nodeparse.Held = field(default_factory=dict)
+    previous_pk: int | None = None
+    compared: ParsedSnapshot | None = None
+
+
+def snapshot_analyse(*, snapshot_id: int, ahead: ReadAhead | None = None) -> Snapshot | None:
     """Diagnose a collected snapshot and store its diagnosis (per-rank table included)."""
     snapshot = Snapshot.objects.select_related("incident", "cluster").get(pk=snapshot_id)
     if snapshot.status != SnapshotStatus.ANALYSING:
         return None
     try:
-        diagnosis, overview = snapshot_diagnosed(snapshot)
+        diagnosis, overview = snapshot_diagnosed(snapshot, ahead)
     except Exception as exc:  # the analysis must never leave a snapshot spinning
         log.exception("analysis of snapshot %s failed", snapshot_id)
         error = mask_text(f"analysis: {exc}")[:2000]
@@ -231,11 +241,12 @@ def snapshot_analyse(*, snapshot_id: int) -> Snapshot | None:
     )
 
 
-def snapshot_diagnosed(snapshot: Snapshot) -> tuple[dict, dict]:
-    """The snapshot's diagnosis and rank overview as stored (masked), from what is stored."""
-    previous = compared_snapshot(snapshot)
+def snapshot_diagnosed(snapshot: Snapshot, ahead: ReadAhead | None = None) -> tuple[dict, dict]:
+    """The snapshot's diagnosis and rank overview as stored (masked), from what is stored
+    (`ahead`: what of it was read already, used where it still holds)."""
+    previous = compared_snapshot(snapshot, ahead)
     # The reduce: the nodes' stored parses merged (a node without one is parsed here).
-    merge = nodeparse.snapshot_parses(snapshot)
+    merge = nodeparse.snapshot_parses(snapshot, held=ahead.parses if ahead else None)
     diagnosis = analysis.diagnose_parses(merge.head, merge.parses, merge.reparse, previous=previous)
     # The overview from the diagnosis at hand (reading the stored JSON back into one cost
     # a second decode of the whole per-rank table: 0.5 s at 8,000 ranks).
@@ -244,7 +255,7 @@ def snapshot_diagnosed(snapshot: Snapshot) -> tuple[dict, dict]:
     return masked_diagnosis(diagnosis), overview
 
 
-def compared_snapshot(snapshot: Snapshot) -> ParsedSnapshot | None:
+def compared_snapshot(snapshot: Snapshot, ahead: ReadAhead | None = None) -> ParsedSnapshot | None:
     """The previous snapshot (selectors.previous_snapshot) as the analysis compares with it,
     `parse_snapshot(evidence, flight_recorder=False)`, made from its nodes' stored parses: no
     node of it is parsed again unless its parse is missing or of another version (then from
@@ -254,6 +265,13 @@ def compared_snapshot(snapshot: Snapshot) -> ParsedSnapshot | None:
     previous = selectors.previous_snapshot(snapshot)
     if previous is None:
         return None
+    if ahead is not None and ahead.compared is not None and ahead.previous_pk == previous.pk:
+        return ahead.compared
+    return compared_of(previous)
+
+
+def compared_of(previous: Snapshot) -> ParsedSnapshot:
+    """`compared_snapshot`'s merge of the snapshot it chose."""
     # The cycle collector off for the whole of it: a node parsed here from its artifacts
     # builds as many small acyclic records as the merge (at 32,000 ranks from artifacts:
     # 9.6 s CPU with it on, 6.1 s off).

@@ -6,7 +6,8 @@ nodes at once, collectors/fanout.py) and the GPU metrics' read beside them
 (collectors/gpuclick.py), the analysis after the last node or after a bundle is stored.
 Queues (settings.CELERY_TASK_ROUTES): node visits on "ssh", the final verdicts on
 "analysis", the first verdict and the GPU metrics read from the click on "early" (processes
-of their own: the final verdict never queues behind them), the sweep on "default".
+of their own: the final verdict never queues behind them), a large snapshot's parses read
+as they arrive on "ahead" (collectors/read_ahead.py), the sweep on "default".
 Limits: hangdesk/budget.py.
 """
 
@@ -23,7 +24,17 @@ import core.celery  # noqa: F401  (the configured app, before any task is sent)
 from clusters.models import ClusterSource
 from hangdesk.budget import TIME_BUDGET
 
-from . import fanout, gpuclick, node_work, provisional, push, rayjob, scheduler, services
+from . import (
+    fanout,
+    gpuclick,
+    node_work,
+    provisional,
+    push,
+    rayjob,
+    read_ahead,
+    scheduler,
+    services,
+)
 
 NODE_LIMITS = TIME_BUDGET.node_task
 ANALYSIS_LIMITS = TIME_BUDGET.analysis_task
@@ -51,6 +62,8 @@ def _visit_nodes(
 ) -> None:
     if gpu_metrics:
         read_gpu_metrics.delay(snapshot_id)
+    if snapshot_id is not None and read_ahead.worth_reading_ahead(len(collection_ids)):
+        read_parses_ahead.delay(snapshot_id)
     for batch in fanout.batches(collection_ids, settings.HANGDESK_SSH_FANOUT):
         collect_nodes.delay(batch)
     if snapshot_id is not None:
@@ -90,10 +103,25 @@ def _provisional_if_due(snapshot_id: int) -> None:
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_snapshot(snapshot_id: int) -> None:
+    turn = read_ahead.final_turn(snapshot_id)
+    if turn == "reader":  # it holds the parses; looked at again (a dead one's lease expires)
+        analyse_snapshot.apply_async((snapshot_id,), countdown=read_ahead.HANDOVER_CHECK_S)
+        return
+    if turn == "done":
+        return
     # The GPU's hour from the cluster's Prometheus (read from the click and waited for a
     # bounded time, or read now: bounded, never fatal), then the verdict.
     gpuclick.series_before_analysis(snapshot_id=snapshot_id)
     services.snapshot_analyse(snapshot_id=snapshot_id)
+
+
+@shared_task(soft_time_limit=read_ahead.LIMITS.soft_s, time_limit=read_ahead.LIMITS.hard_s)
+def read_parses_ahead(snapshot_id: int) -> str:
+    """A large snapshot's parses read as its nodes arrive, and its final verdict made."""
+    outcome = read_ahead.parses_read_ahead(snapshot_id=snapshot_id)
+    if outcome == "read long enough":  # still collecting: a new reader, in a new budget
+        read_parses_ahead.delay(snapshot_id)
+    return outcome
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)

@@ -287,12 +287,15 @@ def run(opts: FarmOptions) -> int:
 
     def write_state() -> None:
         c = farm.counters
-        state.write_text(json.dumps({
+        # Whole or not at all: a reader (RunningFarm.stats) never sees it half written.
+        partial = state.with_suffix(".json.part")
+        partial.write_text(json.dumps({
             "pid": os.getpid(), "nodes": len(farm.nodes), "fault": opts.fault,
             "nodes_json": str(farm.dir / "nodes.json"), "cpu_s": round(_cpu_s(), 3),
             "sessions": c.sessions, "probes": c.probes, "watches": c.watches,
             "refused": c.refused, "bytes_out": c.bytes_out, "file_limit": list(limit),
         }))  # fmt: skip
+        os.replace(partial, state)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -37,6 +37,7 @@ def test_the_collector_the_tasks_and_the_settings_take_their_times_from_it():
     limits = {
         tasks.collect_nodes: TIME_BUDGET.node_task,
         tasks.analyse_snapshot: TIME_BUDGET.analysis_task,
+        tasks.read_parses_ahead: TIME_BUDGET.analysis_task,
     }
     for task, expected in limits.items():
         assert (task.soft_time_limit, task.time_limit) == (expected.soft_s, expected.hard_s)

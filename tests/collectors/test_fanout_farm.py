@@ -61,11 +61,18 @@ def test_the_farm_through_the_worker_ends_in_the_planted_fault(
     diagnosis = snapshot.read_diagnosis()
     assert_planted_fault(diagnosis, expected)
 
-    # One SSH session per node answered, none refused.
+    # One SSH session per node answered, none refused; on a loaded machine a visit can run
+    # out of one of its SSH timeouts and be visited again (the worker's log says so), and
+    # only such a retry may add a session (with or without its probe, then refused).
     answered = NODES - len(failed)
-    wait_for(lambda: running.stats()["probes"] == answered, timeout=10, what="the farm's count")
-    assert running.stats()["sessions"] == answered
-    assert running.stats()["refused"] == 0
+    attempts = dict(snapshot.collections.values_list("node_name", "attempts"))
+    retries = sum(n - 1 for node, n in attempts.items() if node not in failed)
+    wait_for(lambda: running.stats()["probes"] >= answered, timeout=10, what="the farm's count")
+    stats = running.stats()
+    counts = {k: stats[k] for k in ("sessions", "probes", "refused")}
+    assert answered <= stats["sessions"] <= answered + retries, (counts, retries)
+    assert stats["probes"] <= answered + retries, (counts, retries)
+    assert stats["refused"] <= retries, (counts, retries)
 
     # Visited at once: each node's visit, from its own start to its last byte (the collector's
     # own record), overlaps many others; one at a time per process would be at most 2 here.

@@ -34,6 +34,7 @@ def test_each_workload_has_its_queue_and_every_queue_a_worker():
     for before_the_last_node in ("analyse_provisional", "analyse_provisional_at_deadline",
                                  "read_gpu_metrics"):  # fmt: skip
         assert _queue_of(f"collectors.tasks.{before_the_last_node}") == "early"
+    assert _queue_of("collectors.tasks.read_parses_ahead") == "ahead"
     assert _queue_of("collectors.tasks.fail_stale_collections") == "default"
     assert _queue_of("core.tasks.record_worker_heartbeat") == "default"
     # The watch's SSH work beside the snapshots' visits; its bookkeeping with beat's.
@@ -42,10 +43,11 @@ def test_each_workload_has_its_queue_and_every_queue_a_worker():
     assert _queue_of("watch.tasks.watch_dispatch") == "default"
     assert _queue_of("watch.tasks.watch_notify") == "default"
     consumed = [q for worker in settings.HANGDESK_WORKERS.values() for q in worker["queues"]]
-    assert sorted(consumed) == ["analysis", "default", "early", "ssh"]  # each once
+    assert sorted(consumed) == ["ahead", "analysis", "default", "early", "ssh"]  # each once
     for worker in settings.HANGDESK_WORKERS.values():
         assert not {"ssh", "analysis"} <= set(worker["queues"])
         assert not {"early", "analysis"} <= set(worker["queues"])
+        assert worker["queues"] == ["ahead"] or "ahead" not in worker["queues"]
 
 
 def _lock_waiters() -> int:
