@@ -175,9 +175,21 @@ def _dropped(snapshot_id: int, where: str) -> None:
     log.info("first verdict of snapshot %s dropped %s: the last node is in", snapshot_id, where)
 
 
-def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
+def provisional_awaited(snapshot_id: int) -> bool:
+    """Claimed (`_claim`) and not made yet, the snapshot still collecting: for a reader
+    (collectors/read_ahead.py), which makes it from the parses it holds."""
+    return Snapshot.objects.filter(
+        pk=snapshot_id, status=SnapshotStatus.RUNNING, provisional__state=_DUE["state"]
+    ).exists()
+
+
+def snapshot_provisional_analyse(
+    *, snapshot_id: int, ahead: services.ReadAhead | None = None
+) -> dict | None:
     """Diagnose what is in and store it as the snapshot's provisional verdict (while it is
-    still collecting: a final verdict is never overwritten); what was stored, or None."""
+    still collecting: a final verdict is never overwritten); what was stored, or None.
+    `ahead`: what a reader read already (its parses, the merge compared with), used where it
+    still holds, as for the final verdict."""
     snapshot = Snapshot.objects.select_related("incident", "cluster").get(pk=snapshot_id)
     if snapshot.status != SnapshotStatus.RUNNING:
         return None
@@ -186,11 +198,13 @@ def snapshot_provisional_analyse(*, snapshot_id: int) -> dict | None:
     if not out:
         return None
     try:
-        previous = services.compared_snapshot(snapshot)
+        previous = services.compared_snapshot(snapshot, ahead)
         if not _still_collecting(snapshot_id):
             return _dropped(snapshot_id, "before the read-back")
         keep_going = partial(_still_collecting, snapshot_id)
-        merge = nodeparse.snapshot_parses(snapshot, still_out=out, keep_going=keep_going)
+        merge = nodeparse.snapshot_parses(
+            snapshot, still_out=out, keep_going=keep_going, held=ahead.parses if ahead else None
+        )
         diagnosis = analysis.diagnose_parses(
             merge.head, merge.parses, merge.reparse, previous=previous, keep_going=keep_going
         )

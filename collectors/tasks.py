@@ -7,7 +7,8 @@ nodes at once, collectors/fanout.py) and the GPU metrics' read beside them
 Queues (settings.CELERY_TASK_ROUTES): node visits on "ssh", the final verdicts on
 "analysis", the first verdict and the GPU metrics read from the click on "early" (processes
 of their own: the final verdict never queues behind them), a large snapshot's parses read
-as they arrive on "ahead" (collectors/read_ahead.py), the sweep on "default".
+as they arrive on "ahead" (collectors/read_ahead.py: that reader then makes its first and
+final verdicts from them), the sweep on "default".
 Limits: hangdesk/budget.py.
 """
 
@@ -145,7 +146,8 @@ def analyse_with_gpu_metrics(self, snapshot_id: int) -> None:
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_provisional(snapshot_id: int) -> None:
-    provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
+    if not read_ahead.reader_alive(snapshot_id):  # else the reader makes it from what it holds
+        provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
@@ -153,7 +155,7 @@ def analyse_provisional_at_deadline(snapshot_id: int) -> None:
     """Are the slowest past the deadline (collectors/provisional.py)? Then the first verdict;
     not yet, the same check again when they may be; never, nothing more."""
     deadline = provisional.provisional_past_deadline(snapshot_id=snapshot_id)
-    if deadline.due:
+    if deadline.due and not read_ahead.reader_alive(snapshot_id):
         provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
     elif deadline.recheck_s is not None:
         analyse_provisional_at_deadline.apply_async((snapshot_id,), countdown=deadline.recheck_s)

@@ -12,7 +12,10 @@ import sys
 
 from django.conf import settings
 
-ON_SQLITE = ("tests/collectors/test_provisional_deadline.py",)
+ON_SQLITE = (
+    "tests/collectors/test_provisional_deadline.py",
+    "tests/collectors/test_read_ahead.py",
+)
 
 
 def test_the_deadline_and_lease_queries_run_on_sqlite(tmp_path):

@@ -13,8 +13,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from collectors import node_work, nodeparse, read_ahead, services, tasks
-from collectors.models import NodeParseRecord, Snapshot, SnapshotStatus
+from collectors import node_work, nodeparse, provisional, read_ahead, services, tasks
+from collectors.models import NodeCollection, NodeParseRecord, NodeStatus, Snapshot, SnapshotStatus
 from incidents.services import incident_open
 from tests.analysis.sample_evidence import load_snapshot, split_nodes
 
@@ -98,6 +98,37 @@ def test_the_readers_verdict_is_the_analysis_workers_and_reads_each_parse_once(c
     assert sorted(reads) == sorted(snapshot.collections.values_list("pk", flat=True))
     # The lease released with the verdict stored.
     assert (snapshot.reader, snapshot.reader_until) == ("", None)
+
+
+def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads):
+    incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
+    snapshot = _collecting(incident, _evidence("tp-rank-stall"), bob)
+    out = snapshot.collections.order_by("node_name").last()
+    NodeCollection.objects.filter(pk=out.pk).update(status=NodeStatus.RUNNING)
+    # The early worker's first verdict, from what is stored: what the reader's must be.
+    expected = provisional.snapshot_provisional_analyse(snapshot_id=snapshot.pk)
+    assert expected["missing"] == [out.node_name] and expected["nodes_in"] >= 1
+    # Claimed again (95 % in) while a reader lives: the early worker's task leaves it.
+    Snapshot.objects.filter(pk=snapshot.pk).update(provisional=provisional._DUE)
+    assert read_ahead.lease_claim(snapshot.pk, "r" * 32)
+    tasks.analyse_provisional(snapshot.pk)
+    assert provisional.provisional_awaited(snapshot.pk)
+    read_ahead.lease_release(snapshot.pk, "r" * 32)
+
+    reads.clear()
+    shown = []
+    nodes = _Nodes(
+        lambda: shown.append(Snapshot.objects.get(pk=snapshot.pk).provisional),
+        lambda: _last_node_in(snapshot),
+    )
+    assert read_ahead.parses_read_ahead(snapshot_id=snapshot.pk, sleep=nodes) == "verdict"
+    made = shown[0]
+    assert {k: v for k, v in made.items() if k != "at"} == {
+        k: v for k, v in expected.items() if k != "at"
+    }
+    # Each parse decoded once for both verdicts, the first and the final.
+    assert sorted(reads) == sorted(snapshot.collections.values_list("pk", flat=True))
+    assert _stored_diagnosis(snapshot)["classification"] == "A"
 
 
 @pytest.mark.parametrize("again", ["every node", "one node", "a record gone"])
