@@ -73,7 +73,8 @@ def test_runconsole_serves_the_login_page_runs_tasks_on_the_file_broker_and_stop
             heartbeat, timeout=90, interval=1, what="a worker heartbeat through the file broker"
         )
         children = _children(console.pid)
-        assert len(children) == 5  # web, the ssh, analysis and early workers, beat
+        # web, beat, and every worker of the settings (ssh, analysis, early, ahead)
+        assert len(children) == len(settings.HANGDESK_WORKERS) + 2
     finally:
         console.send_signal(signal.SIGINT)
         output, _ = console.communicate(timeout=60)
