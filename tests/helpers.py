@@ -19,6 +19,12 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "c
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def child_pids(pid: int) -> list[int]:
+    """The pids of a process's children (a worker's pool, the console's services), from /proc."""
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
 def free_port() -> int:
     """A TCP port nothing on 127.0.0.1 listens on right now."""
     with socket.socket() as probe:

@@ -13,14 +13,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.helpers import free_port, wait_for
+from tests.helpers import child_pids, free_port, wait_for
 
 pytestmark = pytest.mark.worker
-
-
-def _children(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
 
 
 def _alive(pid: int) -> bool:
@@ -72,7 +67,7 @@ def test_runconsole_serves_the_login_page_runs_tasks_on_the_file_broker_and_stop
         wait_for(
             heartbeat, timeout=90, interval=1, what="a worker heartbeat through the file broker"
         )
-        children = _children(console.pid)
+        children = child_pids(console.pid)
         # web, beat, and every worker of the settings (ssh, analysis, early, ahead)
         assert len(children) == len(settings.HANGDESK_WORKERS) + 2
     finally:

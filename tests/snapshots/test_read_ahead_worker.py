@@ -15,14 +15,9 @@ from collectors import services
 from collectors.models import Snapshot, SnapshotStatus
 from collectors.starts import snapshot_start
 from incidents.services import incident_open
-from tests.helpers import wait_for
+from tests.helpers import child_pids, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def _pool_children(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
 
 
 def _slow_cluster(lab, tmp_path):
@@ -52,7 +47,7 @@ def test_the_final_verdict_with_a_reader_ahead(
             what="the reader's lease",
         )
         if reader == "is killed":
-            for pid in _pool_children(ahead.pid):
+            for pid in child_pids(ahead.pid):
                 os.kill(pid, signal.SIGKILL)
         wait_for(
             lambda: Snapshot.objects.get(pk=snapshot.pk).status == SnapshotStatus.DONE,

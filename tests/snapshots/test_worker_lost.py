@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 
 import pytest
 
@@ -13,15 +12,9 @@ from clusters.importing import cluster_import
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.starts import snapshot_start
 from incidents.services import incident_open
-from tests.helpers import wait_for
+from tests.helpers import child_pids, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def _pool_children(worker: subprocess.Popen) -> list[int]:
-    children = f"/proc/{worker.pid}/task/{worker.pid}/children"
-    with open(children) as handle:
-        return [int(pid) for pid in handle.read().split()]
 
 
 def test_a_killed_worker_process_redelivers_and_stores_once(
@@ -43,7 +36,7 @@ def test_a_killed_worker_process_redelivers_and_stores_once(
             timeout=60,
             what="a node being collected",
         )
-        victims = _pool_children(celery_worker_process)
+        victims = child_pids(celery_worker_process.pid)
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
 
