@@ -40,7 +40,7 @@ def test_an_imported_mismatch_is_analysed_as_B_and_stored(
     assert snapshot.status == SnapshotStatus.DONE
     assert snapshot.diagnosis["classification"] == "B"
     assert snapshot.diagnosis["suspect_ranks"] == [0]
-    assert [row["rank"] for row in snapshot.diagnosis["per_rank"]] == [0, 1, 2, 3]
+    assert [row["rank"] for row in snapshot.whole_diagnosis()["per_rank"]] == [0, 1, 2, 3]
     finished = incident.events.filter(kind=EventKind.SNAPSHOT).order_by("at", "pk").last()
     assert finished.details["classification"] == "B"
     assert finished.summary.startswith(f"Snapshot {snapshot.pk} finished: 1 nodes ok, 0 failed")
