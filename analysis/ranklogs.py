@@ -283,32 +283,49 @@ def _stopped(code: int | None) -> bool:
 
 
 def _apply_sources(node, log: LogFacts, resolve, parsed: ParsedSnapshot) -> None:
-    """Collective positions, peers named, NCCL's configuration, slow-rank reports, mentions."""
+    """Collective positions, peers named, NCCL's configuration, slow-rank reports, mentions.
+    Each kind is walked only when the log holds any: at fleet scale every rank's log holds a
+    few of the eleven, and this runs once a log."""
     mentioned = parsed.mentioned
-    for fact in log.collectives:
-        rank = fact.rank
-        parsed.collectives.append((node, rank, fact))
-        if rank is not None:
-            mentioned.add(rank)
-    for target, facts in (
-        (parsed.peer_errors, log.peer_errors),
-        (parsed.nccl_config, log.nccl_config),
-    ):
-        for rank, local, fact in facts:
-            reporter = resolve(rank, local)
-            target.append((node, reporter, fact))
-            if reporter is not None:
-                mentioned.add(reporter)
+    if log.collectives:
+        collectives = parsed.collectives
+        for fact in log.collectives:
+            rank = fact.rank
+            collectives.append((node, rank, fact))
+            if rank is not None:
+                mentioned.add(rank)
+    if log.peer_errors:
+        _apply_reported(node, log.peer_errors, resolve, parsed.peer_errors, mentioned)
+    if log.nccl_config:
+        _apply_reported(node, log.nccl_config, resolve, parsed.nccl_config, mentioned)
     for fact in log.slow_reports:
         _apply_slow_report(fact, parsed)
-    mentioned.update(log.named_ranks)
-    parsed.rendezvous_errors += [(node, f.line) for f in log.rendezvous_errors[:3]]
-    parsed.comm_inits += [(node, fact) for fact in log.comm_inits]
+    if log.named_ranks:
+        mentioned.update(log.named_ranks)
+    if log.rendezvous_errors:
+        parsed.rendezvous_errors += [(node, f.line) for f in log.rendezvous_errors[:3]]
+    if log.comm_inits:
+        parsed.comm_inits += [(node, fact) for fact in log.comm_inits]
+    if log.errors or log.nccl_warn or log.desync or log.mismatches:
+        _mention_resolved(log, resolve, mentioned)
+
+
+def _mention_resolved(log: LogFacts, resolve, mentioned: set[int]) -> None:
+    """The ranks an error, NCCL WARN, desync or mismatch line names were observed."""
     for bucket in (log.errors, log.nccl_warn, log.desync, log.mismatches):
         for fact in bucket:
             rank = resolve(fact.rank, fact.local_rank)
             if rank is not None:
                 mentioned.add(rank)
+
+
+def _apply_reported(node, facts, resolve, target: list, mentioned: set[int]) -> None:
+    """(rank, local rank, fact) lines on their reporting rank, resolved as a line is."""
+    for rank, local, fact in facts:
+        reporter = rank if rank is not None else resolve(None, local)
+        target.append((node, reporter, fact))
+        if reporter is not None:
+            mentioned.add(reporter)
 
 
 _REPORT_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)\]")
