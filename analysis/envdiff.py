@@ -33,9 +33,18 @@ def env_diffs(env: dict[int, dict[str, str]], rank_node: dict[int, str]) -> list
             found = shared[id(variables)] = (variables, [])
         found[1].append(rank)
     # Then environments alike in content once (each node's object is its own, most hold the
-    # same): variables x distinct environments.
-    alike: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[int]]] = {}
+    # same): variables x distinct environments. First by names and values as they come (two
+    # flat tuples a rank: a third of the cost of its sorted items), then those few by content.
+    spelled: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[dict[str, str], list[int]]] = {}
     for variables, ranks in shared.values():
+        key = (tuple(variables), tuple(variables.values()))
+        found = spelled.get(key)
+        if found is None:
+            spelled[key] = (variables, ranks)
+        else:
+            found[1].extend(ranks)
+    alike: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[int]]] = {}
+    for variables, ranks in spelled.values():
         key = tuple(sorted(variables.items()))
         found = alike.get(key)
         if found is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 
 from analysis.parsers.ncclras import RasReport
 from analysis.signals.model import FAILURE_KINDS, Signal
@@ -63,6 +64,9 @@ class SignalFacts:
         return sorted(r for r, s in self.by_rank.items() if peer in s.peers)
 
 
+_AT = attrgetter("at")
+
+
 class _RankTally:
     __slots__ = ("checkpoint", "first", "latest", "moved", "peers", "progress", "recent")
 
@@ -102,17 +106,20 @@ class _RankTally:
 
     def done(self, rank: int) -> RankSignals:
         failures = tuple(self.first + self.latest)
-        stamped = [s for s in failures if s.at is not None]
-        first = min(stamped, key=lambda s: s.at) if stamped else (failures[0] if failures else None)
+        first = None
+        if failures:
+            stamped = [s for s in failures if s.at is not None]
+            first = min(stamped, key=_AT) if stamped else failures[0]
+        peers = self.peers
         return RankSignals(
-            rank=rank,
-            last_moved_at=self.moved,
-            last_progress=self.progress,
-            first_failure=first,
-            failures=failures,
-            peers=tuple(p for p in self.peers if p != rank),
-            progress=tuple(self.recent),
-            checkpoint=self.checkpoint,
+            rank,
+            self.moved,
+            self.progress,
+            first,
+            failures,
+            tuple(p for p in peers if p != rank) if peers else (),
+            tuple(self.recent),
+            self.checkpoint,
         )
 
 
@@ -132,6 +139,14 @@ class _ByRank(Mapping[int, RankSignals]):
         if found is not None:
             return found
         return RankSignals(rank, self._moved[rank])  # KeyError: not a rank of the snapshot's
+
+    def get(self, rank: int, default: RankSignals | None = None) -> RankSignals | None:
+        # Mapping.get goes through __getitem__ and a KeyError: a rule asks of every rank.
+        found = self._signalled.get(rank)
+        if found is not None:
+            return found
+        at = self._moved.get(rank)
+        return RankSignals(rank, at) if at is not None or rank in self._moved else default
 
     def __contains__(self, rank: object) -> bool:
         return rank in self._signalled or rank in self._moved
