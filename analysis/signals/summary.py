@@ -65,6 +65,8 @@ class SignalFacts:
 
 
 _AT = attrgetter("at")
+# What a tally keeps of a signal with no time (a rank's NCCL configuration lines: none).
+_TALLIED = FAILURE_KINDS | {"progress", "checkpoint"}
 
 
 class _RankTally:
@@ -185,11 +187,13 @@ def summarise(
     ranks: dict[int, _RankTally] = {}
     nodes: dict[str, list[Signal]] = {}
     for signal in signals:
-        if signal.rank is not None and (world is None or 0 <= signal.rank < world):
-            tally = ranks.get(signal.rank)
+        rank = signal.rank
+        if rank is not None and (world is None or 0 <= rank < world):
+            tally = ranks.get(rank)
             if tally is None:
-                tally = ranks[signal.rank] = _RankTally()
-            tally.add(signal)
+                tally = ranks[rank] = _RankTally()
+            if signal.at is not None or signal.kind in _TALLIED:  # else it only names the rank
+                tally.add(signal)
         elif signal.rank is None and signal.node and signal.kind in FAILURE_KINDS:
             kept = nodes.setdefault(signal.node, [])
             if len(kept) < MAX_NODE_SIGNALS:
