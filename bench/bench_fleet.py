@@ -335,6 +335,44 @@ _LOG_LINE = re.compile(
 )
 
 
+# The workers' own lines on the hand-off: the group that stored the last node (fanout.py), and
+# the reader's final verdict (read_ahead.py).
+_AT = r"^\[(?P<at>[\d-]+ [\d:,]+): \w+/[\w-]+\] "
+_STORED_DUE = re.compile(
+    _AT + r"stored (?P<nodes>\d+) nodes of snapshot (?P<snapshot>\d+) (?P<after_s>[\d.]+) s "
+    r"after the last of their visits ended(?:, in a store of (?P<store_s>[\d.]+) s)? "
+    r"\(its last node: analysis due\)"
+)
+_READER_FINAL = re.compile(
+    _AT + r"final verdict of snapshot (?P<snapshot>\d+) made in (?P<run_s>[\d.]+) s"
+)
+
+
+def _log_at(text: str, last) -> float:
+    at = datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").astimezone()
+    return round((at - last).total_seconds(), 3)
+
+
+def _hand_off(snapshot, logs: list[Path], last) -> dict:
+    """The last group's store (how many nodes, when its commit was logged, and when the last of
+    their visits ended: the logged wait before it) and the reader's final verdict (its start,
+    from its logged run), in seconds from the last node's row's finished_at; None when not
+    logged. The visits' end is that group's: a node of another group could have ended later
+    and committed first (then the tail from the last visit is longer than said here)."""
+    store = reader = None
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else ():
+            if (match := _STORED_DUE.match(line)) and int(match["snapshot"]) == snapshot.pk:
+                at = _log_at(match["at"], last)
+                store = {"nodes": int(match["nodes"]), "committed": at,
+                         "visits_ended": round(at - float(match["after_s"]), 3),
+                         "store_s": match["store_s"] and float(match["store_s"])}  # fmt: skip
+            elif (match := _READER_FINAL.match(line)) and int(match["snapshot"]) == snapshot.pk:
+                at = _log_at(match["at"], last)
+                reader = {"start": round(at - float(match["run_s"]), 3), "end": at}
+    return {"last_store": store, "reader_final": reader}
+
+
 def _tail(snapshot, logs: list[Path]) -> dict:
     """After the last node: when the batch that stored it ended, when the final analysis was
     received, started and done, and what the analysis workers ran meanwhile (each task's
@@ -376,6 +414,7 @@ def _tail(snapshot, logs: list[Path]) -> dict:
         else None,
         "final": final[-1] if final else None,
         "tasks": [t for t in ran if t["task"] != "collect_nodes"],
+        **_hand_off(snapshot, logs, last),
     }
 
 

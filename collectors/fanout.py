@@ -146,14 +146,18 @@ class _Batch:
                 )
 
     def store(self) -> None:
+        started = time.monotonic()
         due = node_work.node_results_record(
             task_id=self.task_id, results=self.finished, prepared=self.prepared
         )
-        # The hand-off to the final verdict: how long its last node's evidence waited.
+        # The hand-off to the final verdict: how long its last node's evidence waited, and how
+        # much of that was the store itself (its rows' finished_at is stamped as it starts).
+        now = time.monotonic()
         log.log(
             logging.INFO if due else logging.DEBUG,
-            "stored %d nodes of snapshot %s %.3f s after the last of their visits ended%s",
-            len(self.finished), self.snapshot_id, time.monotonic() - self.ended,
+            "stored %d nodes of snapshot %s %.3f s after the last of their visits ended, "
+            "in a store of %.3f s%s",
+            len(self.finished), self.snapshot_id, now - self.ended, now - started,
             " (its last node: analysis due)" if due else "",
         )  # fmt: skip
         self.due.update(due)

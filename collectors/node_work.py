@@ -335,4 +335,14 @@ def snapshot_finish_if_complete(*, snapshot_id: int) -> bool:
     if unfinished.exists():
         return False
     moved = SNAPSHOT_FLOW.move(Snapshot.objects.filter(pk=snapshot_id), SnapshotStatus.ANALYSING)
+    if moved and connection.vendor == "postgresql":
+        # Heard by the snapshot's reader (read_ahead.py), which would see it at its next look;
+        # in a transaction, sent with its commit.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [last_node_channel(snapshot_id)])
     return bool(moved)
+
+
+def last_node_channel(snapshot_id: int) -> str:
+    """PostgreSQL's channel on which a snapshot's move to analysis is announced."""
+    return f"hangdesk_snapshot_{snapshot_id}_in"

@@ -7,9 +7,11 @@ beside it. Every READ_S it reads back the parses stored since its last read (eac
 once, held by collection and by the record it came from), and once, the merge of the snapshot
 the verdict compares with; after a read, the first verdict when it is claimed (95 % in, or the
 slowest past their deadline: the early worker leaves it to a live reader); every LOOK_S it
-looks whether the last node is in. Once it is, it makes the final verdict as the analysis
-worker would (`services.snapshot_analyse`, given what it holds: a held parse is used only
-while its node's record is still the one it was read from, the rest are read back there).
+looks whether the last node is in, sooner when the last node's store announces it
+(PostgreSQL's NOTIFY, heard by a thread of its own: `_LastNodeWake`). Once it is, it makes
+the final verdict as the analysis worker would (`services.snapshot_analyse`, given what it
+holds: a held parse is used only while its node's record is still the one it was read from,
+the rest are read back there).
 
 The final verdict task (tasks.analyse_snapshot) leaves it to a live reader and looks again
 every HANDOVER_CHECK_S: a reader that dies (its worker killed, its database gone) stops
@@ -37,12 +39,13 @@ from django.utils import timezone
 
 from hangdesk.budget import TIME_BUDGET
 
-from . import gpuclick, nodeparse, provisional, selectors, services
+from . import gpuclick, node_work, nodeparse, provisional, selectors, services
 from .models import Snapshot, SnapshotStatus
 
 log = logging.getLogger(__name__)
 
 LOOK_S = 0.2  # between two looks at the status (is the last node in?): one small query
+WAKE_POLL_S = 0.25  # the wake's thread sees the reader is done within this
 READ_S = 1.0  # between two reads of the parses stored meanwhile
 RENEW_S = 1.0  # between two renewals of the lease
 LEASE_S = 5.0  # a reader that stopped renewing is dead this long after its last renewal
@@ -143,18 +146,20 @@ def parses_read_ahead(
     snapshot_id: int,
     read_for_s: float = READ_FOR_S,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> str:
     """Read the snapshot's parses as they are stored and make its final verdict once the last
     node is in. Says how it ended: "verdict", "not claimed" (another reader, or the snapshot
     no longer collecting), "finished elsewhere", "handed over" (to the final verdict task:
-    its lease lost), or "read long enough" (past `read_for_s`, still collecting)."""
+    its lease lost), or "read long enough" (past `read_for_s`, still collecting). `sleep`:
+    the wait between two looks (default: LOOK_S, cut short by the last node's notice)."""
     token = uuid.uuid4().hex
     if not lease_claim(snapshot_id, token):
         return "not claimed"
     ahead, last = services.ReadAhead(), 0
     until, read_at, compared = clock() + read_for_s, None, False
-    with _Lease(snapshot_id, token) as lease, _held_apart():
+    with _Lease(snapshot_id, token) as lease, _held_apart(), _LastNodeWake(snapshot_id) as wake:
+        sleep = sleep or wake.wait
         while not lease.lost:
             status = Snapshot.objects.filter(pk=snapshot_id).values_list("status", flat=True)[0]
             if status == SnapshotStatus.ANALYSING:
@@ -175,6 +180,50 @@ def parses_read_ahead(
                     provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id, ahead=ahead)
             sleep(LOOK_S)
     return "handed over"
+
+
+class _LastNodeWake:
+    """The reader's wait between two looks, cut short once the last node's store announces the
+    move to analysis (`node_work.snapshot_finish_if_complete`'s NOTIFY): heard on a connection
+    of its own, in a thread that does nothing else, so no notice is missed while the reader
+    reads (psycopg hands a notice that came during another query to handlers only). The look
+    still decides: unheard (SQLite, a notice sent before the LISTEN, a lost connection) the
+    wait is LOOK_S, as without it."""
+
+    def __init__(self, snapshot_id: int) -> None:
+        self.channel = node_work.last_node_channel(snapshot_id)
+        self._heard, self._stop = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._listen, name="read-ahead-wake", daemon=True)
+
+    def __enter__(self) -> _LastNodeWake:
+        if connection.vendor == "postgresql":
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def wait(self, seconds: float) -> None:
+        self._heard.wait(seconds)
+
+    def _listen(self) -> None:
+        import psycopg
+
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f'LISTEN "{self.channel}"')
+            raw = connection.connection
+            while not self._stop.is_set():
+                for _ in raw.notifies(timeout=WAKE_POLL_S, stop_after=1):
+                    self._heard.set()
+                    return
+        except (DatabaseError, psycopg.Error):
+            log.warning("the reader of %s hears no notice: it looks every %s s", self.channel,
+                        LOOK_S, exc_info=True)  # fmt: skip
+        finally:
+            connection.close()  # this thread's own connection
 
 
 @contextmanager
@@ -211,10 +260,11 @@ def _final(snapshot_id: int, ahead: services.ReadAhead) -> str:
     # As tasks.analyse_snapshot: the GPU's hour (waited for, bounded), then the verdict.
     started = time.monotonic()
     gpuclick.series_before_analysis(snapshot_id=snapshot_id)
+    gpu_s = time.monotonic() - started
     stored = services.snapshot_analyse(snapshot_id=snapshot_id, ahead=ahead)
     log.info(
-        "final verdict of snapshot %s %s in %.2f s, %d parses read ahead",
-        snapshot_id, "made" if stored else "made elsewhere", time.monotonic() - started,
+        "final verdict of snapshot %s %s in %.2f s (the GPU's hour %.2f s), %d parses read ahead",
+        snapshot_id, "made" if stored else "made elsewhere", time.monotonic() - started, gpu_s,
         len(ahead.parses),
     )  # fmt: skip
     return "verdict" if stored else "finished elsewhere"

@@ -7,10 +7,12 @@ reader that dies leaves the verdict to the final verdict task once its lease exp
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from collectors import node_work, nodeparse, provisional, read_ahead, services, tasks
@@ -81,7 +83,7 @@ def reads(monkeypatch):
 def _stored_diagnosis(snapshot: Snapshot) -> dict:
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.DONE, snapshot.error
-    return snapshot.diagnosis
+    return snapshot.whole_diagnosis()
 
 
 def test_the_readers_verdict_is_the_analysis_workers_and_reads_each_parse_once(cluster, bob, reads):
@@ -253,3 +255,55 @@ def test_only_large_snapshots_are_read_ahead(settings):
     assert read_ahead.worth_reading_ahead(1000)
     settings.HANGDESK_READ_AHEAD_NODES = 0
     assert not read_ahead.worth_reading_ahead(100_000)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="NOTIFY is PostgreSQL's: on SQLite the look every LOOK_S decides (the tests above)",
+)
+def test_the_reader_is_woken_by_the_last_nodes_store_not_its_next_look(cluster, bob, monkeypatch):
+    incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
+    snapshot = _collecting(incident, _evidence("tp-rank-stall"), bob)
+    expected = services.snapshot_diagnosed(snapshot)[0]
+    last = snapshot.collections.order_by("node_name").last()
+    NodeCollection.objects.filter(pk=last.pk).update(status=NodeStatus.RUNNING)
+    # Its next look a minute away: only the notice can make the verdict sooner.
+    monkeypatch.setattr(read_ahead, "LOOK_S", 60.0)
+    outcome: list[str] = []
+
+    def reader() -> None:
+        try:
+            outcome.append(read_ahead.parses_read_ahead(snapshot_id=snapshot.pk))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    channel = node_work.last_node_channel(snapshot.pk)
+    _wait_for(lambda: _listening(channel), "the reader's LISTEN")
+    NodeCollection.objects.filter(pk=last.pk).update(status=NodeStatus.OK)
+    stored_at = time.monotonic()
+    assert node_work.snapshot_finish_if_complete(snapshot_id=snapshot.pk)
+    thread.join(timeout=120)
+    assert outcome == ["verdict"]
+    # Well inside the minute its look would have taken, even on a loaded machine.
+    assert time.monotonic() - stored_at < 30
+    assert _stored_diagnosis(snapshot) == expected
+    assert not _listening(channel)  # its connection closed with the reader
+
+
+def _listening(channel: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND state = 'idle' AND query = %s",
+            [f'LISTEN "{channel}"'],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def _wait_for(condition, what: str, timeout_s: float = 60.0) -> None:
+    until = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < until, f"no {what} within {timeout_s} s"
+        time.sleep(0.05)
