@@ -9,11 +9,12 @@ combiner (analysis/findings.py) takes it only when this list is empty.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from analysis import jobtime, quotes
 from analysis.facts import Facts
 from analysis.findings import Context, StuckSignal
+from analysis.parsers.flight_recorder import FrEntry
 from analysis.parsers.logs import parse_timestamp
 from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
 from analysis.verdict import ranks_text
@@ -75,24 +76,23 @@ def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, in
     """(group, sequence number) -> when the first rank issued it."""
     first: dict[tuple[str, int], int] = {}
     seqs = {seq for _, seq in wanted}  # an int looked up an entry, a key built for few
-    # id(entry list) -> (place, key) of its wanted entries: a node's ranks alike share a list
-    # (analysis.fr_shared), read once; each dump's own times are then read at those places.
-    places: dict[int, list[tuple[int, tuple[str, int]]]] = {}
+    # A node's ranks alike share one entry list (analysis.fr_shared): each list's wanted
+    # places are found once, and the times of the dumps that share it read there by C.
+    shared: dict[int, tuple[list[FrEntry], list[list[int]]]] = {}  # id(entries) -> its times
     for dump in facts.snap.dumps:
         entries, times = dump.entries, dump.created_ns
         if len(times) != len(entries):
             continue  # no times kept (a dump edited out of step)
-        found = places.get(id(entries))
+        found = shared.get(id(entries))
         if found is None:
-            found = places[id(entries)] = [
-                (at, key)
-                for at, entry in enumerate(entries)
-                if entry.seq in seqs and (key := (entry.pg, entry.seq)) in wanted
-            ]
-        for at, key in found:
-            created = times[at]
-            if created:
-                first[key] = min(first.get(key, created), created)
+            found = shared[id(entries)] = (entries, [])
+        found[1].append(times)
+    for entries, times in shared.values():
+        for at, entry in enumerate(entries):
+            if entry.seq in seqs and (key := (entry.pg, entry.seq)) in wanted:
+                created = min(filter(None, map(itemgetter(at), times)), default=None)
+                if created is not None:
+                    first[key] = min(first.get(key, created), created)
     out = {}
     for key, ns in first.items():
         try:
