@@ -8,6 +8,7 @@ combiner (analysis/findings.py) takes it only when this list is empty.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter, itemgetter
 
@@ -133,27 +134,31 @@ def _timeouts(facts: Facts) -> list[StuckSignal]:
     found = [
         StuckSignal("timeout", rank, node, fact.line)
         for node, rank, fact in facts.snap.watchdog[:SIGNALS_KEPT]
-        if not _passed(fact.line, latest.get(rank, latest.get(None)))
+        if not _passed(fact.line, latest(rank))
     ]
     for node, log in facts.snap.logs_of_note:
         if not (log.desync or log.mismatches):
             continue  # most logs of a big job
         for fact in (*log.desync[:2], *log.mismatches[:2]):
-            if not _passed(fact.line, latest.get(fact.rank, latest.get(None))):
+            if not _passed(fact.line, latest(fact.rank)):
                 found.append(StuckSignal("timeout", fact.rank, node, fact.line))
         if len(found) >= SIGNALS_KEPT:
             break
     return found
 
 
-def _latest_steps(facts: Facts) -> dict[int | None, datetime]:
-    """rank -> when its latest step was logged; None -> the job's latest."""
-    latest: dict[int | None, datetime] = {
-        r: s.last_step_at for r, s in facts.ranks.items() if s.last_step_at is not None
-    }
-    if latest:
-        latest[None] = max(latest.values())
-    return latest
+def _latest_steps(facts: Facts) -> Callable[[int | None], datetime | None]:
+    """rank -> when its latest step was logged, else the job's latest. Asked of a few lines'
+    ranks: one walk in C for the job's latest, no map of every rank."""
+    ranks = facts.ranks
+    job = max(filter(None, map(_LAST_STEP, ranks.values())), default=None)
+
+    def step_at(rank: int | None) -> datetime | None:
+        state = ranks.get(rank) if rank is not None else None
+        at = state.last_step_at if state is not None else None
+        return job if at is None else at
+
+    return step_at
 
 
 def _passed(line: str, step_at: datetime | None) -> bool:
