@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 import re
 import shlex
-import zlib
 from pathlib import Path
 
 from analysis.evidence import NodeEvidence, stopped_short
 
 from . import evidence_kinds as kinds
 from .evidence_kinds import as_text
+from .inflating import MemberInflater
 from .plan import CollectionPlan, KiB
 
 PROBE_PATH = Path(__file__).with_name("probe.sh")
@@ -101,19 +101,24 @@ class Packed:
         self._by_size.setdefault(len(content), []).append((content, stream))
 
     def find(self, content: bytes) -> bytes | None:
-        for known, stream in self._by_size.get(len(content), ()):
-            if known is content or known == content:
+        alike = self._by_size.get(len(content), ())
+        for known, stream in alike:  # the frame's own body, as the evidence holds it
+            if known is content:
+                return stream
+        for known, stream in alike:  # a node's dumps are often of one size, and alike for long
+            if known == content:
                 return stream
         return None
 
 
-def _zlib_stream(member: bytes, content: bytes) -> bytes | None:
-    """A whole gzip member of `content` as a zlib stream (the same deflate data, zlib's
-    header and checksum): None for a member with header fields `gzip -n` does not write."""
+def _zlib_stream(member: bytes, adler: int) -> bytes | None:
+    """A whole gzip member as a zlib stream of the same content (the same deflate data, zlib's
+    header, `adler` the content's checksum): None for a member with header fields `gzip -n`
+    does not write."""
     if not member.startswith(_GZIP_PLAIN_HEADER):
         return None
     deflate = memoryview(member)[_GZIP_HEADER_SIZE:-_GZIP_TRAILER_SIZE]
-    return b"".join((b"\x78\x01", deflate, zlib.adler32(content).to_bytes(4, "big")))
+    return b"".join((b"\x78\x01", deflate, adler.to_bytes(4, "big")))
 
 
 def frame_cap_of(plan: CollectionPlan) -> int:
@@ -146,8 +151,7 @@ class FrameReader:
         self._parts: list = []  # the body as read (pieces of the reads, joined at the end)
         self._kept = 0
         self._packed = False  # the frame came compressed
-        self._inflater = None  # ... and is being inflated (None once cut at the frame cap)
-        self._inflated: list[bytes] = []
+        self._inflater: MemberInflater | None = None  # ... and is being inflated
 
     @property
     def over_cap(self) -> bool:
@@ -203,7 +207,7 @@ class FrameReader:
         self._packed = packed is not None
         self._left = int(packed) if self._packed else size
         if self._packed:
-            self._inflater, self._inflated = zlib.decompressobj(wbits=31), []
+            self._inflater = MemberInflater(self.frame_cap + 1)
         if self._left == 0:
             self._finish_frame()
         return end + 1
@@ -213,9 +217,9 @@ class FrameReader:
         piece = view[at : at + take]
         self._left -= take
         if self._packed:
-            if self._inflater is not None:  # kept whole, to be stored as it came
+            if not self._inflater.cut:  # kept whole, to be stored as it came
                 self._parts.append(piece)
-                self._inflate(piece)
+                self._inflated(self._inflater.feed(piece))
         else:
             room = max(0, self.frame_cap - self._kept)
             if room:
@@ -228,20 +232,17 @@ class FrameReader:
             self._finish_frame()
         return at + take
 
-    def _inflate(self, piece: memoryview) -> None:
-        """At most one byte past the frame cap: a frame inflating further is cut there."""
-        room = self.frame_cap + 1 - self._kept
-        try:
-            out = self._inflater.decompress(piece, room)
-        except zlib.error as exc:
-            self.error = f"malformed probe output (compressed frame {self._key}: {exc})"
-            return
-        self._kept += len(out)
-        self.unpacked += len(out)
-        self._inflated.append(out)
-        if self._kept > self.frame_cap:
+    def _inflated(self, added: int) -> None:
+        """Count what the frame inflated (at most one byte past the frame cap: a frame
+        inflating further is cut there)."""
+        inflater = self._inflater
+        self._kept += added
+        self.unpacked += added
+        if inflater.error is not None:
+            self.error = f"malformed probe output (compressed frame {self._key}: {inflater.error})"
+        elif inflater.cut:
             self.cut.add(self._key or "")
-            self._inflater, self._parts = None, []  # the rest is read and dropped
+            self._parts = []  # the rest is read and dropped
 
     def _finish_frame(self) -> None:
         assert self._key is not None
@@ -251,16 +252,21 @@ class FrameReader:
         if not self._packed:
             body = b"".join(self._parts)
         else:
-            body = b"".join(self._inflated)[: self.frame_cap]
-            if inflater is not None:  # not cut: whole, or not a frame
-                if not inflater.eof or inflater.unused_data or len(body) != self._size:
+            self._inflated(inflater.finish())
+            if self.error is not None:
+                return
+            body = inflater.body()
+            if not inflater.cut:  # whole, or not a frame
+                if not inflater.whole or len(body) != self._size:
                     self.error = f"malformed probe output (compressed frame {key} is not whole)"
                     return
-                stream = _zlib_stream(b"".join(self._parts), body)
+                member = b"".join(self._parts)
+                stream = _zlib_stream(member, inflater.adler)
                 if stream is not None:
                     self.packed.add(body, stream)
+                    inflater.remember(member, body)
         self.frames[key] = body
-        self._key, self._parts, self._inflater, self._inflated = None, [], None, []
+        self._key, self._parts, self._inflater = None, [], None
         self._packed = False
 
 
