@@ -176,7 +176,7 @@ def main() -> None:
     if args.dump:
         import json
 
-        args.dump.write_text(json.dumps(snapshot.diagnosis, sort_keys=True))
+        args.dump.write_text(json.dumps(snapshot.whole_diagnosis(), sort_keys=True))
     print(f"{way}: nodes={args.nodes} ranks={ranks} step={args.step:g} s, gpu_shape {sources}")
     for label in sorted(runs[0][0].wall, key=lambda label: label.startswith("at the click")):
         cpu = [r[0].cpu.get(label, 0.0) for r in runs]

@@ -95,7 +95,7 @@ def main() -> None:
         print(f"database: {connection.vendor}; ranks {args.ranks}, nodes {args.nodes}")
         print(f"store evidence (import): {stored - started:.2f} s")
         print(
-            f"analyse + store the diagnosis ({len(snapshot.diagnosis['per_rank'])} per-rank "
+            f"analyse + store the diagnosis ({len(snapshot.whole_diagnosis()['per_rank'])} per-rank "
             f"rows inside): {analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
         )
 

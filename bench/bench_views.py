@@ -101,7 +101,7 @@ def _published_copy(snapshot, user):
     Snapshot.objects.create(
         incident=incident, cluster=snapshot.cluster, status=SnapshotStatus.DONE,
         finished_at=whole.finished_at, expected_world_size=whole.expected_world_size,
-        diagnosis=whole.diagnosis, rank_overview=whole.rank_overview,
+        diagnosis=whole.whole_diagnosis(), rank_overview=whole.rank_overview,
     )  # fmt: skip
     incident_change_status(incident=incident, to_status="resolved", by=user)
     postmortem_save(incident=incident, by=user, status="published", **SECTIONS)

@@ -1,13 +1,13 @@
 """Snapshots: one visit to every node of a cluster, its raw evidence and its diagnosis.
 
-The per-rank table lives in the diagnosis (its `per_rank`), the one form the pages, the API and
-exported post-mortems read; it is not stored a second time as rows. The diagnosis is stored
-as JSON (`Diagnosis.to_json()`) and read back typed (`Snapshot.read_diagnosis()`), whatever
-version stored it. Beside it, `rank_overview` (analysis/rankview.py): what a page shows of
-the table without reading it whole (counts and ranges per status, the chart's groups, the
-suspect, missing and first rows); pages read the diagnosis without its table
-(`Snapshot.objects.for_pages()`: cut in the database) and the rest of the table a page at a
-time (`RankSlice`).
+The diagnosis is stored as JSON (`Diagnosis.to_json()`): its head in `Snapshot.diagnosis`, its
+per-rank table (`per_rank`, 13 MB of the JSON at 32,000 ranks) apart in `RankChunk` rows
+(collectors/rankstore.py), both written by one UPDATE (`SnapshotQuerySet.update`) in one
+transaction. It is read back typed (`Snapshot.read_diagnosis()`), whatever version stored it.
+Beside it, `rank_overview` (analysis/rankview.py): what a page shows of the table without
+reading it (counts and ranges per status, the chart's groups, the suspect, missing and first
+rows); pages read the head (`Snapshot.objects.for_pages()`) and the table a page at a time
+(`Snapshot.rank_rows`: the chunks it falls in).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import zlib
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KT
 
@@ -23,6 +23,7 @@ from analysis.diagnosis import Diagnosis
 from analysis.evidence import EvidenceStatus
 from analysis.rankview import RankOverview, overview
 from clusters.models import Cluster, Node
+from collectors import rankstore
 from incidents.models import Incident
 
 
@@ -67,107 +68,38 @@ SNAPSHOT_FLOW = Transitions(
 ACTIVE_SNAPSHOT_STATUSES = SNAPSHOT_FLOW.active
 
 
-class DiagnosisHead(models.Func):
-    """The stored diagnosis without its per-rank table, cut in the database (at 32,000 ranks
-    the table is 12 MB of the JSON, the rest about 200 KB)."""
-
-    output_field = models.JSONField()
-
-    def __init__(self) -> None:
-        super().__init__(models.F("diagnosis"))
-
-    def as_postgresql(self, compiler, connection, **extra):
-        return self.as_sql(compiler, connection, template="(%(expressions)s - 'per_rank')")
-
-    def as_sqlite(self, compiler, connection, **extra):
-        return self.as_sql(
-            compiler, connection, template="json_remove(%(expressions)s, '$.per_rank')"
-        )
-
-
-class RankSlice(models.Func):
-    """Rows [start, stop) of the stored per-rank table, sliced in the database."""
-
-    output_field = models.JSONField()
-
-    def __init__(self, start: int, stop: int) -> None:
-        super().__init__(models.F("diagnosis"))
-        self.start, self.stop = int(start), int(stop)
-
-    def as_postgresql(self, compiler, connection, **extra):
-        sql, params = compiler.compile(self.source_expressions[0])
-        return (
-            f"jsonb_path_query_array({sql} -> 'per_rank', '$[$a to $b]', "
-            "jsonb_build_object('a', %s::int, 'b', %s::int))",
-            [*params, self.start, self.stop - 1],
-        )
-
-    def as_sqlite(self, compiler, connection, **extra):
-        sql, params = compiler.compile(self.source_expressions[0])
-        # `sql` is the compiled column reference; the bounds are parameters.
-        template = "(SELECT json_group_array(json(value)) FROM (SELECT value FROM json_each({}, '$.per_rank') LIMIT %s OFFSET %s))"  # noqa: E501
-        return template.format(sql), [*params, self.stop - self.start, self.start]
-
-
-class RankRowOf(models.Func):
-    """The stored per-rank table's row for one rank (or NULL), found in the database."""
-
-    output_field = models.JSONField()
-
-    def __init__(self, rank: int) -> None:
-        super().__init__(models.F("diagnosis"))
-        self.rank = int(rank)
-
-    def as_postgresql(self, compiler, connection, **extra):
-        sql, params = compiler.compile(self.source_expressions[0])
-        return (
-            f"jsonb_path_query_first({sql} -> 'per_rank', '$[*] ? (@.rank == $r)', "
-            "jsonb_build_object('r', %s::int))",
-            [*params, self.rank],
-        )
-
-    def as_sqlite(self, compiler, connection, **extra):
-        sql, params = compiler.compile(self.source_expressions[0])
-        template = "(SELECT value FROM json_each({}, '$.per_rank') WHERE json_extract(value, '$.rank') = %s LIMIT 1)"  # noqa: E501
-        return template.format(sql), [*params, self.rank]
-
-
-class RankFieldValues(models.Func):
-    """The distinct values one field takes over the stored per-rank table (nulls left out),
-    gathered in the database: a page that needs one column of 32,000 rows reads that."""
-
-    output_field = models.JSONField()
-
-    def __init__(self, name: str) -> None:
-        if not name.isidentifier():
-            raise ValueError(f"not a row field: {name!r}")
-        super().__init__(models.F("diagnosis"))
-        self.name = name
-
-    def as_postgresql(self, compiler, connection, **extra):
-        sql, params = compiler.compile(self.source_expressions[0])
-        # `sql` is the compiled column reference; the path (an identifier's) a parameter. The
-        # path's array, then its elements: a third of jsonb_path_query's time at 32,000 rows.
-        template = (
-            "(SELECT jsonb_agg(DISTINCT v) FROM jsonb_array_elements("
-            "jsonb_path_query_array({} -> 'per_rank', %s::jsonpath)) v)"
-        )
-        return template.format(sql), [*params, f"$[*].{self.name} ? (@ != null)"]
-
-    def as_sqlite(self, compiler, connection, **extra):
-        sql, params = compiler.compile(self.source_expressions[0])
-        field = f"$.{self.name}"
-        template = "(SELECT json_group_array(DISTINCT json_extract(value, %s)) FROM json_each({}, '$.per_rank') WHERE json_extract(value, %s) IS NOT NULL)"  # noqa: E501
-        return template.format(sql), [field, *params, field]
-
-
 class SnapshotQuerySet(QuerySet):
     def for_pages(self) -> SnapshotQuerySet:
-        """Snapshots as a page reads them: the diagnosis without its per-rank table (its
-        stored overview stands in for it: `read_diagnosis` carries the overview's rows)."""
+        """Snapshots as a page reads them: the diagnosis head (its stored overview's rows stand
+        in for the per-rank table: `read_diagnosis` carries them), the table left unread."""
         return self.defer("diagnosis").annotate(
-            diagnosis_head=DiagnosisHead(), has_diagnosis=Q(diagnosis__isnull=False)
+            diagnosis_head=models.F("diagnosis"), has_diagnosis=Q(diagnosis__isnull=False)
         )
+
+    def update(self, **changes) -> int:
+        """An UPDATE that writes a diagnosis stores its per-rank table apart (`RankChunk`
+        rows, collectors/rankstore.py), in the same transaction: no reader sees a head
+        without its rows, nor the rows of another verdict."""
+        if "diagnosis" not in changes:
+            return super().update(**changes)
+        head, rows = rankstore.split(changes["diagnosis"])
+        changes["diagnosis"] = head
+        changes["rank_values"] = rankstore.field_values(rows) if rows is not None else None
+        with transaction.atomic(using=self.db):
+            pks = list(self.select_for_update().values_list("pk", flat=True))
+            if not pks:
+                return 0
+            moved = Snapshot.objects.filter(pk__in=pks)._plain_update(**changes)
+            RankChunk.objects.filter(snapshot_id__in=pks).delete()
+            if rows:
+                made = rankstore.chunks(rows)
+                RankChunk.objects.bulk_create(
+                    RankChunk(snapshot_id=pk, **vars(chunk)) for pk in pks for chunk in made
+                )
+            return moved
+
+    def _plain_update(self, **changes) -> int:
+        return super().update(**changes)
 
 
 class Snapshot(models.Model):
@@ -195,6 +127,8 @@ class Snapshot(models.Model):
     )
     # analysis.rankview.RankOverview.to_json() of the diagnosis, stored with it.
     rank_overview = models.JSONField(null=True, blank=True)
+    # The distinct values of rankstore.VALUE_FIELDS over the per-rank table, stored with it.
+    rank_values = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     # What the scheduler said about the job when the snapshot started (collectors/scheduler.py:
     # the job, its steps, node states, the commands' output), or None for a listed-node cluster.
@@ -254,6 +188,32 @@ class Snapshot(models.Model):
             self.__dict__["_read_diagnosis"] = cached
         return cached[1]
 
+    def save(self, *args, **kwargs) -> None:
+        """A diagnosis saved with its per-rank table stores the table apart (as `update()`)."""
+        head, rows = rankstore.split(self.diagnosis)
+        if rows is None:
+            super().save(*args, **kwargs)
+            return
+        with transaction.atomic(using=kwargs.get("using")):
+            whole, self.diagnosis = self.diagnosis, head
+            try:
+                super().save(*args, **kwargs)
+            finally:
+                self.diagnosis = whole
+            Snapshot.objects.filter(pk=self.pk).update(diagnosis=whole)
+
+    def whole_diagnosis(self) -> dict | None:
+        """The stored diagnosis as JSON, its per-rank table read back from its chunks (an
+        export's, a test's: a page reads `for_pages()` and a page of rows)."""
+        head = self.diagnosis
+        if not isinstance(head, dict) or "per_rank" in head:
+            return head  # None, or held whole in memory (as it was just stored)
+        cached = self.__dict__.get("_whole_diagnosis")
+        if cached is None or cached[0] is not head:
+            cached = (head, {**head, "per_rank": self.rank_rows(0, None)})
+            self.__dict__["_whole_diagnosis"] = cached
+        return cached[1]
+
     def _diagnosis_data(self) -> dict | None:
         head = self.__dict__.get("diagnosis_head")
         if "diagnosis" in self.get_deferred_fields() and head is not None and self.rank_overview:
@@ -264,7 +224,7 @@ class Snapshot(models.Model):
                 light = (head, {**head, "per_rank": rows or []})
                 self.__dict__["_light_diagnosis"] = light
             return light[1]
-        return self.diagnosis
+        return self.whole_diagnosis()
 
     def read_rank_overview(self) -> RankOverview | None:
         """The per-rank table's overview: stored with the diagnosis, or (a diagnosis stored
@@ -274,38 +234,75 @@ class Snapshot(models.Model):
             return stored
         if "diagnosis" in self.get_deferred_fields() and self.__dict__.get("diagnosis_head"):
             self.__dict__.pop("_read_diagnosis", None)  # the whole table, this once
-        diagnosis = Diagnosis.from_json(self.diagnosis) if self.diagnosis else None
+        whole = self.whole_diagnosis()
+        diagnosis = Diagnosis.from_json(whole) if whole else None
         return overview(diagnosis) if diagnosis is not None else None
 
-    def rank_rows(self, start: int, stop: int) -> list[dict]:
-        """Rows [start, stop) of the stored per-rank table as JSON, sliced in the database."""
-        sliced = (
-            Snapshot.objects.filter(pk=self.pk).annotate(rows=RankSlice(start, stop))
-            .values_list("rows", flat=True).first()
-        )  # fmt: skip
-        return sliced if isinstance(sliced, list) else []
+    def rank_rows(self, start: int, stop: int | None) -> list[dict]:
+        """Rows [start, stop) of the stored per-rank table as JSON (stop None: to its end),
+        from the chunks they fall in."""
+        found = RankChunk.objects.filter(snapshot_id=self.pk)
+        if stop is not None:
+            if stop <= start:
+                return []
+            found = found.filter(first__lt=stop, first__gt=start - rankstore.CHUNK_ROWS)
+        rows: list[dict] = []
+        first = None
+        for at, stored in found.order_by("first").values_list("first", "rows"):
+            first = at if first is None else first
+            rows.extend(rankstore.rows_of(stored))
+        if first is None:
+            return []
+        return rows[start - first : None if stop is None else stop - first]
 
     def rank_row_json(self, rank: int) -> dict | None:
-        """The stored per-rank table's row for `rank` as JSON, found in the database."""
-        found = (
-            Snapshot.objects.filter(pk=self.pk).annotate(row=RankRowOf(rank))
-            .values_list("row", flat=True).first()
-        )  # fmt: skip
-        return found if isinstance(found, dict) else None
+        """The stored per-rank table's row for `rank` as JSON, from the chunk(s) whose rank
+        range holds it."""
+        rank = int(rank)
+        chunks = RankChunk.objects.filter(snapshot_id=self.pk, rank_lo__lte=rank, rank_hi__gte=rank)
+        for stored in chunks.order_by("first").values_list("rows", flat=True):
+            for row in rankstore.rows_of(stored):
+                if isinstance(row, dict) and row.get("rank") == rank:
+                    return row
+        return None
 
     def rank_field_values(self, name: str) -> list:
-        """The distinct values of one field of the stored per-rank table's rows."""
-        found = (
-            Snapshot.objects.filter(pk=self.pk).annotate(values=RankFieldValues(name))
-            .values_list("values", flat=True).first()
+        """The distinct values of one field of the stored per-rank table's rows (nulls left
+        out): made at write time for rankstore.VALUE_FIELDS, else from every chunk."""
+        if not name.isidentifier():
+            raise ValueError(f"not a row field: {name!r}")
+        stored = (
+            Snapshot.objects.filter(pk=self.pk).values_list("rank_values", flat=True).first()
         )  # fmt: skip
-        return found if isinstance(found, list) else []
+        if isinstance(stored, dict) and isinstance(stored.get(name), list):
+            return stored[name]
+        return rankstore.field_values(self.rank_rows(0, None), (name,))[name]
 
     @property
     def duration_s(self) -> float | None:
         if not self.finished_at:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+class RankChunk(models.Model):
+    """CHUNK_ROWS rows of a snapshot's per-rank table, in table order (collectors/rankstore.py):
+    written with the diagnosis head in one transaction (`SnapshotQuerySet.update`)."""
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="rank_chunks")
+    first = models.PositiveIntegerField(help_text="the position of its first row in the table")
+    count = models.PositiveIntegerField()
+    rank_lo = models.IntegerField(null=True)
+    rank_hi = models.IntegerField(null=True)
+    rows = models.BinaryField(help_text="zlib of the rows' JSON array")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "first"], name="one_rank_chunk_per_first")
+        ]
+
+    def __str__(self) -> str:
+        return f"ranks chunk {self.first}+{self.count} of snapshot {self.snapshot_id}"
 
 
 class NodeStatus(models.TextChoices):

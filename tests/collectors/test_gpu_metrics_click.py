@@ -79,7 +79,7 @@ def test_a_fetch_landing_after_the_last_node_is_waited_for_briefly_then_used_aga
     assert gpuclick.reanalyse_with_series(snapshot_id=snapshot.pk) == "done"
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.DONE
-    assert snapshot.diagnosis == expected
+    assert snapshot.whole_diagnosis() == expected
     assert snapshot.rank_overview == services.rank_overview(expected)
     assert _events(snapshot)[-1] == (
         f"Snapshot {snapshot.pk}: verdict made again with the GPU metrics — {expected['summary']}"

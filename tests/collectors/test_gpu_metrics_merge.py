@@ -62,7 +62,7 @@ def _verdict(snapshot: Snapshot) -> dict:
     snapshot_analyse(snapshot_id=snapshot.pk)
     snapshot.refresh_from_db()
     assert snapshot.status == "done", snapshot.error
-    return snapshot.diagnosis
+    return snapshot.whole_diagnosis()
 
 
 def test_the_series_reach_the_verdict_as_a_parse_again_would_give_it(bob, cluster):

@@ -15,6 +15,7 @@ from django.conf import settings
 ON_SQLITE = (
     "tests/collectors/test_provisional_deadline.py",
     "tests/collectors/test_read_ahead.py",
+    "tests/collectors/test_rank_chunks.py",
 )
 
 

@@ -83,7 +83,7 @@ def reads(monkeypatch):
 def _stored_diagnosis(snapshot: Snapshot) -> dict:
     snapshot.refresh_from_db()
     assert snapshot.status == SnapshotStatus.DONE, snapshot.error
-    return snapshot.diagnosis
+    return snapshot.whole_diagnosis()
 
 
 def test_the_readers_verdict_is_the_analysis_workers_and_reads_each_parse_once(cluster, bob, reads):

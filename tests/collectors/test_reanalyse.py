@@ -41,4 +41,4 @@ def test_an_old_verdict_is_read_as_stored_and_reanalysed_on_request(cluster, bob
     again = _diagnose(str(snapshot.pk), "--reanalyse")
     assert again["classification"] == "B" and again["rule"] != "unreachable"
     assert again["suspect_ranks"] == [0]
-    assert Snapshot.objects.get(pk=snapshot.pk).diagnosis == old  # nothing stored
+    assert Snapshot.objects.get(pk=snapshot.pk).whole_diagnosis() == old  # nothing stored

@@ -143,7 +143,7 @@ def test_raw_lines_on_the_guided_pages_are_masked_and_inert(as_user, bob, stalle
 
 def test_the_environment_comparison_masks_secrets_but_shows_they_differ(as_user, bob, stalled):
     incident, snapshot = stalled
-    diagnosis = snapshot.diagnosis
+    diagnosis = snapshot.whole_diagnosis()
     suspect = next(r for r in diagnosis["per_rank"] if r["rank"] == 3)
     healthy = next(r for r in diagnosis["per_rank"] if r["rank"] == 0)
     for row, value in ((suspect, SECRET), (healthy, SECRET[::-1])):

@@ -113,7 +113,7 @@ def test_an_incident_opened_with_only_a_ray_job_snapshots_its_workers_and_quotes
     alive, gone = (nodes[workers[rank]["ip"]].name for rank in ("0", "1"))
     assert listed == {alive: [workers["0"]["pid"]], gone: []}
 
-    diagnosis = snapshot.diagnosis
+    diagnosis = snapshot.whole_diagnosis()
     assert diagnosis["classification"] == "A", diagnosis["summary"]
     assert diagnosis["suspect_ranks"] == [1]
     quoted = "\n".join(str(e) for e in diagnosis["evidence"])

@@ -1,12 +1,11 @@
 """Every view beside the incident page reads a large job's snapshot without its whole per-rank
-table (12 MB of JSON at 32,000 ranks): the diagnosis cut in the database, a rank's row found
-by itself, the table a page at a time. Each view's content stays what it was."""
+table (12 MB of JSON at 32,000 ranks, stored apart in chunks): the diagnosis head, a rank's
+row from the one chunk that holds it, the table a page at a time. Each view's content stays what it was."""
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 
 import pytest
 from django.db import connection
@@ -15,7 +14,8 @@ from django.urls import reverse
 
 from analysis.records import RankRow
 from collectors import selectors
-from collectors.models import RankFieldValues, RankRowOf, Snapshot
+from collectors import rankstore
+from collectors.models import RankChunk, Snapshot
 from incidents.services import incident_open
 from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
 from tests.pages.test_evidence_viewer import crashed  # noqa: F401 - a fixture
@@ -25,8 +25,18 @@ pytestmark = pytest.mark.django_db
 WORLD, SUSPECT, MISSING = 2_000, 1_207, 1_733
 FAR = 1_500  # a rank no overview row holds (the overview: flagged rows, then ranks 0-199)
 
-# The diagnosis column itself in a select list (not its head or a slice, cut in the database).
-WHOLE_DIAGNOSIS = re.compile(r'"collectors_snapshot"\."diagnosis"(,| FROM)')
+# The per-rank table's chunks read without a bound (every chunk: the whole table).
+CHUNKS_READ = re.compile(r'FROM "collectors_rankchunk"')
+BOUNDED = re.compile(r'"collectors_rankchunk"\."(first" <|rank_lo" <=)')
+
+
+class _Whole:
+    @staticmethod
+    def search(sql: str) -> bool:
+        return bool(CHUNKS_READ.search(sql)) and not BOUNDED.search(sql) and "DELETE" not in sql
+
+
+WHOLE_DIAGNOSIS = _Whole()
 
 
 @pytest.fixture
@@ -37,7 +47,7 @@ def fleet(bob, cluster):
 
 
 def whole_reads(client, url: str, *, status: int = 200) -> list[str]:
-    """The queries of one GET that select the whole diagnosis column."""
+    """The queries of one GET that read the whole per-rank table."""
     with CaptureQueriesContext(connection) as queries:
         response = client.get(url)
     assert response.status_code == status, (url, response.status_code)
@@ -57,23 +67,13 @@ def test_a_ranks_row_is_found_in_the_database_when_no_overview_row_holds_it(flee
     assert "diagnosis" in light.get_deferred_fields()
 
 
-def test_the_row_lookup_is_the_same_in_sqlite():
-    class Compiler:
-        def compile(self, expression):
-            return "diagnosis", []
-
-    def compiled(rank: int) -> tuple[str, list]:
-        sql, params = RankRowOf(rank).as_sqlite(Compiler(), None)
-        return sql.replace("%s", "?"), params  # Django's placeholders, sqlite3's
-
-    sql, params = compiled(7)
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE TABLE t (diagnosis TEXT)")
-    db.execute("""INSERT INTO t VALUES ('{"per_rank": [{"rank": 3}, {"rank": 7, "node": "n"}]}')""")
-    found = db.execute(f"SELECT {sql} FROM t", params).fetchone()  # noqa: S608 - ours
-    assert found == ('{"rank":7,"node":"n"}',)
-    none, params = compiled(8)
-    assert db.execute(f"SELECT {none} FROM t", params).fetchone() == (None,)  # noqa: S608
+def test_a_ranks_row_is_read_from_the_one_chunk_whose_ranks_hold_it(fleet):
+    _, snapshot, diagnosis = fleet
+    assert RankChunk.objects.filter(snapshot=snapshot).count() == -(-WORLD // rankstore.CHUNK_ROWS)
+    with CaptureQueriesContext(connection) as queries:
+        assert snapshot.rank_row_json(FAR) == diagnosis["per_rank"][FAR]
+    assert len(queries) == 1 and BOUNDED.search(queries[0]["sql"])
+    assert snapshot.rank_row_json(WORLD + 5) is None
 
 
 def test_the_guided_pages_read_no_whole_table(client, bob, fleet):
@@ -112,20 +112,10 @@ def test_the_post_mortems_first_draft_finds_the_last_step_in_the_whole_table(cli
     assert "2026-11-30 10:17:42 | Last step line written" in page
 
 
-def test_the_rank_stamps_are_gathered_the_same_in_sqlite():
-    class Compiler:
-        def compile(self, expression):
-            return "diagnosis", []
-
-    sql, params = RankFieldValues("last_step_at").as_sqlite(Compiler(), None)
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE TABLE t (diagnosis TEXT)")
-    rows = '[{"rank": 0, "last_step_at": "a"}, {"rank": 1}, {"rank": 2, "last_step_at": "a"}]'
-    db.execute("INSERT INTO t VALUES (?)", [f'{{"per_rank": {rows}}}'])
-    query = f"SELECT {sql.replace('%s', '?')} FROM t"  # noqa: S608 - our own compiled SQL
-    assert db.execute(query, params).fetchone() == ('["a"]',)
-    with pytest.raises(ValueError):
-        RankFieldValues("x') OR (1")
+def test_the_rank_stamps_are_gathered_when_the_table_is_stored():
+    rows = [{"rank": 0, "last_step_at": "a"}, {"rank": 1}, {"rank": 2, "last_step_at": "a"}]
+    assert rankstore.field_values(rows) == {"last_step_at": ["a"]}
+    assert rankstore.field_values(rows, ("rank",)) == {"rank": [0, 1, 2]}
 
 
 def test_the_evidence_viewer_reads_no_whole_table(client, bob, crashed):  # noqa: F811

@@ -38,7 +38,7 @@ def test_diagnose_prints_a_stored_snapshots_diagnosis(analysed, capsys):
     _, snapshot = analysed
     call_command("diagnose", str(snapshot.pk), "--json")
     printed = json.loads(capsys.readouterr().out)
-    assert printed == snapshot.diagnosis
+    assert printed == snapshot.whole_diagnosis()
     # what a person reads first comes first, whatever order the database keeps
     assert list(printed)[:3] == ["classification", "summary", "suspect_ranks_compact"]
     call_command("diagnose", str(snapshot.pk))
@@ -59,7 +59,7 @@ def test_bundle_export_then_import_keeps_the_evidence(
     imported = Snapshot.objects.exclude(pk=snapshot.pk).get()
     snapshot_analyse(snapshot_id=imported.pk)
     imported.refresh_from_db()
-    assert imported.diagnosis == snapshot.diagnosis
+    assert imported.whole_diagnosis() == snapshot.whole_diagnosis()
     (tmp_path / "evil.tar.gz").write_bytes(b"not a tar")
     with pytest.raises(CommandError, match="bundle refused"):
         call_command("bundle", "import", str(incident.pk), str(tmp_path / "evil.tar.gz"))

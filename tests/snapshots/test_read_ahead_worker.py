@@ -56,7 +56,7 @@ def test_the_final_verdict_with_a_reader_ahead(
         )
         snapshot.refresh_from_db()
         # The verdict the analysis makes from what is stored, whoever made it.
-        assert snapshot.diagnosis == services.snapshot_diagnosed(snapshot)[0]
+        assert snapshot.whole_diagnosis() == services.snapshot_diagnosed(snapshot)[0]
         made_by_reader = f"final verdict of snapshot {snapshot.pk} made in" in (
             ahead.log_path.read_text()
         )

@@ -60,7 +60,7 @@ def test_a_click_on_snapshot_collects_every_rank_and_names_the_dead_one(
     assert diagnosis["missing_ranks"] == expected["missing_ranks"] == [3]
     assert diagnosis["suspect_ranks"] == [3]
     assert diagnosis["last_completed_step"] == expected["last_global_step"]
-    assert [row["rank"] for row in snapshot.diagnosis["per_rank"]] == [0, 1, 2, 3]
+    assert [row["rank"] for row in snapshot.whole_diagnosis()["per_rank"]] == [0, 1, 2, 3]
 
     phases = [e.details.get("phase") for e in incident.events.filter(kind=EventKind.SNAPSHOT)]
     assert phases == ["started", "finished"]

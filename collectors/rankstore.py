@@ -1,0 +1,79 @@
+"""The per-rank table stored apart from the diagnosis head, in chunks (`RankChunk` rows).
+
+At 32,000 ranks the table is ~13 MB of the diagnosis's JSON; stored inside the jsonb column,
+the verdict's UPDATE parsed, compressed and wrote all of it, and every page of it decompressed
+the whole column. Stored as chunks of CHUNK_ROWS rows in table order (JSON, zlib level 1), a
+page reads the one or two chunks it falls in, a rank the chunk whose rank range holds it, and
+the write is a few small bytea rows. Pure functions here; the model and its readers in
+collectors/models.py.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+
+CHUNK_ROWS = 1000
+# The row fields whose distinct values a reader gathers over the whole table (the post-mortem's
+# latest step stamp): made at write time, so no reader decodes every chunk for them.
+VALUE_FIELDS = ("last_step_at",)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    first: int  # the position of its first row in the table
+    count: int
+    rank_lo: int | None  # its rows' smallest and largest rank (None: no row has one)
+    rank_hi: int | None
+    rows: bytes  # zlib of the rows' JSON array
+
+
+def split(diagnosis: dict | None) -> tuple[dict | None, list | None]:
+    """The diagnosis head (without `per_rank`) and the table, or (diagnosis, None) if it has
+    none (None, or stored in its head already)."""
+    if not isinstance(diagnosis, dict) or "per_rank" not in diagnosis:
+        return diagnosis, None
+    head = {k: v for k, v in diagnosis.items() if k != "per_rank"}
+    rows = diagnosis["per_rank"]
+    return head, rows if isinstance(rows, list) else []
+
+
+def chunks(rows: list) -> list[Chunk]:
+    made = []
+    for first in range(0, len(rows), CHUNK_ROWS):
+        part = rows[first : first + CHUNK_ROWS]
+        ranks = [r["rank"] for r in part if isinstance(r, dict) and isinstance(r.get("rank"), int)]
+        text = json.dumps(part, separators=(",", ":")).encode()
+        made.append(
+            Chunk(
+                first=first,
+                count=len(part),
+                rank_lo=min(ranks) if ranks else None,
+                rank_hi=max(ranks) if ranks else None,
+                rows=zlib.compress(text, 1),
+            )
+        )
+    return made
+
+
+def rows_of(stored: bytes | memoryview) -> list:
+    rows = json.loads(zlib.decompress(bytes(stored)))
+    return rows if isinstance(rows, list) else []
+
+
+def field_values(rows: list, names=VALUE_FIELDS) -> dict[str, list]:
+    """The distinct non-null values each named field takes over the rows (first seen order)."""
+    found: dict[str, dict] = {name: {} for name in names}
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        for name in names:
+            value = row.get(name)
+            if value is None:
+                continue
+            # A scalar is its own key (with its type: 1 and True are one dict key otherwise).
+            plain = isinstance(value, (str, int, float, bool))
+            key = (type(value), value) if plain else json.dumps(value, sort_keys=True)
+            found[name].setdefault(key, value)
+    return {name: list(values.values()) for name, values in found.items()}
