@@ -47,7 +47,7 @@ def test_stored_artifacts_read_back_byte_for_byte(bob, cluster):
     connection.vendor != "postgresql", reason="a PostgreSQL column's TOAST compression"
 )
 def test_artifacts_are_compressed_by_postgresql_with_lz4_where_it_has_it():
-    # pglz was most of a group's store (its artifacts' COPY): migration 0016.
+    # pglz was most of a group's store (its artifacts' COPY): migration 0017.
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"

@@ -33,7 +33,7 @@ def pglz(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("collectors", "0015_snapshot_read_ahead_lease"),
+        ("collectors", "0016_rank_chunks"),
     ]
 
     operations = [migrations.RunPython(lz4, pglz)]
