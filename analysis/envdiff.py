@@ -24,24 +24,7 @@ def env_diffs(env: dict[int, dict[str, str]], rank_node: dict[int, str]) -> list
     """Every variable whose value is not the same on all ranks that have an environment."""
     if len(env) < 2:
         return []
-    # Ranks that share one environment object (a stored node parse keeps one for a node's
-    # ranks when they are alike) are read once: variables x environments, not x ranks.
-    shared: dict[int, tuple[dict[str, str], list[int]]] = {}
-    for rank, variables in env.items():
-        found = shared.get(id(variables))
-        if found is None:
-            found = shared[id(variables)] = (variables, [])
-        found[1].append(rank)
-    # Then environments alike in content once (each node's object is its own, most hold the
-    # same): variables x distinct environments.
-    alike: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[int]]] = {}
-    for variables, ranks in shared.values():
-        key = tuple(sorted(variables.items()))
-        found = alike.get(key)
-        if found is None:
-            alike[key] = (variables, ranks)
-        else:
-            found[1].extend(ranks)
+    alike = _alike(env)
     names: set[str] = set()
     for variables, _ in alike.values():
         names.update(variables)
@@ -66,6 +49,38 @@ def env_diffs(env: dict[int, dict[str, str]], rank_node: dict[int, str]) -> list
             )
         diffs.append({"name": name, "values": values, "expected_per_rank": name in PER_RANK})
     return diffs
+
+
+def _alike(env: dict[int, dict[str, str]]) -> dict[tuple, tuple[dict[str, str], list[int]]]:
+    """Each distinct environment (by content) with its ranks."""
+    # Ranks that share one environment object (a stored node parse keeps one for a node's
+    # ranks when they are alike) are read once: variables x environments, not x ranks.
+    shared: dict[int, tuple[dict[str, str], list[int]]] = {}
+    for rank, variables in env.items():
+        found = shared.get(id(variables))
+        if found is None:
+            found = shared[id(variables)] = (variables, [])
+        found[1].append(rank)
+    # Then environments alike in content once (each node's object is its own, most hold the
+    # same): variables x distinct environments. First by names and values as they come (two
+    # flat tuples a rank: half the cost of its sorted items), then those few by content.
+    spelled: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[dict[str, str], list[int]]] = {}
+    for variables, ranks in shared.values():
+        key = (tuple(variables), tuple(variables.values()))
+        found = spelled.get(key)
+        if found is None:
+            spelled[key] = (variables, ranks)
+        else:
+            found[1].extend(ranks)
+    alike: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[int]]] = {}
+    for variables, ranks in spelled.values():
+        key = tuple(sorted(variables.items()))
+        found = alike.get(key)
+        if found is None:
+            alike[key] = (variables, ranks)
+        else:
+            found[1].extend(ranks)
+    return alike
 
 
 def minority_ranks(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 def op_key(op: str | None) -> str:
@@ -21,8 +22,10 @@ def op_key(op: str | None) -> str:
     return name.removesuffix("base").removesuffix("coalesced") or name
 
 
-@dataclass(frozen=True)
-class CollectiveRecord:
+class CollectiveRecord(NamedTuple):
+    """One rank's position in one group's sequence, as one of its lines says (a tuple: one is
+    made for every rank's watchdog line of a hung job, and a frozen class costs 4x more)."""
+
     rank: int
     node: str
     source: str  # "watchdog" | "detail" | "desync"
@@ -42,22 +45,26 @@ class CollectiveRecord:
 
 def collective_records(snap) -> dict[int, tuple[CollectiveRecord, ...]]:
     per_rank: dict[int, list[CollectiveRecord]] = defaultdict(list)
+    groups: dict[str | None, str] = {}  # as printed -> its id: a job prints a few
     for node, rank, fact in snap.collectives:
         if rank is None:
             continue
+        pg = groups.get(fact.pg)
+        if pg is None:
+            pg = groups[fact.pg] = _pg_id(fact.pg)
         per_rank[rank].append(
             CollectiveRecord(
-                rank=rank,
-                node=node,
-                source=fact.source,
-                pg=_pg_id(fact.pg),
-                seq=fact.seq,
-                op=fact.op or "",
-                numel_in=fact.numel_in,
-                numel_out=fact.numel_out,
-                dtype=fact.dtype,
-                shapes=fact.shapes,
-                line=fact.line,
+                rank,
+                node,
+                fact.source,
+                pg,
+                fact.seq,
+                fact.op or "",
+                fact.numel_in,
+                fact.numel_out,
+                fact.dtype,
+                fact.shapes,
+                fact.line,
             )
         )
     return {rank: tuple(records) for rank, records in per_rank.items()}

@@ -5,6 +5,7 @@ CUDA driver), compared across nodes like the environment; and which node an addr
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from analysis.stacks import compact_ranks
 
@@ -28,12 +29,31 @@ def _config_node(snap, node: str, host: str | None, hosts: dict[str, str]) -> st
     return node
 
 
+def _owners(snap, hosts: dict[str, str]) -> Callable[[str, str | None], str]:
+    """_config_node, once per (node, host): every rank of a node prints the same prefix."""
+    known: dict[tuple[str, str | None], str] = {}
+
+    def owner(node: str, host: str | None) -> str:
+        found = known.get((node, host))
+        if found is None:
+            found = known[(node, host)] = _config_node(snap, node, host, hosts)
+        return found
+
+    return owner
+
+
 def node_addresses(snap) -> dict[str, str]:
     """Address or host name -> node, from NCCL's Bootstrap / NET lines and the nodes' names."""
     hosts = _node_of_host(snap)
     table = dict(hosts)
+    owner_of = _owners(snap, hosts)
+    read: set[tuple] = set()  # a node's ranks print the same lines: the first one tells
     for node, _rank, fact in snap.nccl_config:
-        owner = _config_node(snap, node, fact.host, hosts)
+        said = (node, fact.host, fact.addresses)
+        if said in read or (not fact.addresses and not fact.host):
+            continue
+        read.add(said)
+        owner = owner_of(node, fact.host)
         for address in fact.addresses:
             table.setdefault(address, owner)
         if fact.host:
@@ -48,8 +68,9 @@ def nccl_config_diffs(snap) -> list[dict]:
     values: dict[str, dict[str, str]] = defaultdict(dict)  # key -> node -> value
     reporters: dict[str, set[int]] = defaultdict(set)  # node -> ranks that reported its lines
     lines: dict[tuple[str, str], str] = {}
+    owner_of = _owners(snap, hosts)
     for node, rank, fact in snap.nccl_config:
-        owner = _config_node(snap, node, fact.host, hosts)
+        owner = owner_of(node, fact.host)
         values[fact.key].setdefault(owner, fact.value)
         lines.setdefault((fact.key, owner), fact.line)
         if rank is not None:

@@ -123,6 +123,8 @@ def log_errors(facts: Facts, rank: int, limit: int = 3) -> list[Quote]:
                 ):
                     quoted.append(Quote(QuoteKind.LOG_ERROR, signal.node, rank, signal.text))
     for node_name, log in facts.snap.logs_of_note:
+        if not log.errors:
+            continue  # most logs of a big job (their timeouts are signals)
         local = facts.local_maps.get(node_name, {})
         mine = [
             fact

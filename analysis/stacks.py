@@ -112,9 +112,15 @@ def compact_ranks(ranks: Iterable[int]) -> str:
     ordered = sorted(set(ranks))
     parts = []
     start, count = 0, len(ordered)
+    last = count - 1
     while start < count:
-        first, end = ordered[start], _run_end(ordered, start)
-        parts.append(str(first) if end == start else f"{first}-{ordered[end]}")
+        first = ordered[start]
+        if start == last or ordered[start + 1] != first + 1:  # alone (every 8th rank): no gallop
+            parts.append(str(first))
+            start += 1
+            continue
+        end = _run_end(ordered, start)
+        parts.append(f"{first}-{ordered[end]}")
         start = end + 1
     return ", ".join(parts)
 

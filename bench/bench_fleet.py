@@ -346,6 +346,16 @@ _STORED_DUE = re.compile(
 _READER_FINAL = re.compile(
     _AT + r"final verdict of snapshot (?P<snapshot>\d+) made in (?P<run_s>[\d.]+) s"
 )
+# Each ssh process's end of the fleet: when it took no more of the snapshot's nodes, how many
+# it was still visiting, and its stores after (fanout.py logs those).
+_NO_MORE = re.compile(
+    r"^\[(?P<at>[\d-]+ [\d:,]+): \w+/(?P<process>[\w-]+)\] taking no more nodes of snapshot "
+    r"(?P<snapshot>\d+) \([^)]*\): (?P<visiting>\d+) being visited"
+)
+_STORED = re.compile(
+    r"^\[(?P<at>[\d-]+ [\d:,]+): \w+/(?P<process>[\w-]+)\] stored (?P<nodes>\d+) nodes of "
+    r"snapshot (?P<snapshot>\d+) "
+)
 
 
 def _log_at(text: str, last) -> float:
@@ -355,13 +365,24 @@ def _log_at(text: str, last) -> float:
 
 def _hand_off(snapshot, logs: list[Path], last) -> dict:
     """The last group's store (how many nodes, when its commit was logged, and when the last of
-    their visits ended: the logged wait before it) and the reader's final verdict (its start,
-    from its logged run), in seconds from the last node's row's finished_at; None when not
-    logged. The visits' end is that group's: a node of another group could have ended later
-    and committed first (then the tail from the last visit is longer than said here)."""
+    their visits ended: the logged wait before it), the reader's final verdict (its start,
+    from its logged run) and each ssh process's end (when it took no more, how many nodes it
+    was visiting then, its last store after), in seconds from the last node's row's
+    finished_at; None when not logged. The visits' end is that group's: a node of another
+    group could have ended later and committed first (then the tail from the last visit is
+    longer than said here)."""
     store = reader = None
+    ends: dict[str, dict] = {}  # by ssh process: its last nodes (see _NO_MORE)
     for log in logs:
         for line in log.read_text(errors="replace").splitlines() if log.exists() else ():
+            if (match := _NO_MORE.match(line)) and int(match["snapshot"]) == snapshot.pk:
+                at = _log_at(match["at"], last)
+                ends[match["process"]] = {"no_more": at, "visiting": int(match["visiting"])}
+            stored = _STORED.match(line)
+            if stored and int(stored["snapshot"]) == snapshot.pk and stored["process"] in ends:
+                end = ends[stored["process"]]
+                end["stored"] = end.get("stored", 0) + int(stored["nodes"])
+                end["last_store"] = _log_at(stored["at"], last)
             if (match := _STORED_DUE.match(line)) and int(match["snapshot"]) == snapshot.pk:
                 at = _log_at(match["at"], last)
                 store = {"nodes": int(match["nodes"]), "committed": at,
@@ -370,7 +391,7 @@ def _hand_off(snapshot, logs: list[Path], last) -> dict:
             elif (match := _READER_FINAL.match(line)) and int(match["snapshot"]) == snapshot.pk:
                 at = _log_at(match["at"], last)
                 reader = {"start": round(at - float(match["run_s"]), 3), "end": at}
-    return {"last_store": store, "reader_final": reader}
+    return {"last_store": store, "reader_final": reader, "ssh_ends": ends}
 
 
 def _tail(snapshot, logs: list[Path]) -> dict:

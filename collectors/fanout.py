@@ -100,6 +100,7 @@ class _Batch:
     visited: int = 0
     taken: int = 0
     more: bool = True  # the snapshot may still have pending nodes to take
+    shared: bool = False  # took a share of the last pending nodes: no more until a visit ends
 
     def submit_queued(self) -> None:
         while self.queue and len(self.in_flight) < self.fanout:
@@ -113,21 +114,34 @@ class _Batch:
         # Take more in bunches (a quarter of the pool), not one query per finished node.
         if not (self.more and room and (room >= max(1, self.fanout // 4) or not self.in_flight)):
             return False
+        if self.shared and self.in_flight:
+            return False  # the rest of the last ones are left to the others a while
         if clock() >= steal_until:
-            self.more = False
+            self._no_more("its time to take more is over")
             return False
         more_work = node_work.node_work_claim(
             task_id=self.task_id, snapshot_id=self.snapshot_id, limit=room
         )
         self.taken += len(more_work)
         self.queue.extend(more_work)
-        self.more = bool(more_work)
-        return self.more
+        self.shared = 0 < len(more_work) < room
+        if not more_work:
+            self._no_more("none left")
+        return bool(more_work)
+
+    def _no_more(self, why: str) -> None:
+        """Said in the worker's log: the fleet's end, this process's part of the tail."""
+        self.more = False
+        log.info(
+            "taking no more nodes of snapshot %s (%s): %d being visited, %d to store",
+            self.snapshot_id, why, len(self.in_flight) + len(self.queue), len(self.finished),
+        )  # fmt: skip
 
     def collect(self) -> None:
         """Waits up to FLUSH_S for visits to end: a transient failure with an attempt left is
         visited again after the retry delay, the rest are prepared and wait to be stored."""
         done, _ = wait(self.in_flight, timeout=FLUSH_S, return_when=FIRST_COMPLETED)
+        self.shared = self.shared and not done
         for future in done:
             work, (visit, ended) = self.in_flight.pop(future), future.result()
             if node_work.node_visit_retryable(work, visit):
@@ -154,7 +168,7 @@ class _Batch:
         # much of that was the store itself (its rows' finished_at is stamped as it starts).
         now = time.monotonic()
         log.log(
-            logging.INFO if due else logging.DEBUG,
+            logging.INFO if due or not self.more else logging.DEBUG,
             "stored %d nodes of snapshot %s %.3f s after the last of their visits ended, "
             "in a store of %.3f s%s",
             len(self.finished), self.snapshot_id, now - self.ended, now - started,

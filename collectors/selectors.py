@@ -298,7 +298,7 @@ class RankTablePage:
 
 def rank_row(snapshot: Snapshot, rank: int) -> RankRow | None:
     """One rank's row of the verdict's table: from the rows the snapshot was read with (a
-    page's: the overview's suspect, missing and first rows), else found in the database."""
+    page's: the overview's suspect, missing and first rows), else from the chunk holding it."""
     diagnosis = snapshot.read_diagnosis()
     row = diagnosis.rank_row(rank) if diagnosis else None
     if row is not None or diagnosis is None or "diagnosis" not in snapshot.get_deferred_fields():
@@ -330,7 +330,7 @@ class RankRowsPage(OffsetPage):
 
 
 def rank_rows_page(snapshot: Snapshot, offset: int, limit: int) -> RankRowsPage:
-    """Sliced in the database (one query); the length from the stored overview."""
+    """From the chunks of the table it falls in (one query); the length from the overview."""
     ranks = snapshot.read_rank_overview()
     total = ranks.total if ranks else 0
     stop = min(offset + limit, total)
@@ -339,15 +339,15 @@ def rank_rows_page(snapshot: Snapshot, offset: int, limit: int) -> RankRowsPage:
 
 
 def last_step_at(snapshot: Snapshot) -> datetime | None:
-    """When any rank last wrote a step line: the latest stamp of the whole table, gathered
-    in the database (one query; the distinct stamps, not the rows)."""
+    """When any rank last wrote a step line: the latest stamp of the whole table (one query:
+    its distinct stamps, stored with it, not the rows)."""
     stamps = [read_when(value) for value in snapshot.rank_field_values("last_step_at")]
     stamps = [stamp for stamp in stamps if stamp is not None]
     return max(stamps) if stamps else None
 
 
 def rank_page(snapshot: Snapshot, page: int) -> RankTablePage:
-    """Sliced in the database: one query whatever the number of ranks."""
+    """One query whatever the number of ranks: the chunk(s) of the table it falls in."""
     ranks = snapshot.read_rank_overview()
     total = ranks.total if ranks else 0
     pages = rank_page_count(total)

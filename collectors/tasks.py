@@ -146,8 +146,13 @@ def analyse_with_gpu_metrics(self, snapshot_id: int) -> None:
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
 def analyse_provisional(snapshot_id: int) -> None:
-    if not read_ahead.reader_alive(snapshot_id):  # else the reader makes it from what it holds
+    """The claimed first verdict: made here, or by a live reader from what it holds; one that
+    dies before it made it (killed, its database gone) stops renewing its lease, and the look
+    after the lease's time makes it here (the final verdict task waits for a reader so too)."""
+    if not read_ahead.reader_alive(snapshot_id):
         provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
+    elif provisional.provisional_awaited(snapshot_id):
+        analyse_provisional.apply_async((snapshot_id,), countdown=read_ahead.LEASE_S)
 
 
 @shared_task(soft_time_limit=ANALYSIS_LIMITS.soft_s, time_limit=ANALYSIS_LIMITS.hard_s)
@@ -155,8 +160,8 @@ def analyse_provisional_at_deadline(snapshot_id: int) -> None:
     """Are the slowest past the deadline (collectors/provisional.py)? Then the first verdict;
     not yet, the same check again when they may be; never, nothing more."""
     deadline = provisional.provisional_past_deadline(snapshot_id=snapshot_id)
-    if deadline.due and not read_ahead.reader_alive(snapshot_id):
-        provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id)
+    if deadline.due:
+        analyse_provisional(snapshot_id)  # claimed here: made here, or watched while a reader lives
     elif deadline.recheck_s is not None:
         analyse_provisional_at_deadline.apply_async((snapshot_id,), countdown=deadline.recheck_s)
 

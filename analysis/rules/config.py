@@ -72,7 +72,10 @@ def same_collective(facts: Facts) -> Finding | None:
     ]
     found += [f"Xid {xid.xid} on {node}" for node, xid in fatal]
     for _, log in facts.snap.logs_of_note:
-        evidence += [Quote(QuoteKind.NCCL_WARN, None, f.rank, f.line) for f in log.nccl_warn[-2:]]
+        if log.nccl_warn:  # a few logs of a big job
+            evidence += [
+                Quote(QuoteKind.NCCL_WARN, None, f.rank, f.line) for f in log.nccl_warn[-2:]
+            ]
     lead = (
         f"All {len(waiting)} ranks are present and wait in the same {facts.main_op()}"
         f"{step_text(facts, waiting)}; nobody is missing."

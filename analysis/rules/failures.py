@@ -19,6 +19,7 @@ from analysis.facts import Facts
 from analysis.findings import Finding
 from analysis.parsers.dmesg import FATAL_XIDS, XID_MEANING
 from analysis.signals import Signal
+from analysis.signals.summary import RankSignals
 from analysis.verdict import Quote, QuoteKind, capitalised, ranks_text
 
 # Failures that are a rank's own cause; a fatal error or an exception counts only when it
@@ -35,10 +36,7 @@ SAME_FAILURE_S = 5.0
 QUOTED = 4
 
 
-def _first_cause(facts: Facts, rank: int) -> Signal | None:
-    found = facts.snap.signals.by_rank.get(rank)
-    if found is None:
-        return None
+def _first_cause(facts: Facts, rank: int, found: RankSignals) -> Signal | None:
     gone = facts.departures.get(rank)
     if gone is not None and gone.stopped_by_launcher:
         return None  # the launcher stopped it, or it first waited for another: a victim
@@ -62,7 +60,9 @@ def _first_cause(facts: Facts, rank: int) -> Signal | None:
 def failed_first(facts: Facts) -> Finding | None:
     """The ranks whose own lines say they failed of a cause of their own, the earliest first;
     the ranks that report waiting are their victims."""
-    firsts = {r: s for r in facts.snap.signals.signalled if (s := _first_cause(facts, r))}
+    # signalled: the ranks with a failure of their own (a rank only a step moved has none)
+    signalled = facts.snap.signals.signalled
+    firsts = {r: s for r, found in signalled.items() if (s := _first_cause(facts, r, found))}
     if not firsts:
         return None
     culprits = _earliest(firsts)

@@ -36,3 +36,20 @@ def test_it_ignores_variables_outside_the_comms_prefixes():
     env = {0: {"NCCL_DEBUG": "INFO"}, 1: {"NCCL_DEBUG": "WARN"}}
     assert [d["name"] for d in env_diffs(env, {0: "a", 1: "b"})] == ["NCCL_DEBUG"]
     assert env_diffs({0: {"NCCL_DEBUG": "INFO"}}, {0: "a"}) == []
+
+
+def test_environments_alike_in_content_but_read_in_another_order_are_one_value():
+    # Each rank's own object; ranks 1 and 3 read their variables in another order.
+    env = {
+        0: {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "eth0"},
+        1: {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"},
+        2: {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "eth1"},
+        3: {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"},
+    }
+    nodes = {0: "a", 1: "a", 2: "b", 3: "b"}
+    (diff,) = env_diffs(env, nodes)
+    assert diff["name"] == "NCCL_SOCKET_IFNAME"
+    assert [(v["value"], v["ranks"], v["nodes"]) for v in diff["values"]] == [
+        ("eth0", "0-1, 3", ["a", "b"]),
+        ("eth1", "2", ["b"]),
+    ]

@@ -24,3 +24,23 @@ def test_step_lines_and_signals_together_give_the_newest_and_a_tie_keeps_the_ste
     tie = Signal("timeout", rank=2, node="n1", at=same_instant, text="t")
     moved = summarise([tie], steps=[(2, T0)], world=4).by_rank[2].last_moved_at
     assert moved == T0 and moved.tzinfo is UTC
+
+
+def test_by_rank_get_answers_as_its_items_do():
+    failed = Signal("timeout", rank=1, node="n1", at=T0, text="t")
+    by_rank = summarise([failed], steps=[(2, T0)], world=4).by_rank
+    assert by_rank.get(1).failures == (failed,)
+    assert by_rank.get(2) == RankSignals(rank=2, last_moved_at=T0) == by_rank[2]
+    assert by_rank.get(3) is None and by_rank.get(3, "none") == "none" and 3 not in by_rank
+
+
+def test_the_first_failure_is_the_earliest_stamped_the_first_read_of_equals_else_the_first():
+    unstamped = Signal("exception", rank=1, node="n1", text="no time")
+    late = Signal("timeout", rank=1, node="n1", at=T0 + timedelta(seconds=3), text="late")
+    early = Signal("timeout", rank=1, node="n1", at=T0, text="early")
+    same = Signal("killed", rank=1, node="n1", at=T0, text="same instant, read after")
+    alone = Signal("exception", rank=2, node="n1", text="alone")
+    by_rank = summarise([unstamped, late, early, same, alone], world=4).by_rank
+    assert by_rank[1].first_failure is early
+    assert by_rank[1].failures == (unstamped, late, early, same)
+    assert by_rank[2].first_failure is alone

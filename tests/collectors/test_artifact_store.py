@@ -4,6 +4,7 @@ reads back byte for byte: every byte value, non-ASCII names and text, empty piec
 import zlib
 
 import pytest
+from django.db import connection
 
 from analysis.evidence import NodeEvidence
 from collectors import services
@@ -40,3 +41,21 @@ def test_stored_artifacts_read_back_byte_for_byte(bob, cluster):
     assert stored == expected
     assert any(content == dump for content, _, _ in stored.values())
     assert any(cut for _, _, cut in stored.values())
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="a PostgreSQL column's TOAST compression"
+)
+def test_artifacts_are_compressed_by_postgresql_with_lz4_where_it_has_it():
+    # pglz was most of a group's store (its artifacts' COPY): migration 0017.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+        )
+        has_lz4 = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT attcompression FROM pg_attribute "
+            "WHERE attrelid = 'collectors_artifact'::regclass AND attname = 'compressed'"
+        )
+        method = cursor.fetchone()[0]
+    assert method == ("l" if has_lz4 else "")

@@ -102,7 +102,7 @@ def test_the_readers_verdict_is_the_analysis_workers_and_reads_each_parse_once(c
     assert (snapshot.reader, snapshot.reader_until) == ("", None)
 
 
-def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads):
+def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads, monkeypatch):
     incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
     snapshot = _collecting(incident, _evidence("tp-rank-stall"), bob)
     out = snapshot.collections.order_by("node_name").last()
@@ -113,6 +113,7 @@ def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads
     # Claimed again (95 % in) while a reader lives: the early worker's task leaves it.
     Snapshot.objects.filter(pk=snapshot.pk).update(provisional=provisional._DUE)
     assert read_ahead.lease_claim(snapshot.pk, "r" * 32)
+    monkeypatch.setattr(tasks.analyse_provisional, "apply_async", lambda *a, **k: None)
     tasks.analyse_provisional(snapshot.pk)
     assert provisional.provisional_awaited(snapshot.pk)
     read_ahead.lease_release(snapshot.pk, "r" * 32)
@@ -247,6 +248,33 @@ def test_a_reader_reads_for_so_long_then_a_new_one_follows(cluster, bob):
     assert outcome == "read long enough"
     assert read_ahead.final_turn(snapshot.pk) == "done"  # still collecting, and free to claim
     assert read_ahead.lease_claim(snapshot.pk, "n" * 32)
+
+
+def test_a_reader_that_dies_before_the_first_verdict_leaves_it_to_the_early_worker(
+    cluster, bob, monkeypatch
+):
+    incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
+    snapshot = _collecting(incident, _evidence("tp-rank-stall"), bob)
+    out = snapshot.collections.order_by("node_name").last()
+    NodeCollection.objects.filter(pk=out.pk).update(status=NodeStatus.RUNNING)
+    expected = provisional.snapshot_provisional_analyse(snapshot_id=snapshot.pk)
+    looks: list[tuple] = []
+    monkeypatch.setattr(
+        tasks.analyse_provisional, "apply_async", lambda args, countdown: looks.append(args)
+    )
+    # Claimed (95 % in) while a reader lives: left to it, looked at again after a lease.
+    Snapshot.objects.filter(pk=snapshot.pk).update(provisional=provisional._DUE)
+    assert read_ahead.lease_claim(snapshot.pk, "r" * 32)
+    tasks.analyse_provisional(snapshot.pk)
+    assert looks == [(snapshot.pk,)] and provisional.provisional_awaited(snapshot.pk)
+    # The reader killed before it made it: its lease runs out, unreleased.
+    Snapshot.objects.filter(pk=snapshot.pk).update(reader_until=timezone.now())
+    tasks.analyse_provisional(*looks.pop())
+    snapshot.refresh_from_db()
+    assert {k: v for k, v in snapshot.provisional.items() if k != "at"} == {
+        k: v for k, v in expected.items() if k != "at"
+    }
+    assert looks == []  # made: no more looks
 
 
 def test_only_large_snapshots_are_read_ahead(settings):

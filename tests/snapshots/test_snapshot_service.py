@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from clusters.services import cluster_create
+from clusters.services import cluster_create, node_create
 from collectors import fanout
 from collectors.models import Artifact, NodeCollection, NodeStatus, Snapshot, SnapshotStatus
 from collectors.node_work import node_collection_fail_stale, node_work_claim
@@ -16,6 +16,7 @@ from collectors.tasks import collect_nodes
 from hangdesk.budget import TIME_BUDGET
 from incidents.models import EventKind
 from incidents.services import incident_open
+from tests.conftest import HOST_KEY
 
 pytestmark = pytest.mark.django_db
 
@@ -124,6 +125,29 @@ def test_a_batch_with_room_takes_the_pending_nodes_of_another_batch(incident, bo
     assert (outcome.visited, outcome.taken, outcome.analysis_due) == (2, 1, (snapshot.pk,))
     assert set(snapshot.collections.values_list("task_id", "status")) == {("a", NodeStatus.FAILED)}
     assert visit([second.pk], "b", steal=True).visited == 0  # its own task finds it taken
+
+
+def test_the_last_pending_nodes_are_taken_in_halves_so_the_takers_end_together(incident, bob):
+    snapshot, _ = snapshot_start(incident=incident, by=bob)
+    # Two left, room for both: one taker gets half; the other the rest, not nothing.
+    first = node_work_claim(task_id="a", snapshot_id=snapshot.pk, limit=2)
+    second = node_work_claim(task_id="b", snapshot_id=snapshot.pk, limit=2)
+    assert [len(first), len(second)] == [1, 1]
+    assert {w.node_name for w in first + second} == {"gpu-0", "gpu-1"}
+    assert node_work_claim(task_id="c", snapshot_id=snapshot.pk, limit=2) == []
+
+
+def test_a_batch_taking_the_last_nodes_in_shares_visits_every_one(incident, bob, cluster):
+    for index in range(2, 7):
+        node_create(cluster=cluster, name=f"gpu-{index}", address=f"127.0.9.{index + 1}",
+                    port=22, username="root", key_path="/etc/hangdesk/id_ed25519",
+                    host_key=HOST_KEY)  # fmt: skip
+    snapshot, _ = snapshot_start(incident=incident, by=bob)
+    first = snapshot.collections.order_by("node_name").first()
+    # Room for all seven in one batch: the other six taken 3, then 2 after a visit ended, then 1.
+    outcome = visit([first.pk], "a", steal=True)
+    assert (outcome.visited, outcome.taken, outcome.analysis_due) == (7, 6, (snapshot.pk,))
+    assert set(snapshot.collections.values_list("task_id", "status")) == {("a", NodeStatus.FAILED)}
 
 
 def test_work_abandoned_by_a_lost_worker_is_failed_and_the_snapshot_finishes(incident, bob):
