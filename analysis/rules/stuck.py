@@ -8,12 +8,14 @@ combiner (analysis/findings.py) takes it only when this list is empty.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from analysis import jobtime, quotes
 from analysis.facts import Facts
 from analysis.findings import Context, StuckSignal
+from analysis.parsers.flight_recorder import FrEntry
 from analysis.parsers.logs import parse_timestamp
 from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
 from analysis.verdict import ranks_text
@@ -75,24 +77,23 @@ def _issued_at(facts: Facts, wanted: set[tuple[str, int]]) -> dict[tuple[str, in
     """(group, sequence number) -> when the first rank issued it."""
     first: dict[tuple[str, int], int] = {}
     seqs = {seq for _, seq in wanted}  # an int looked up an entry, a key built for few
-    # id(entry list) -> (place, key) of its wanted entries: a node's ranks alike share a list
-    # (analysis.fr_shared), read once; each dump's own times are then read at those places.
-    places: dict[int, list[tuple[int, tuple[str, int]]]] = {}
+    # A node's ranks alike share one entry list (analysis.fr_shared): each list's wanted
+    # places are found once, and the times of the dumps that share it read there by C.
+    shared: dict[int, tuple[list[FrEntry], list[list[int]]]] = {}  # id(entries) -> its times
     for dump in facts.snap.dumps:
         entries, times = dump.entries, dump.created_ns
         if len(times) != len(entries):
             continue  # no times kept (a dump edited out of step)
-        found = places.get(id(entries))
+        found = shared.get(id(entries))
         if found is None:
-            found = places[id(entries)] = [
-                (at, key)
-                for at, entry in enumerate(entries)
-                if entry.seq in seqs and (key := (entry.pg, entry.seq)) in wanted
-            ]
-        for at, key in found:
-            created = times[at]
-            if created:
-                first[key] = min(first.get(key, created), created)
+            found = shared[id(entries)] = (entries, [])
+        found[1].append(times)
+    for entries, times in shared.values():
+        for at, entry in enumerate(entries):
+            if entry.seq in seqs and (key := (entry.pg, entry.seq)) in wanted:
+                created = min(filter(None, map(itemgetter(at), times)), default=None)
+                if created is not None:
+                    first[key] = min(first.get(key, created), created)
     out = {}
     for key, ns in first.items():
         try:
@@ -133,27 +134,31 @@ def _timeouts(facts: Facts) -> list[StuckSignal]:
     found = [
         StuckSignal("timeout", rank, node, fact.line)
         for node, rank, fact in facts.snap.watchdog[:SIGNALS_KEPT]
-        if not _passed(fact.line, latest.get(rank, latest.get(None)))
+        if not _passed(fact.line, latest(rank))
     ]
     for node, log in facts.snap.logs_of_note:
         if not (log.desync or log.mismatches):
             continue  # most logs of a big job
         for fact in (*log.desync[:2], *log.mismatches[:2]):
-            if not _passed(fact.line, latest.get(fact.rank, latest.get(None))):
+            if not _passed(fact.line, latest(fact.rank)):
                 found.append(StuckSignal("timeout", fact.rank, node, fact.line))
         if len(found) >= SIGNALS_KEPT:
             break
     return found
 
 
-def _latest_steps(facts: Facts) -> dict[int | None, datetime]:
-    """rank -> when its latest step was logged; None -> the job's latest."""
-    latest: dict[int | None, datetime] = {
-        r: s.last_step_at for r, s in facts.ranks.items() if s.last_step_at is not None
-    }
-    if latest:
-        latest[None] = max(latest.values())
-    return latest
+def _latest_steps(facts: Facts) -> Callable[[int | None], datetime | None]:
+    """rank -> when its latest step was logged, else the job's latest. Asked of a few lines'
+    ranks: one walk in C for the job's latest, no map of every rank."""
+    ranks = facts.ranks
+    job = max(filter(None, map(_LAST_STEP, ranks.values())), default=None)
+
+    def step_at(rank: int | None) -> datetime | None:
+        state = ranks.get(rank) if rank is not None else None
+        at = state.last_step_at if state is not None else None
+        return job if at is None else at
+
+    return step_at
 
 
 def _passed(line: str, step_at: datetime | None) -> bool:

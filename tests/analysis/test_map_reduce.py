@@ -348,3 +348,8 @@ def test_long_tuples_encode_the_same_through_the_cache_and_it_stays_bounded():
     assert codec.encode(world, hint) == f"0-{codec._RUNS_TEXT_INTS - 1}"
     assert codec.encode(tuple(range(1000)), hint) == "0-999"
     assert sum(len(key) for key in codec._RUNS_TEXT) <= codec._RUNS_TEXT_INTS
+    shared = tuple(range(0, 3000, 3))  # the parser hands every dump one tuple: found by its id
+    assert codec.encode(shared, hint) == codec._runs_text(shared)
+    assert codec._RUNS_OF[id(shared)] == (shared, codec._runs_text(shared))
+    assert codec.encode(shared, hint) == codec.encode(tuple(list(shared)), hint)
+    assert sum(len(value) for value, _ in codec._RUNS_OF.values()) <= codec._RUNS_TEXT_INTS

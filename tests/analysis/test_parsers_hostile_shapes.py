@@ -78,3 +78,17 @@ def test_dumps_sharing_a_pg_config_share_rank_lists_no_caller_can_change():
     second = parse_flight_recorder("trace_rank_1", blob)
     assert second.pg_ranks == {"0": (0, 1, 2, 3)}
     assert second.pg_ranks["0"] is first.pg_ranks["0"]  # parsed once for every dump
+
+
+def test_rank_lists_alike_in_length_and_ends_are_each_read_as_themselves():
+    # The parser's cache finds a list by its length and first and last 48 characters, then
+    # compares it whole: lists that differ only in the middle must not be taken for each other.
+    head, tail = list(range(100)), list(range(1000, 1100))
+    lists = [[*head, 500 + k, 600 - k, *tail] for k in range(6)]  # same lengths, same ends
+    texts = [str(ranks) for ranks in lists]
+    assert len({len(t) for t in texts}) == 1 and len(set(texts)) == 6
+    for _ in range(2):  # the second time every one is cached (or evicted by its alikes)
+        for rank, (ranks, text) in enumerate(zip(lists, texts, strict=True)):
+            blob = pickle.dumps({"entries": [], "pg_config": {"0": {"ranks": text}}})
+            parsed = parse_flight_recorder(f"trace_rank_{rank}", blob)
+            assert parsed.pg_ranks == {"0": tuple(ranks)}

@@ -32,3 +32,15 @@ def test_by_rank_get_answers_as_its_items_do():
     assert by_rank.get(1).failures == (failed,)
     assert by_rank.get(2) == RankSignals(rank=2, last_moved_at=T0) == by_rank[2]
     assert by_rank.get(3) is None and by_rank.get(3, "none") == "none" and 3 not in by_rank
+
+
+def test_the_first_failure_is_the_earliest_stamped_the_first_read_of_equals_else_the_first():
+    unstamped = Signal("exception", rank=1, node="n1", text="no time")
+    late = Signal("timeout", rank=1, node="n1", at=T0 + timedelta(seconds=3), text="late")
+    early = Signal("timeout", rank=1, node="n1", at=T0, text="early")
+    same = Signal("killed", rank=1, node="n1", at=T0, text="same instant, read after")
+    alone = Signal("exception", rank=2, node="n1", text="alone")
+    by_rank = summarise([unstamped, late, early, same, alone], world=4).by_rank
+    assert by_rank[1].first_failure is early
+    assert by_rank[1].failures == (unstamped, late, early, same)
+    assert by_rank[2].first_failure is alone
