@@ -94,9 +94,10 @@ def main() -> None:
         snapshot.refresh_from_db()
         print(f"database: {connection.vendor}; ranks {args.ranks}, nodes {args.nodes}")
         print(f"store evidence (import): {stored - started:.2f} s")
+        rows = len(snapshot.whole_diagnosis()["per_rank"])
         print(
-            f"analyse + store the diagnosis ({len(snapshot.whole_diagnosis()['per_rank'])} per-rank "
-            f"rows inside): {analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
+            f"analyse + store the diagnosis ({rows} per-rank rows inside): "
+            f"{analysed - stored:.2f} s  -> {snapshot.diagnosis['classification']}"
         )
 
     client = Client()

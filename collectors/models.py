@@ -165,6 +165,20 @@ class Snapshot(models.Model):
     def __str__(self) -> str:
         return f"snapshot {self.pk} of {self.cluster.name} ({self.status})"
 
+    def save(self, *args, **kwargs) -> None:
+        """A diagnosis saved with its per-rank table stores the table apart (as `update()`)."""
+        head, rows = rankstore.split(self.diagnosis)
+        if rows is None:
+            super().save(*args, **kwargs)
+            return
+        with transaction.atomic(using=kwargs.get("using")):
+            whole, self.diagnosis = self.diagnosis, head
+            try:
+                super().save(*args, **kwargs)
+            finally:
+                self.diagnosis = whole
+            Snapshot.objects.filter(pk=self.pk).update(diagnosis=whole)
+
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_SNAPSHOT_STATUSES
@@ -187,20 +201,6 @@ class Snapshot(models.Model):
             cached = (data, Diagnosis.from_json(data))
             self.__dict__["_read_diagnosis"] = cached
         return cached[1]
-
-    def save(self, *args, **kwargs) -> None:
-        """A diagnosis saved with its per-rank table stores the table apart (as `update()`)."""
-        head, rows = rankstore.split(self.diagnosis)
-        if rows is None:
-            super().save(*args, **kwargs)
-            return
-        with transaction.atomic(using=kwargs.get("using")):
-            whole, self.diagnosis = self.diagnosis, head
-            try:
-                super().save(*args, **kwargs)
-            finally:
-                self.diagnosis = whole
-            Snapshot.objects.filter(pk=self.pk).update(diagnosis=whole)
 
     def whole_diagnosis(self) -> dict | None:
         """The stored diagnosis as JSON, its per-rank table read back from its chunks (an

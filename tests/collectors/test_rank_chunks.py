@@ -47,7 +47,9 @@ def test_the_verdicts_update_stores_the_head_and_the_table_apart(stored):
     )  # fmt: skip
     assert moved == 1
     head = _head_in_the_database(snapshot.pk)
-    assert "per_rank" not in head and head == {k: v for k, v in diagnosis.items() if k != "per_rank"}
+    assert "per_rank" not in head and head == {
+        k: v for k, v in diagnosis.items() if k != "per_rank"
+    }
     chunks = RankChunk.objects.filter(snapshot=snapshot).order_by("first")
     assert [(c.first, c.count, c.rank_lo, c.rank_hi) for c in chunks] == [
         (0, 1000, 0, 999), (1000, 1000, 1000, 1999), (2000, 345, 2000, WORLD - 1)

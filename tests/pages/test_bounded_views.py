@@ -1,6 +1,7 @@
 """Every view beside the incident page reads a large job's snapshot without its whole per-rank
 table (12 MB of JSON at 32,000 ranks, stored apart in chunks): the diagnosis head, a rank's
-row from the one chunk that holds it, the table a page at a time. Each view's content stays what it was."""
+row from the one chunk that holds it, the table a page at a time. Each view's content stays
+what it was."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from analysis.records import RankRow
-from collectors import selectors
-from collectors import rankstore
+from collectors import rankstore, selectors
 from collectors.models import RankChunk, Snapshot
 from incidents.services import incident_open
 from tests.pages.fleet import fleet_diagnosis, fleet_snapshot
