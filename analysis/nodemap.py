@@ -365,7 +365,7 @@ def _join_processes(parse: NodeParse, launched: dict[int, int]) -> JoinedProcess
         problems += process_onto(state, process, by_pid.get(pid), parse, started)
         if state.world_size:
             world_sizes.append(state.world_size)
-        env[rank] = process.env
+        env[rank] = _shared_env(process.env)
         rank_pids[pid] = rank
         states.append(state)
     environ = set(parse.environ_pids)
@@ -386,6 +386,23 @@ def _join_processes(parse: NodeParse, launched: dict[int, int]) -> JoinedProcess
         ranks_identified=ranks_identified(parse, environ, by_pid, rank_pids),
         kernel_signals=found,
     )
+
+
+# One object for alike environments across nodes (a node's parse shares one only among its
+# own ranks): a job's 32,000 ranks hold a few distinct ones, and `envdiff` reads each distinct
+# object once. Bounded as the stacks' readings are; the merge and the facts never change one.
+_ENVS: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+_ENVS_CACHED = 4096
+
+
+def _shared_env(variables: dict[str, str]) -> dict[str, str]:
+    key = tuple(variables.items())
+    known = _ENVS.get(key)
+    if known is None:
+        if len(_ENVS) >= _ENVS_CACHED:
+            _ENVS.clear()
+        known = _ENVS[key] = variables
+    return known
 
 
 def process_onto(

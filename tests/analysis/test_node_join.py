@@ -100,3 +100,27 @@ def test_the_read_back_joins_each_parse_and_no_merge_changes_it():
     second = diagnose_parses(head, parses, reparse).to_json()
     assert first == second
     assert [json.dumps(dataclasses.asdict(p.join), default=str) for p in parses] == before
+
+
+def test_alike_environments_are_one_object_across_nodes():
+    """Each node's parse is read back on its own; its join holds one object for each distinct
+    environment of the whole snapshot (`envdiff` reads each object once)."""
+    evidence = split_nodes(load_snapshot("outside"), ranks_per_node=1)
+    first = evidence.nodes[0]  # its rank's environment apart, the others' alike
+    first.environ = {
+        pid: raw.replace(b"NCCL_DEBUG=INFO", b"NCCL_DEBUG=WARN")
+        for pid, raw in first.environ.items()
+    }
+    stored = [
+        json.dumps(nodemap.to_json(nodemap.map_node(n, hosts={}, snapshot_collected_at=None)))
+        for n in evidence.nodes
+    ]
+    envs = [
+        env
+        for text in stored
+        for env in nodemap.from_json(json.loads(text)).join.processes.env.values()
+    ]
+    assert len(envs) == 4
+    distinct = {tuple(env.items()) for env in envs}
+    assert len(distinct) == 2
+    assert len({id(env) for env in envs}) == len(distinct)
