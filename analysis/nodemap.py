@@ -342,7 +342,12 @@ def join_node(parse: NodeParse) -> NodeJoin:
         launched = {}
         for entry in parse.logs:
             launched.update(entry.facts.pid_ranks)
-    return NodeJoin(logs=logs, processes=_join_processes(parse, launched))
+    processes = _join_processes(parse, launched)
+    beyond = []
+    if processes is not None:
+        own = processes.env  # by rank
+        beyond = [s.rank for entry in parse.logs for s in entry.steps if s.rank not in own]
+    return NodeJoin(logs=logs, processes=processes, steps_beyond=beyond)
 
 
 def _join_processes(parse: NodeParse, launched: dict[int, int]) -> JoinedProcesses | None:

@@ -126,6 +126,9 @@ class NodeJoin:
 
     logs: JoinedLogs | None
     processes: JoinedProcesses | None
+    # The ranks the logs' step summaries name beyond the node's own processes' (whose
+    # adopted states no step line has moved yet): what `fresh_for_steps` still has to ask.
+    steps_beyond: list[int] = field(default_factory=list)
 
 
 @dataclass

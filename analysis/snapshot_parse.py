@@ -172,7 +172,7 @@ def merge_parses(
         facts, rank_pids, taken = _merge_processes(node_parse, parsed, world_sizes, problem)
         if not still_holds(node_parse, hosts, rank_pids):
             node_parse, taken = reparse(index, rank_pids), None
-        if not fresh_for_steps(parsed.ranks, node_parse.logs):
+        if not _fresh_for_steps(parsed.ranks, node_parse, taken):
             node_parse, taken = reparse(index, rank_pids, False), None
         dumps = node_parse.dumps if flight_recorder else []
         kernel = taken.kernel_signals if taken is not None else None
@@ -259,6 +259,20 @@ def _adopt_rank_processes(
     for source, text in taken.problems:
         problem(node, source, text)
     return dict(taken.rank_pids)
+
+
+def _fresh_for_steps(
+    ranks: dict[int, RankState], node_parse: NodeParse, taken: JoinedProcesses | None
+) -> bool:
+    """`fresh_for_steps`; when the node's own processes were adopted (fresh states), only for
+    the ranks its logs' step summaries name beyond them."""
+    if taken is None:
+        return fresh_for_steps(ranks, node_parse.logs)
+    for rank in joined(node_parse).steps_beyond:
+        state = ranks.get(rank)
+        if state is not None and (state.last_step is not None or state.last_step_at is not None):
+            return False
+    return True
 
 
 def _reading_problems(node_parse: NodeParse, problem) -> None:
