@@ -8,8 +8,10 @@ rank, turned into a global one with the node's LOCAL_RANK -> RANK map), or from 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
+from operator import attrgetter
 
 from analysis.evidence import SnapshotEvidence
 from analysis.nodemap import (
@@ -240,7 +242,9 @@ def _merge_processes(
     return facts, rank_pids, taken
 
 
-_new_object = object.__new__
+# A RankState's fields in order, read in one C call: a copy made through the constructor keeps
+# the object's fast attribute layout (one given a __dict__ reads 2x slower in the facts).
+_RANK_FIELDS = attrgetter(*(f.name for f in dataclasses.fields(RankState)))
 
 
 def _adopt_rank_processes(
@@ -251,9 +255,7 @@ def _adopt_rank_processes(
     steps change the states)."""
     ranks = parsed.ranks
     for made in taken.states:
-        state = _new_object(RankState)
-        state.__dict__ = made.__dict__.copy()  # the fields as they are, in one C call
-        ranks[made.rank] = state
+        ranks[made.rank] = RankState(*_RANK_FIELDS(made))
     parsed.env.update(taken.env)
     world_sizes += taken.world_sizes
     for source, text in taken.problems:
