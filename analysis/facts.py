@@ -364,12 +364,12 @@ def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
     world = snap.expected_world_size
     if not world:
         return {}
-    reports = [s for found in snap.signals.signalled.values() for s in found.failures]
-    reports += [s for found in snap.signals.by_node.values() for s in found]
+    # The stall reports only, in reading order (a fleet's ranks hold 64,000 other failures).
+    signalled, by_node = snap.signals.signalled.values(), snap.signals.by_node.values()
+    reports = [s for found in signalled for s in found.failures if s.kind == "desync"]
+    reports += [s for found in by_node for s in found if s.kind == "desync"]
     out: dict[int, Signal] = {}
     for signal in reports:
-        if signal.kind != "desync":
-            continue
         match = _READY.search(signal.text)
         if match:
             ready = {int(r) for r in match.group(1).split(",")}
