@@ -107,13 +107,11 @@ class Facts:
         return self.step_range is not None
 
     def step_of(self, ranks) -> int | None:
-        states = self.snap.ranks
-        known = [
-            step
-            for r in ranks
-            if (state := states.get(r)) is not None and (step := state.last_step) is not None
-        ]
-        return max(known) if known else None
+        """The highest last step of these ranks, None without one (in C: rules ask it of
+        every rank of the world)."""
+        states = map(self.snap.ranks.get, ranks)
+        steps = map(_LAST_STEP, filter(_KNOWN, states))
+        return max(filter(_KNOWN, steps), default=None)
 
     def main_op(self) -> str | None:
         return self.ops.most_common(1)[0][0] if self.ops else None
@@ -186,7 +184,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         env_diffs=env_diffs(snap.env, rank_node),
         shell=shell_init_findings({n: f.shell_init for n, f in snap.nodes.items()}),
         nccl_diffs=nccl_config_diffs(snap),
-        peer_blames=tuple(_peer_blames(snap, node_addresses(snap))),
+        peer_blames=tuple(_peer_blames(snap)),
         slow_reports=_slow_reports(snap),
         oom_by_pid=_oom_by_pid(snap, started),
         local_maps=walk.local_maps,
@@ -206,6 +204,8 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
 
 
 _RANK = attrgetter("rank")  # 32,000 states read by C, not a generator's frame each
+_LAST_STEP = attrgetter("last_step")
+_KNOWN = partial(is_not, None)
 
 
 class _RankWalk:
@@ -364,12 +364,12 @@ def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
     world = snap.expected_world_size
     if not world:
         return {}
-    reports = [s for found in snap.signals.signalled.values() for s in found.failures]
-    reports += [s for found in snap.signals.by_node.values() for s in found]
+    # The stall reports only, in reading order (a fleet's ranks hold 64,000 other failures).
+    signalled, by_node = snap.signals.signalled.values(), snap.signals.by_node.values()
+    reports = [s for found in signalled for s in found.failures if s.kind == "desync"]
+    reports += [s for found in by_node for s in found if s.kind == "desync"]
     out: dict[int, Signal] = {}
     for signal in reports:
-        if signal.kind != "desync":
-            continue
         match = _READY.search(signal.text)
         if match:
             ready = {int(r) for r in match.group(1).split(",")}
@@ -423,10 +423,11 @@ def _oom_by_pid(snap: ParsedSnapshot, started: datetime | None) -> dict[int, tup
     return pids
 
 
-def _peer_blames(snap: ParsedSnapshot, addresses: dict[str, str]) -> list[PeerBlame]:
+def _peer_blames(snap: ParsedSnapshot) -> list[PeerBlame]:
     """Map each peer a line names (rank, host or address) to the ranks that live there."""
     if not snap.peer_errors:
-        return []  # most snapshots: no walk of the ranks for nothing to place
+        return []  # most snapshots: no walk of the ranks or lines for nothing to place
+    addresses = node_addresses(snap)
     ranks_of_node: dict[str, set[int]] = defaultdict(set)
     for rank, state in snap.ranks.items():
         ranks_of_node[state.node].add(rank)

@@ -196,16 +196,19 @@ class RankRow:
 
 
 def rows_json(rows: Iterable[RankRow]) -> list[dict[str, Any]]:
-    """The rows' JSON, each distinct step time written once: a node's ranks share one
-    (the same object, from the line they share), 32,000 `isoformat` calls at fleet scale."""
-    written: dict[int, str] = {}  # by id: every row, so its time, is alive meanwhile
+    """The rows' JSON, each distinct step time written once: a fleet's ranks log their steps
+    at a few times (each rank's its own object), 32,000 `isoformat` calls at fleet scale."""
+    # By value, zone and fold: times of one zone compare by their local fields alone, fold
+    # ignored, and two of them equal so may print apart (the hour a clock goes back).
+    written: dict[tuple, str] = {}
     out = []
     for row in rows:
         at, text = row.last_step_at, None
         if at is not None:
-            text = written.get(id(at))
+            spelled = (at, at.tzinfo, at.fold)
+            text = written.get(spelled)
             if text is None:
-                text = written[id(at)] = at.isoformat()
+                text = written[spelled] = at.isoformat()
         out.append(_row_json(row, text))
     return out
 

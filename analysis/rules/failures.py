@@ -157,6 +157,8 @@ def ras_named(facts: Facts) -> Finding | None:
     lines = [s for s in signals.ras_signals if s.kind == "ras"]
     lines += [s for found in signals.by_node.values() for s in found if s.kind == "ras"]
     lines += [s for found in signals.signalled.values() for s in found.failures if s.kind == "ras"]
+    if not lines:
+        return None  # no RAS line: nothing named (and no map of every node's pids)
     pids = {
         pid: rank
         for node in facts.nodes.values()

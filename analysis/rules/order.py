@@ -399,9 +399,11 @@ def _lagging(facts: Facts) -> dict[int, str]:
     """rank -> a line naming it behind: watchdog positions, desync reports, logged steps."""
     behind = dict(lagging_in_group(facts.collectives))
     watchdog = facts.watchdog or {}
-    lines = {r: f.line for _, r, f in facts.snap.watchdog if r is not None}
-    for rank in watchdog.get("lagging_ranks") or []:
-        behind.setdefault(rank, lines.get(rank, ""))
+    lagging = watchdog.get("lagging_ranks") or []
+    if lagging:  # a rank's last watchdog line (a fleet's: 64,000 lines, read when wanted)
+        lines = {r: f.line for _, r, f in facts.snap.watchdog if r is not None}
+        for rank in lagging:
+            behind.setdefault(rank, lines.get(rank, ""))
     for _, log in facts.snap.logs_of_note:
         for fact in log.desync:
             if fact.rank in log.lagging:

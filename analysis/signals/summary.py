@@ -68,26 +68,24 @@ _TALLIED = FAILURE_KINDS | {"progress", "checkpoint"}
 
 
 class _RankTally:
-    __slots__ = ("checkpoint", "first", "latest", "moved", "peers", "progress", "recent")
+    # One a rank of the world (32,000): what most ranks never need is made when first needed.
+    __slots__ = ("checkpoint", "failures", "moved", "peers", "progress", "recent")
 
     def __init__(self) -> None:
         self.moved: datetime | None = None
         self.progress: Signal | None = None
-        self.recent: list[Signal] = []
+        self.recent: list[Signal] | None = None
         self.checkpoint: Signal | None = None
-        self.first: list[Signal] = []
-        self.latest: list[Signal] = []
-        self.peers: dict[int, None] = {}
+        # Its first MAX_FAILURES // 2 failures, then its latest as many (the oldest of
+        # those dropped as one more comes).
+        self.failures: list[Signal] | None = None
+        self.peers: dict[int, None] | None = None
 
     def add(self, signal: Signal) -> None:
         if signal.at is not None and (self.moved is None or signal.at > self.moved):
             self.moved = signal.at
         if signal.kind == "progress":
-            if self.progress is None or _later(signal, self.progress):
-                self.progress = signal
-            self.recent.append(signal)
-            if len(self.recent) > MAX_PROGRESS:
-                del self.recent[0]
+            self._add_progress(signal)
             return
         if signal.kind == "checkpoint":
             if self.checkpoint is None or _later(signal, self.checkpoint):
@@ -95,17 +93,30 @@ class _RankTally:
             return
         if signal.kind not in FAILURE_KINDS:
             return
-        if signal.peer is not None and len(self.peers) < MAX_PEERS:
-            self.peers[signal.peer] = None
-        if len(self.first) < MAX_FAILURES // 2:
-            self.first.append(signal)
-        else:
-            self.latest.append(signal)
-            if len(self.latest) > MAX_FAILURES // 2:
-                del self.latest[0]
+        if signal.peer is not None:
+            if self.peers is None:
+                self.peers = {}
+            if len(self.peers) < MAX_PEERS:
+                self.peers[signal.peer] = None
+        failures = self.failures
+        if failures is None:
+            self.failures = [signal]
+            return
+        failures.append(signal)
+        if len(failures) > MAX_FAILURES:
+            del failures[MAX_FAILURES // 2]  # the oldest of the latest
+
+    def _add_progress(self, signal: Signal) -> None:
+        if self.progress is None or _later(signal, self.progress):
+            self.progress = signal
+        if self.recent is None:
+            self.recent = []
+        self.recent.append(signal)
+        if len(self.recent) > MAX_PROGRESS:
+            del self.recent[0]
 
     def done(self, rank: int) -> RankSignals:
-        failures = tuple(self.first + self.latest)
+        failures = tuple(self.failures) if self.failures else ()
         # The earliest stamped failure (the first of equals, as min gives), else the first
         # read: a loop over a few, 3x cheaper than a list and min() made for each rank.
         first = earliest = None
@@ -123,7 +134,7 @@ class _RankTally:
             first,
             failures,
             tuple(p for p in peers if p != rank) if peers else (),
-            tuple(self.recent),
+            tuple(self.recent) if self.recent else (),
             self.checkpoint,
         )
 
@@ -171,6 +182,23 @@ def _later(signal: Signal, than: Signal) -> bool:
     return True  # read later
 
 
+def _moved(steps: Iterable[tuple[int, datetime]], world: int | None) -> dict[int, datetime]:
+    """rank -> its latest step time, ranks past `world` ignored."""
+    steps = list(steps)
+    moved = dict(steps)  # in C: each rank once (a merge's rank states), all in the world
+    if len(moved) == len(steps) and (
+        world is None or not moved or 0 <= min(moved) <= max(moved) < world
+    ):
+        return moved
+    moved = {}
+    for rank, at in steps:
+        if world is None or 0 <= rank < world:
+            seen = moved.get(rank)
+            if seen is None or at > seen:
+                moved[rank] = at
+    return moved
+
+
 def summarise(
     signals: Iterable[Signal],
     ras: Iterable[tuple[str, RasReport]] = (),
@@ -181,21 +209,17 @@ def summarise(
     """Sum every signal of a snapshot per rank (ranks past `world` ignored) and per node.
     `steps` are (rank, time) of step lines the log reader's fast path took without the line
     reader (the lab's own step line): they move a rank's log too."""
-    moved: dict[int, datetime] = {}  # most ranks of a big job only moved: no tally for them
-    for rank, at in steps:
-        if world is None or 0 <= rank < world:
-            seen = moved.get(rank)
-            if seen is None or at > seen:
-                moved[rank] = at
+    moved = _moved(steps, world)  # most ranks of a big job only moved: no tally for them
     ranks: dict[int, _RankTally] = {}
     nodes: dict[str, list[Signal]] = {}
+    tallied = _TALLIED
     for signal in signals:
         rank = signal.rank
         if rank is not None and (world is None or 0 <= rank < world):
             tally = ranks.get(rank)
             if tally is None:
                 tally = ranks[rank] = _RankTally()
-            if signal.at is not None or signal.kind in _TALLIED:  # else it only names the rank
+            if signal.at is not None or signal.kind in tallied:  # else it only names the rank
                 tally.add(signal)
         elif signal.rank is None and signal.node and signal.kind in FAILURE_KINDS:
             kept = nodes.setdefault(signal.node, [])

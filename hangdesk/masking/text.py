@@ -415,7 +415,9 @@ def mask_text(text: str, *, key: bytes | None = None) -> str:
         text = _mask_pem_blocks(text, key)
     if "\0" in text:
         return _mask_environ_blob(text, key)
-    if len(text) > _LINEWISE_FROM and "\n" in text:
+    if len(text) > _LINEWISE_FROM:
+        if "\n" not in text:
+            return _mask_line(text, key)  # one long line (a rank list at fleet scale): as one
         return "".join(_mask_line(line, key) for line in text.splitlines(keepends=True))
     return _mask_words(text, key)
 
@@ -455,6 +457,9 @@ def mask_json(data, *, key: bytes | None = None):
     return _JsonMasker(key).walk(data, "", 0)
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})  # what a walk returns as it is
+
+
 class _JsonMasker:
     def __init__(self, key: bytes | None) -> None:
         self.key = key
@@ -472,6 +477,8 @@ class _JsonMasker:
         if isinstance(data, str):
             return mask_value(name, data, key=self.key) if name else self.text(data)
         if isinstance(data, list | tuple):
+            if _PLAIN.issuperset(map(type, data)):
+                return list(data)  # numbers only (a group's ranks: 32,000 of them), in C
             if name or depth + 1 > _JSON_DEPTH:
                 return [self.walk(item, name, depth + 1) for item in data]
             return [self._item(item, depth + 1) for item in data]

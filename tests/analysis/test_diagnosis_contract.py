@@ -134,3 +134,23 @@ def test_a_damaged_field_reads_as_its_default_not_as_a_crash():
     assert len(diagnosis.per_rank) == len(stored["per_rank"])  # "not a row" is skipped
     assert diagnosis.progress.method == "none" and diagnosis.confidence == 0.0
     assert diagnosis.collected_at is None
+
+
+def test_each_rows_step_time_is_written_as_its_own():
+    # rows_json writes each distinct time once: equal times of one zone that print apart
+    # (the hour a clock goes back, by fold; one instant in two zones) stay apart.
+    from datetime import UTC, datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+
+    from analysis.records import rows_json
+
+    back = datetime(2026, 11, 1, 1, 30, tzinfo=ZoneInfo("America/New_York"))
+    utc = datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
+    times = [
+        back, back.replace(fold=1), utc, utc.astimezone(timezone(timedelta(hours=2))),
+        datetime(2026, 11, 1, 5, 30), datetime(2026, 11, 1, 5, 30), utc.replace(), None,
+    ]  # fmt: skip
+    rows = [RankRow(r, RankStatus.IN_COLLECTIVE, last_step_at=at) for r, at in enumerate(times)]
+    written = [row["last_step_at"] for row in rows_json(rows)]
+    assert written == [at.isoformat() if at else None for at in times]
+    assert len(set(written[:4])) == 4

@@ -53,3 +53,16 @@ def test_a_node_whose_ranks_all_print_another_net_is_the_minority_once():
         ("IB", ["n1", "n3"], "0-1"),
         ("Socket", ["n2"], "2"),
     ]
+
+
+def test_one_value_a_key_on_every_line_is_no_difference_and_two_on_one_node_neither():
+    alike = [("n1", 0, _net("n1.lab", "10.0.0.1")), ("n2", 2, _net("n2", "10.0.0.2"))]
+    assert nccl_config_diffs(_snap(alike)) == []
+    # Two values of a key, both on one node: its first line says what it chose.
+    again = [*alike, ("n2", 2, _net("n2", "10.0.0.2", "IB"))]
+    assert nccl_config_diffs(_snap(again)) == []
+    # A second value on another node is a difference, however few lines say it.
+    other = [*alike, ("n2", 2, _net("n1.lab", "10.0.0.1", "IB"))]
+    assert nccl_config_diffs(_snap(other)) == []  # n1's line read in n2's log: n1 said Socket
+    third = [*alike, ("n3", None, _net(None, "10.0.0.4", "IB"))]
+    assert [d["name"] for d in nccl_config_diffs(_snap(third))] == ["net"]

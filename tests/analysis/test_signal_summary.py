@@ -44,3 +44,23 @@ def test_the_first_failure_is_the_earliest_stamped_the_first_read_of_equals_else
     assert by_rank[1].first_failure is early
     assert by_rank[1].failures == (unstamped, late, early, same)
     assert by_rank[2].first_failure is alone
+
+
+def test_a_rank_keeps_its_first_and_its_latest_failures_in_reading_order():
+    from analysis.signals.summary import MAX_FAILURES
+
+    many = [Signal("timeout", rank=1, node="n1", text=f"t{i}", peer=i % 3) for i in range(40)]
+    found = summarise(many, world=4).by_rank[1]
+    half = MAX_FAILURES // 2
+    assert found.failures == (*many[:half], *many[-half:])
+    assert found.peers == (0, 2) and found.progress == ()
+    assert summarise(many[:5], world=4).by_rank[1].failures == tuple(many[:5])
+
+
+def test_step_lines_of_ranks_once_each_or_past_the_world_give_each_rank_its_time():
+    once = summarise([], steps=[(0, T0), (2, T0 + timedelta(seconds=1))], world=4).by_rank
+    assert dict(once) == {0: RankSignals(0, T0), 2: RankSignals(2, T0 + timedelta(seconds=1))}
+    beyond = summarise([], steps=[(0, T0), (4, T0), (-1, T0)], world=4).by_rank
+    assert list(beyond) == [0]
+    anyworld = summarise([], steps=[(7, T0)]).by_rank
+    assert list(anyworld) == [7]

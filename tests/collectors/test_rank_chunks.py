@@ -5,10 +5,15 @@ tables of diagnoses stored before into chunks and back."""
 from __future__ import annotations
 
 import importlib
+import json
+import math
 
 import pytest
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from analysis.diagnosis import Diagnosis
 from collectors import rankstore
@@ -96,13 +101,72 @@ def test_an_update_that_moves_no_row_writes_no_table(stored):
 def test_a_snapshot_saved_with_a_table_stores_it_apart(bob, cluster):
     incident = incident_open(opened_by=bob, title="imported", cluster=cluster)
     diagnosis = fleet_diagnosis(1200, suspect=3, missing=4)
-    snapshot = Snapshot.objects.create(
-        incident=incident, cluster=cluster, status=SnapshotStatus.DONE, diagnosis=diagnosis
-    )
+    with CaptureQueriesContext(connection) as queries:
+        snapshot = Snapshot.objects.create(
+            incident=incident, cluster=cluster, status=SnapshotStatus.DONE, diagnosis=diagnosis
+        )
     assert snapshot.diagnosis is diagnosis  # the instance keeps what it was given
     assert "per_rank" not in _head_in_the_database(snapshot.pk)
     assert RankChunk.objects.filter(snapshot=snapshot).count() == 2
+    read = Snapshot.objects.get(pk=snapshot.pk)
+    assert read.whole_diagnosis() == diagnosis
+    assert read.rank_values == rankstore.field_values(diagnosis["per_rank"])
+    # The head written once: its INSERT, no UPDATE after it.
+    writes = [q["sql"] for q in queries if "collectors_snapshot" in q["sql"].split("(")[0]]
+    assert len(writes) == 1 and writes[0].startswith("INSERT"), writes
+
+    diagnosis["summary"] = "saved again"
+    read.diagnosis = diagnosis
+    read.save(update_fields=["diagnosis"])
+    assert _head_in_the_database(snapshot.pk)["summary"] == "saved again"
     assert Snapshot.objects.get(pk=snapshot.pk).whole_diagnosis() == diagnosis
+    read.error = "only this"
+    read.save(update_fields=["error"])  # the table left as it is
+    assert RankChunk.objects.filter(snapshot=snapshot).count() == 2
+
+
+# What a row may hold, with what json and orjson write apart: text past ASCII, DEL, control
+# characters, lone surrogates, floats json writes with an exponent, NaN and the infinities,
+# ints past 64 bits, keys that are not strings, tuples.
+_FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [1e-4, 9.99e-5, 1e-5, 1e16, 9999999999999998.0, -0.0, 0.0, 0.501, 5e-324, math.nan]
+)
+_TEXTS = st.text() | st.sampled_from(
+    ["node-0001", "\x7f", "\x00\x1f\b\f", "é", "\ud800", "a\u2028"]
+)
+_INTS = st.integers() | st.sampled_from([2**63 - 1, 2**64, -(2**63) - 1, True, False])
+_SCALAR = st.none() | _FLOATS | _TEXTS | _INTS
+_VALUES = st.recursive(
+    _SCALAR,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_TEXTS | st.integers(), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_ROWS = st.lists(st.dictionaries(st.sampled_from(["rank", "node", "step_time", "frame"]),
+                                 _VALUES) | _VALUES, max_size=6)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(_ROWS)
+def test_the_chunks_json_is_the_same_bytes_as_jsons(rows):
+    assert rankstore.rows_json(rows) == json.dumps(rows, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("field, trouble", [
+    (None, None), ("step_time", 2.5e-05), ("step_time", 1e16), ("gpu_util", math.nan),
+    ("gpu_util", math.inf), ("frame", "all_reduce (caf\xe9.py:1)"), ("frame", "a\x7fb"),
+    ("node", "\ud800"), ("pid", 2**64), ("stack_group", (1, 2)), ("exit_code", [{3: 4}]),
+])  # fmt: skip
+def test_the_chunks_json_of_a_fleets_rows_is_jsons(field, trouble):
+    """What json and orjson write apart, one trouble in one row of a plain table."""
+    rows = fleet_diagnosis(300, suspect=120, missing=173)["per_rank"]
+    if field is not None:
+        rows[7][field] = trouble
+    assert rankstore.rows_json(rows) == json.dumps(rows, separators=(",", ":")).encode()
 
 
 class _Editor:

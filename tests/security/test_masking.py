@@ -233,3 +233,25 @@ def test_a_long_log_is_masked_line_by_line_with_nothing_missed():
     for secret in (HF, AWS_SECRET, "pw1234", "hunter2"):
         assert secret not in shown
     assert shown.count("step 12 all_reduce done") == 400
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [HF, AWS_SECRET, "--password hunter2", "postgres://u:pw1234@db/x", "Bearer abc.def"],
+)
+def test_one_long_line_is_masked_as_the_word_masking_masks_it(secret):
+    # A rank list at fleet scale is one line of 26,000 characters: read whole, not by word.
+    ranks = ", ".join(str(r) for r in range(0, 32_000, 8))
+    for text in (f"{ranks}, {secret}", f"{secret} {ranks}", ranks):
+        assert len(text) > 4096 and "\n" not in text
+        shown = mask_text(text, key=KEY)
+        assert shown == secrets.text._mask_words(text, KEY)
+    assert mask_text(ranks, key=KEY) == ranks
+    assert secret.split()[-1].split(":")[-1] not in mask_text(f"{ranks}, {secret}", key=KEY)
+
+
+def test_a_list_of_numbers_is_kept_as_a_new_list():
+    data = {"ranks": list(range(32_000)), "mixed": [1, 2.5, None, True, HF]}
+    shown = mask_json(data, key=KEY)
+    assert shown["ranks"] == data["ranks"] and shown["ranks"] is not data["ranks"]
+    assert shown["mixed"][:4] == [1, 2.5, None, True] and HF not in str(shown)

@@ -78,3 +78,25 @@ def test_a_diagnosis_is_masked_as_the_generic_masking_masks_it(case):
     for one in (diagnosis, planted):
         assert masked_diagnosis(one) == mask_json(one.to_json())
     assert HF not in str(masked_diagnosis(planted))
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"frame": f"x --token={HF} y"},  # made here, a secret read from evidence
+        {"node": None, "last_step_at": None},  # made here, nothing to mask
+        {"node": ["a", HF]},  # made here, a text of another type
+        {"status": HF},  # not made here: masked whole
+        {"last_step_at": HF},
+        {"stack_signature": f"--token {HF}"},
+        {"pid": HF},
+    ],
+)
+def test_one_odd_row_among_many_is_masked_as_the_generic_masking_masks_it(odd):
+    # The table's rows are checked a column at a time: one row unlike the others is found.
+    rows = [_row(rank=r, node=f"node-{r // 8}") for r in range(64)]
+    rows[37] = {**rows[37], **odd}
+    shown = masked_rank_rows(rows)
+    assert HF not in str(shown)
+    assert shown == mask_json(rows)
+    assert shown[36] == rows[36] and shown[36] is not rows[36]
