@@ -20,9 +20,9 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from operator import attrgetter
-from typing import Any
+from typing import Any, ClassVar
 
 from analysis import codec, fr_shared
 from analysis.evidence import EvidenceStatus, NodeEvidence
@@ -44,9 +44,16 @@ from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.parsers.pyspy_samples import WindowSample, parse_samples
 from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
-from analysis.ranklogs import summarize_steps
-from analysis.rankmodel import RENDEZVOUS, StepSummary
+from analysis.ranklogs import join_logs, summarize_steps
+from analysis.rankmodel import (
+    RENDEZVOUS,
+    JoinedProcesses,
+    NodeJoin,
+    RankState,
+    StepSummary,
+)
 from analysis.signals import LineSource
+from analysis.signals.place import kernel_signals
 from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
@@ -134,6 +141,10 @@ class NodeParse:
     # flight-recorder entries, and every dump's as indices into them (in dump order).
     fr_entries: list[FrEntry] = field(default_factory=list)
     fr_entry_ids: list[int] = field(default_factory=list)
+    # Not a field (never stored: it repeats the fields' records): the node in the merge's
+    # form, made once from the fields (`join_node`) when the parse is read back, so each
+    # merge of the snapshot extends lists a node instead of placing a record at a time.
+    join: ClassVar[NodeJoin | None] = None
 
 
 def scheduler_context(
@@ -297,13 +308,169 @@ def to_json(parse: NodeParse) -> dict[str, Any]:
 
 
 def from_json(data: object) -> NodeParse:
-    """A stored parse, checked field by field; `codec.CodecError` for anything else."""
+    """A stored parse, checked field by field; `codec.CodecError` for anything else. Read
+    back joined (`joined`): the reader reads parses as their nodes come in, ahead of the
+    merge."""
     if not isinstance(data, dict) or data.get("version") != NODE_PARSE_VERSION:
         raise codec.CodecError("not a node parse of this version")
     parse = codec.decode(data.get("parse"), NodeParse)
     parse.dumps = fr_shared.rebuilt(parse.fr_entries, parse.fr_entry_ids, parse.dumps)
     parse.fr_entries, parse.fr_entry_ids = [], []
+    joined(parse)
     return parse
+
+
+# --- the node in the merge's form -------------------------------------------------------------
+
+
+def joined(parse: NodeParse) -> NodeJoin:
+    """The parse's `join`, made when it has none. Every part of it depends on the parse alone,
+    and a merge only copies out of it: one join serves every merge of the parse (a
+    provisional verdict's, then the final one's)."""
+    if parse.join is None:
+        parse.join = join_node(parse)
+    return parse.join
+
+
+def join_node(parse: NodeParse) -> NodeJoin:
+    """What the merge does with the node's logs and rank processes when nothing outside the
+    node bears on them (`ranklogs.join_logs`, `_join_processes`)."""
+    logs = join_logs(parse.node, parse.logs)
+    if logs is not None:
+        launched = logs.launched
+    else:
+        launched = {}
+        for entry in parse.logs:
+            launched.update(entry.facts.pid_ranks)
+    processes = _join_processes(parse, launched)
+    beyond = []
+    if processes is not None:
+        own = processes.env  # by rank
+        beyond = [s.rank for entry in parse.logs for s in entry.steps if s.rank not in own]
+    return NodeJoin(logs=logs, processes=processes, steps_beyond=beyond)
+
+
+def _join_processes(parse: NodeParse, launched: dict[int, int]) -> JoinedProcesses | None:
+    """`snapshot_parse._join_rank_processes` for a node none of whose ranks an earlier node
+    named (the merge checks that): each rank's state whole. None when two of its processes
+    hold one RANK (which one keeps it is the merge's rule)."""
+    node = parse.node
+    by_pid = {row.pid: row for row in parse.ps_rows}
+    states: list[RankState] = []
+    rank_pids: dict[int, int] = {}
+    env: dict[int, dict[str, str]] = {}
+    world_sizes: list[int] = []
+    problems: list[tuple[str, str]] = []
+    started: dict[float, datetime] = {}
+    for process in parse.processes:
+        pid, rank = process.pid, process.rank
+        if rank in env:
+            return None
+        state = RankState(rank, node)
+        problems += process_onto(state, process, by_pid.get(pid), parse, started)
+        if state.world_size:
+            world_sizes.append(state.world_size)
+        env[rank] = _shared_env(process.env)
+        rank_pids[pid] = rank
+        states.append(state)
+    environ = set(parse.environ_pids)
+    lines = parse.kernel
+    found: list | None = []
+    if lines.links:
+        found = None  # read against the snapshot's host names: the merge's
+    elif lines.oom_kills or lines.xids or lines.segfaults:
+        source = LineSource("dmesg.txt", node, rank_pids, {}, parse.when)
+        found = kernel_signals(node, lines, {**launched, **rank_pids}, source)
+    return JoinedProcesses(
+        states=states,
+        rank_pids=rank_pids,
+        env=env,
+        world_sizes=world_sizes,
+        problems=problems,
+        unknown_stacks=[p for p in parse.pyspy_pids if p not in rank_pids and p not in environ],
+        ranks_identified=ranks_identified(parse, environ, by_pid, rank_pids),
+        kernel_signals=found,
+    )
+
+
+# One object for alike environments across nodes (a node's parse shares one only among its
+# own ranks): a job's 32,000 ranks hold a few distinct ones, and `envdiff` reads each distinct
+# object once. Bounded as the stacks' readings are; the merge and the facts never change one.
+_ENVS: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+_ENVS_CACHED = 4096
+
+
+def _shared_env(variables: dict[str, str]) -> dict[str, str]:
+    key = tuple(variables.items())
+    known = _ENVS.get(key)
+    if known is None:
+        if len(_ENVS) >= _ENVS_CACHED:
+            _ENVS.clear()
+        known = _ENVS[key] = variables
+    return known
+
+
+def process_onto(
+    state: RankState,
+    process: RankProcess,
+    row: PsRow | None,
+    parse: NodeParse,
+    started: dict[float, datetime],
+) -> list[tuple[str, str]]:
+    """A rank process on its rank's state (a fresh one, or one an earlier node's log lines
+    named first): where it runs, its ps row, its stack; (source, problem) of each py-spy
+    reader's complaint. `started`: the node's start times by elapsed seconds (a node's ranks
+    mostly started together: one sum each)."""
+    ppid, ps_state = (row.ppid, row.stat[:1]) if row is not None else (None, "")
+    state.node = parse.node
+    state.pid = process.pid
+    state.ppid = ppid
+    state.state = ps_state
+    state.local_rank = process.local_rank
+    state.world_size = process.world_size
+    state.local_world_size = process.local_world_size
+    state.process_seen = row is None or ps_state != "Z"  # a zombie has exited
+    if row is not None and row.elapsed_s is not None and parse.collected_at is not None:
+        at = started.get(row.elapsed_s)
+        if at is None:
+            at = started[row.elapsed_s] = parse.collected_at - timedelta(seconds=row.elapsed_s)
+        state.started_at = at
+    return _stack_onto(process, state)
+
+
+def _stack_onto(process: RankProcess, state: RankState) -> list[tuple[str, str]]:
+    """The process's py-spy window and stack on its rank's state; (source, problem) of each
+    reader's complaint, in order."""
+    pid = process.pid
+    problems = []
+    if process.sampled:
+        state.window = process.window
+        problems += [(f"py-spy samples {pid}", text) for text in process.sample_problems]
+    if not process.dumped:
+        state.stack_error = process.stack_error
+        return problems
+    problems += [(f"py-spy {pid}", text) for text in process.stack_problems]
+    if process.stack is None:
+        state.stack_error = "py-spy output had no frames"
+        return problems
+    state.stack = process.stack
+    state.stack_signature = process.stack_signature
+    state.innermost_frame = process.innermost_frame
+    state.frame_name = process.frame_name
+    state.frame_kind = process.frame_kind
+    return problems
+
+
+def ranks_identified(parse: NodeParse, environ: set[int], by_pid, rank_pids) -> bool:
+    """Is every process ps listed tied to a rank or known not to be one? A process without
+    its environ is unknown, unless it is a rank's parent (the launcher, a wrapper script) or
+    child (a data-loader worker)."""
+    if not parse.ps_present:
+        return bool(environ)
+    parents = {by_pid[pid].ppid for pid in rank_pids if pid in by_pid}
+    return all(
+        pid in environ or pid in parents or row.ppid in rank_pids for pid, row in by_pid.items()
+    )
 
 
 # --- one node's parts -------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from analysis.parsers.nccl import SlowFact
 from analysis.rankmodel import (
     TERMINATED_BY_LAUNCHER,
     WARMUP_STEPS,
+    JoinedLogs,
     ParsedNode,
     ParsedSnapshot,
     RankState,
@@ -58,6 +59,126 @@ def apply_log(
         _apply_exits(node, log, resolve, facts, parsed)
     if _has_sources(log):
         _apply_sources(node, log, resolve, parsed)
+
+
+def join_logs(node: str, entries) -> JoinedLogs | None:
+    """The node's logs (`nodemap.LogParse` each) in the merge's form, as `apply_log` and the
+    merge's loop would add them one log at a time; None when a line names only a local rank
+    (the merge resolves it through the node's LOCAL_RANK map), a log holds a launcher's exits
+    (placed on the merge's ranks) or step lines the map did not summarize."""
+    joined = JoinedLogs(
+        logs=[], of_note=[], problems=[], world_sizes=[], mentioned=(), steps=[],
+        step_lines=False, signals=[], watchdog=[], collectives=[], peer_errors=[],
+        nccl_config=[], slow_reports=[], rendezvous_errors=[], comm_inits=[], launched={},
+        starts=[],
+    )  # fmt: skip
+    mentioned: list[int] = []
+    for entry in entries:
+        log = entry.facts
+        if log.exits or log.steps or not _ranks_explicit(log):
+            return None
+        joined.logs.append((node, log))
+        if log.file_rank is not None and entry.written:
+            mentioned.append(log.file_rank)
+        if entry.master_pods:
+            mentioned.append(0)
+        joined.problems += [(log.path, text) for text in log.problems]
+        if log.world_size:
+            joined.world_sizes.append(log.world_size)
+        if entry.steps:
+            joined.steps += entry.steps
+            joined.step_lines = True
+        if holds_more_than_steps(log):
+            joined.of_note.append((node, log))
+            _join_of_note(node, log, joined, mentioned)
+        joined.launched.update(log.pid_ranks)
+        if entry.start:
+            joined.starts.append(entry.start)
+    joined.mentioned = tuple(mentioned)
+    return joined
+
+
+def _ranks_explicit(log: LogFacts) -> bool:
+    """Does every line the merge places name its rank, or name no rank at all? (Each kind
+    looked at only when the log holds some: this runs for every log of a fleet.)"""
+    for facts in (log.watchdog, log.errors, log.nccl_warn, log.desync, log.mismatches):
+        if facts:
+            for fact in facts:
+                if fact.rank is None and fact.local_rank is not None:
+                    return False
+    for reported in (log.peer_errors, log.nccl_config):
+        if reported:
+            for rank, local, _ in reported:
+                if rank is None and local is not None:
+                    return False
+    return all(signal.rank is not None or signal.local is None for signal in log.signals)
+
+
+def _join_of_note(node: str, log: LogFacts, joined: JoinedLogs, mentioned: list[int]) -> None:
+    """`apply_log` on a log whose lines name their ranks: the same lists in the same order."""
+    if log.signals:
+        joined.signals += placed(log.signals, _explicit, log.pid_ranks)
+    if log.watchdog:
+        _join_ranked(node, log.watchdog, joined.watchdog, mentioned)
+    if log.collectives:
+        _join_ranked(node, log.collectives, joined.collectives, mentioned)
+    if log.peer_errors:
+        _join_reported(node, log.peer_errors, joined.peer_errors, mentioned)
+    if log.nccl_config:
+        _join_reported(node, log.nccl_config, joined.nccl_config, mentioned)
+    if log.slow_reports:
+        joined.slow_reports += log.slow_reports
+    if log.named_ranks:
+        mentioned += log.named_ranks
+    if log.rendezvous_errors:
+        joined.rendezvous_errors += [(node, f.line) for f in log.rendezvous_errors[:3]]
+    if log.comm_inits:
+        joined.comm_inits += [(node, fact) for fact in log.comm_inits]
+    for facts in (log.errors, log.nccl_warn, log.desync, log.mismatches):
+        if facts:
+            mentioned += [fact.rank for fact in facts if fact.rank is not None]
+
+
+def _join_ranked(node: str, facts, target: list, mentioned: list[int]) -> None:
+    for fact in facts:
+        rank = fact.rank
+        target.append((node, rank, fact))
+        if rank is not None:
+            mentioned.append(rank)
+
+
+def _join_reported(node: str, facts, target: list, mentioned: list[int]) -> None:
+    for rank, _, fact in facts:
+        target.append((node, rank, fact))
+        if rank is not None:
+            mentioned.append(rank)
+
+
+def apply_joined_logs(
+    node: str, joined: JoinedLogs, parsed: ParsedSnapshot, world_sizes: list[int], problem
+) -> dict[int, int]:
+    """A node's joined logs on the snapshot: what the merge's loop and `apply_log` do for each
+    of its logs, one extend a kind. Returns the launchers' pid -> rank."""
+    parsed.logs += joined.logs
+    parsed.mentioned.update(joined.mentioned)
+    for path, text in joined.problems:
+        problem(node, path, text)
+    world_sizes += joined.world_sizes
+    parsed.logs_of_note += joined.of_note
+    if joined.steps:
+        apply_step_summaries(node, joined.steps, parsed.ranks)
+        parsed.step_lines = True
+    parsed.raw_signals += joined.signals
+    parsed.watchdog += joined.watchdog
+    parsed.collectives += joined.collectives
+    parsed.peer_errors += joined.peer_errors
+    parsed.nccl_config += joined.nccl_config
+    for fact in joined.slow_reports:
+        _apply_slow_report(fact, parsed)
+    parsed.rendezvous_errors += joined.rendezvous_errors
+    parsed.comm_inits += joined.comm_inits
+    parsed.log_starts += joined.starts
+    return dict(joined.launched)
 
 
 def _apply_exits(node, log: LogFacts, resolve, facts: ParsedNode, parsed) -> None:

@@ -79,6 +79,59 @@ class StepSummary:
 
 
 @dataclass
+class JoinedLogs:
+    """A node's logs in the merge's form (`ranklogs.join_logs`), made from the node's parse
+    alone: what `apply_log` adds log by log, as one list a kind, in the same order. Made only
+    when no line needs the merge's LOCAL_RANK map and no log holds a launcher's exits or step
+    lines left unsummarized; never changed by a merge (it copies out of it)."""
+
+    logs: list[tuple[str, LogFacts]]  # (node, facts) every log
+    of_note: list[tuple[str, LogFacts]]  # the logs `holds_more_than_steps`
+    problems: list[tuple[str, str]]  # (path, text)
+    world_sizes: list[int]
+    mentioned: tuple[int, ...]  # in the order the merge would add them
+    steps: list[StepSummary]  # every log's, in log order
+    step_lines: bool
+    signals: list[Signal]  # placed
+    watchdog: list[tuple[str, int | None, WatchdogFact]]
+    collectives: list[tuple[str, int | None, CollectiveFact]]
+    peer_errors: list[tuple[str, int | None, PeerFact]]
+    nccl_config: list[tuple[str, int | None, NcclConfigFact]]
+    slow_reports: list[SlowFact]  # each still judged by the merge
+    rendezvous_errors: list[tuple[str, str]]
+    comm_inits: list[tuple[str, CommInitFact]]
+    launched: dict[int, int]  # pid -> rank, as the launchers' lines say
+    starts: list[datetime]
+
+
+@dataclass
+class JoinedProcesses:
+    """A node's rank processes as the merge makes them when no earlier node named any of their
+    ranks (the common case; `nodemap.join_node`): each one's RankState whole, which every
+    merge copies, and what else the node's processes give it."""
+
+    states: list[RankState]  # in process order
+    rank_pids: dict[int, int]  # pid -> rank
+    env: dict[int, dict[str, str]]  # rank -> environment, in process order
+    world_sizes: list[int]
+    problems: list[tuple[str, str]]  # (source, text): the py-spy readers', in process order
+    unknown_stacks: list[int]  # pids py-spy dumped with no environment read
+    ranks_identified: bool
+    kernel_signals: list[Signal] | None  # the node's kernel lines' (None: the merge's to read)
+
+
+@dataclass
+class NodeJoin:
+    """What of one node's parse is already in the merge's form (None: the merge's own way)."""
+
+    logs: JoinedLogs | None
+    processes: JoinedProcesses | None
+    # The ranks the logs' step summaries name beyond the node's own processes' (whose
+    # adopted states no step line has moved yet): what `fresh_for_steps` still has to ask.
+    steps_beyond: list[int] = field(default_factory=list)
+
+
+@dataclass
 class ParsedNode:
     node: str
     hostname: str

@@ -8,20 +8,25 @@ rank, turned into a global one with the node's LOCAL_RANK -> RANK map), or from 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
+from operator import attrgetter
 
 from analysis.evidence import SnapshotEvidence
 from analysis.nodemap import (
     NodeParse,
-    RankProcess,
+    joined,
     map_node,
+    process_onto,
+    ranks_identified,
     scheduler_context,
     still_holds,
 )
 from analysis.parsers.environ import COMMS_PREFIXES
 from analysis.parsers.ps import PsRow
 from analysis.ranklogs import (
+    apply_joined_logs,
     apply_log,
     apply_signal_progress,
     apply_step_summaries,
@@ -35,6 +40,7 @@ from analysis.rankmodel import (
     RENDEZVOUS,
     TERMINATED_BY_LAUNCHER,
     WARMUP_STEPS,
+    JoinedProcesses,
     ParsedNode,
     ParsedSnapshot,
     RankState,
@@ -165,13 +171,16 @@ def merge_parses(
             node_parse.collected_at or collected_at
         ):
             node_parse = reparse(index, None)
-        facts, rank_pids = _merge_processes(node_parse, parsed, world_sizes, problem)
+        facts, rank_pids, taken = _merge_processes(node_parse, parsed, world_sizes, problem)
         if not still_holds(node_parse, hosts, rank_pids):
-            node_parse = reparse(index, rank_pids)
-        if not fresh_for_steps(parsed.ranks, node_parse.logs):
-            node_parse = reparse(index, rank_pids, False)
+            node_parse, taken = reparse(index, rank_pids), None
+        if not _fresh_for_steps(parsed.ranks, node_parse, taken):
+            node_parse, taken = reparse(index, rank_pids, False), None
         dumps = node_parse.dumps if flight_recorder else []
-        _merge_node(node_parse, dumps, facts, parsed, world_sizes, problem, hosts, single_node)
+        kernel = taken.kernel_signals if taken is not None else None
+        _merge_node(
+            node_parse, dumps, facts, parsed, world_sizes, problem, hosts, single_node, kernel
+        )
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = expected_world_size or scheduler_world_size(scheduler)
@@ -191,17 +200,26 @@ def merge_parses(
 
 def _merge_processes(
     node_parse: NodeParse, parsed: ParsedSnapshot, world_sizes: list[int], problem
-) -> tuple[ParsedNode, dict[int, int]]:
+) -> tuple[ParsedNode, dict[int, int], JoinedProcesses | None]:
     """The node's rank processes joined to the snapshot's ranks (a RANK a live process of an
-    earlier node holds stays that one's); its ParsedNode."""
+    earlier node holds stays that one's); its ParsedNode, and the node's joined processes
+    when the merge took them as they are (no earlier node named any of their ranks)."""
     node, status = node_parse.node, node_parse.status
     _reading_problems(node_parse, problem)
-    by_pid: dict[int, PsRow] = {row.pid: row for row in node_parse.ps_rows}
-    rank_pids = _join_rank_processes(node_parse, by_pid, parsed, world_sizes, problem)
-    environ = set(node_parse.environ_pids)
-    for pid in node_parse.pyspy_pids:
-        if pid in rank_pids or pid in environ:
-            continue  # a rank, or a non-rank process (launcher) that was dumped too
+    taken = joined(node_parse).processes
+    if taken is not None and parsed.ranks.keys().isdisjoint(taken.env):
+        rank_pids = _adopt_rank_processes(node, taken, parsed, world_sizes, problem)
+        unknown_stacks, identified = taken.unknown_stacks, taken.ranks_identified
+    else:
+        taken = None
+        by_pid: dict[int, PsRow] = {row.pid: row for row in node_parse.ps_rows}
+        rank_pids = _join_rank_processes(node_parse, by_pid, parsed, world_sizes, problem)
+        environ = set(node_parse.environ_pids)
+        unknown_stacks = [
+            pid for pid in node_parse.pyspy_pids if pid not in rank_pids and pid not in environ
+        ]  # not a rank, nor a non-rank process (launcher) that was dumped too
+        identified = ranks_identified(node_parse, environ, by_pid, rank_pids)
+    for pid in unknown_stacks:
         problem(node, f"py-spy {pid}", "stack without an environment: rank unknown")
     _join_gpus(node_parse, parsed.ranks, rank_pids, problem)
     for text in node_parse.kernel.problems:
@@ -214,14 +232,49 @@ def _merge_processes(
         status=status,
         collected_at=node_parse.collected_at,
         has_process_evidence=node_parse.ps_present or bool(node_parse.environ_pids),
-        ranks_identified=_ranks_identified(node_parse, environ, by_pid, rank_pids),
+        ranks_identified=identified,
         kernel=node_parse.kernel,
         gpus=node_parse.gpus,
         shell_init=node_parse.shell_init,
         rank_pids=rank_pids,
         gpu_series=node_parse.gpu_series,
     )
-    return facts, rank_pids
+    return facts, rank_pids, taken
+
+
+# A RankState's fields in order, read in one C call: a copy made through the constructor keeps
+# the object's fast attribute layout (one given a __dict__ reads 2x slower in the facts).
+_RANK_FIELDS = attrgetter(*(f.name for f in dataclasses.fields(RankState)))
+
+
+def _adopt_rank_processes(
+    node: str, taken: JoinedProcesses, parsed: ParsedSnapshot, world_sizes: list[int], problem
+) -> dict[int, int]:
+    """`_join_rank_processes` for ranks no earlier node named: each state a copy of the one
+    the node's join made (the join serves every merge of the parse, and the merge's later
+    steps change the states)."""
+    ranks = parsed.ranks
+    for made in taken.states:
+        ranks[made.rank] = RankState(*_RANK_FIELDS(made))
+    parsed.env.update(taken.env)
+    world_sizes += taken.world_sizes
+    for source, text in taken.problems:
+        problem(node, source, text)
+    return dict(taken.rank_pids)
+
+
+def _fresh_for_steps(
+    ranks: dict[int, RankState], node_parse: NodeParse, taken: JoinedProcesses | None
+) -> bool:
+    """`fresh_for_steps`; when the node's own processes were adopted (fresh states), only for
+    the ranks its logs' step summaries name beyond them."""
+    if taken is None:
+        return fresh_for_steps(ranks, node_parse.logs)
+    for rank in joined(node_parse).steps_beyond:
+        state = ranks.get(rank)
+        if state is not None and (state.last_step is not None or state.last_step_at is not None):
+            return False
+    return True
 
 
 def _reading_problems(node_parse: NodeParse, problem) -> None:
@@ -255,41 +308,16 @@ def _join_rank_processes(
         if state is not None and state.process_seen:
             problem(node, f"environ {pid}", f"RANK={rank} also held by pid {state.pid}")
             continue
-        row = by_pid.get(pid)
-        ppid, ps_state = (row.ppid, row.stat[:1]) if row is not None else (None, "")
-        if state is None:  # most ranks: its state made whole at once (RankState's order)
-            state = ranks[rank] = RankState(
-                rank,
-                node,
-                pid,
-                ppid,
-                ps_state,
-                process.local_rank,
-                process.local_world_size,
-                process.world_size,
-            )
-        else:  # a rank an earlier node's log lines named first
-            state.node = node
-            state.pid = pid
-            state.ppid = ppid
-            state.state = ps_state
-            state.local_rank = process.local_rank
-            state.world_size = process.world_size
-            state.local_world_size = process.local_world_size
-        # A zombie is a rank that has exited; its environ is still readable.
-        state.process_seen = row is None or ps_state != "Z"
-        if row is not None and row.elapsed_s is not None and node_parse.collected_at is not None:
-            at = started.get(row.elapsed_s)
-            if at is None:
-                at = started[row.elapsed_s] = node_parse.collected_at - timedelta(
-                    seconds=row.elapsed_s
-                )
-            state.started_at = at
+        if state is None:  # most ranks
+            state = ranks[rank] = RankState(rank, node)
+        # else: a rank an earlier node's log lines named first
+        problems = process_onto(state, process, by_pid.get(pid), node_parse, started)
         if state.world_size:
             world_sizes.append(state.world_size)
         parsed.env[rank] = process.env
         rank_pids[pid] = rank
-        _apply_stack(node, process, state, problem)
+        for source, text in problems:
+            problem(node, source, text)
     return rank_pids
 
 
@@ -319,11 +347,17 @@ def _merge_node(
     problem,
     hosts: dict[str, str],
     single_node: bool,
+    kernel_found: list | None = None,
 ) -> None:
-    """The node's logs, dumps and kernel lines applied to the snapshot's ranks."""
+    """The node's logs, dumps and kernel lines applied to the snapshot's ranks.
+    `kernel_found`: the kernel lines' signals as the node's join read them, when it holds."""
     node = node_parse.node
     parsed.nodes[node] = facts
-    launched = _merge_logs(node_parse, facts, parsed, world_sizes, problem, single_node)
+    ready = joined(node_parse).logs
+    if ready is not None:  # every line names its rank: the node's lists as they are
+        launched = apply_joined_logs(node, ready, parsed, world_sizes, problem)
+    else:
+        launched = _merge_logs(node_parse, facts, parsed, world_sizes, problem, single_node)
     for dump in dumps:
         for text in dump.problems:
             problem(node, dump.path, text)
@@ -333,7 +367,9 @@ def _merge_node(
         problem(node, name, "cut at the size cap: its head is missing")
     facts.log_pids = launched
     lines = facts.kernel
-    if lines.oom_kills or lines.xids or lines.segfaults or lines.links:  # most nodes: none
+    if kernel_found is not None:
+        parsed.raw_signals += kernel_found
+    elif lines.oom_kills or lines.xids or lines.segfaults or lines.links:  # most nodes: none
         kernel = LineSource("dmesg.txt", node, facts.rank_pids, hosts, node_parse.when)
         pids = {**launched, **facts.rank_pids}
         parsed.raw_signals += kernel_signals(node, lines, pids, kernel)
@@ -350,7 +386,9 @@ def _merge_logs(
     problem,
     single_node: bool,
 ) -> dict[int, int]:
-    """The node's logs on the snapshot's ranks; pid -> rank, as its launchers' lines say."""
+    """The node's logs on the snapshot's ranks, one at a time, their lines' local ranks
+    resolved through the node's LOCAL_RANK map and its launchers' maps; pid -> rank, as its
+    launchers' lines say."""
     node = node_parse.node
     local_to_global = None  # made for the first log that needs it: most logs do not
     launched: dict[int, int] = {}
@@ -421,36 +459,3 @@ def _bounded_world(parsed: ParsedSnapshot, claimed: int | None) -> int | None:
 def _latest(values) -> datetime | None:
     present = [v for v in values if v is not None]
     return max(present) if present else None
-
-
-def _ranks_identified(node_parse: NodeParse, environ: set[int], by_pid, rank_pids) -> bool:
-    """Is every process ps listed tied to a rank or known not to be one? A process without
-    its environ is unknown, unless it is a rank's parent (the launcher, a wrapper script) or
-    child (a data-loader worker)."""
-    if not node_parse.ps_present:
-        return bool(environ)
-    parents = {by_pid[pid].ppid for pid in rank_pids if pid in by_pid}
-    return all(
-        pid in environ or pid in parents or row.ppid in rank_pids for pid, row in by_pid.items()
-    )
-
-
-def _apply_stack(node: str, process: RankProcess, state: RankState, problem) -> None:
-    pid = process.pid
-    if process.sampled:
-        state.window = process.window
-        for text in process.sample_problems:
-            problem(node, f"py-spy samples {pid}", text)
-    if not process.dumped:
-        state.stack_error = process.stack_error
-        return
-    for text in process.stack_problems:
-        problem(node, f"py-spy {pid}", text)
-    if process.stack is None:
-        state.stack_error = "py-spy output had no frames"
-        return
-    state.stack = process.stack
-    state.stack_signature = process.stack_signature
-    state.innermost_frame = process.innermost_frame
-    state.frame_name = process.frame_name
-    state.frame_kind = process.frame_kind
