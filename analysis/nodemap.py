@@ -54,6 +54,7 @@ from analysis.rankmodel import (
 )
 from analysis.signals import LineSource
 from analysis.signals.place import kernel_signals
+from analysis.signals.summary import SignalPart, signal_part
 from analysis.signals.who import master_pods
 from analysis.stacks import frame_kind, relevant_frame, stack_signature
 
@@ -290,10 +291,16 @@ def still_holds(parse: NodeParse, hosts: Mapping[str, str], rank_pids: Mapping[i
     """Do the answers the node's parse was given hold in the whole snapshot?"""
     if parse.asked_hosts is None or parse.asked_pids is None:
         return False
-    for host, node in parse.asked_hosts.items():
-        if hosts.get(host, "") != node:
-            return False
-    return all(rank_pids.get(pid, -1) == rank for pid, rank in parse.asked_pids.items())
+    told, asked = parse.asked_hosts, parse.asked_pids
+    # In C first: each host's node and each pid's rank as the parse was told (a name or pid
+    # it was told is unknown is the loop's to check).
+    if not told.items() <= hosts.items():
+        for host, node in told.items():
+            if hosts.get(host, "") != node:
+                return False
+    if asked.items() <= rank_pids.items():
+        return True
+    return all(rank_pids.get(pid, -1) == rank for pid, rank in asked.items())
 
 
 # --- the stored form ------------------------------------------------------------------------
@@ -375,12 +382,12 @@ def _join_processes(parse: NodeParse, launched: dict[int, int]) -> JoinedProcess
         states.append(state)
     environ = set(parse.environ_pids)
     lines = parse.kernel
-    found: list | None = []
+    found: SignalPart | None = SignalPart()
     if lines.links:
         found = None  # read against the snapshot's host names: the merge's
     elif lines.oom_kills or lines.xids or lines.segfaults:
         source = LineSource("dmesg.txt", node, rank_pids, {}, parse.when)
-        found = kernel_signals(node, lines, {**launched, **rank_pids}, source)
+        found = signal_part(kernel_signals(node, lines, {**launched, **rank_pids}, source))
     return JoinedProcesses(
         states=states,
         rank_pids=rank_pids,

@@ -22,8 +22,10 @@ from analysis.rankmodel import (
     RankState,
     StepSummary,
 )
-from analysis.signals.place import placed
+from analysis.signals.model import Signal
+from analysis.signals.place import add_signal_part, placed
 from analysis.signals.progress import bar_step_time
+from analysis.signals.summary import SignalPart, signal_part
 
 
 def apply_log(
@@ -68,11 +70,12 @@ def join_logs(node: str, entries) -> JoinedLogs | None:
     (placed on the merge's ranks) or step lines the map did not summarize."""
     joined = JoinedLogs(
         logs=[], of_note=[], problems=[], world_sizes=[], mentioned=(), steps=[],
-        step_lines=False, signals=[], watchdog=[], collectives=[], peer_errors=[],
+        step_lines=False, signals=SignalPart(), watchdog=[], collectives=[], peer_errors=[],
         nccl_config=[], slow_reports=[], rendezvous_errors=[], comm_inits=[], launched={},
         starts=[],
     )  # fmt: skip
     mentioned: list[int] = []
+    signals: list[Signal] = []
     for entry in entries:
         log = entry.facts
         if log.exits or log.steps or not _ranks_explicit(log):
@@ -91,10 +94,13 @@ def join_logs(node: str, entries) -> JoinedLogs | None:
         if holds_more_than_steps(log):
             joined.of_note.append((node, log))
             _join_of_note(node, log, joined, mentioned)
+            if log.signals:
+                signals += placed(log.signals, _explicit, log.pid_ranks)
         joined.launched.update(log.pid_ranks)
         if entry.start:
             joined.starts.append(entry.start)
     joined.mentioned = tuple(mentioned)
+    joined.signals = signal_part(signals)
     return joined
 
 
@@ -116,8 +122,6 @@ def _ranks_explicit(log: LogFacts) -> bool:
 
 def _join_of_note(node: str, log: LogFacts, joined: JoinedLogs, mentioned: list[int]) -> None:
     """`apply_log` on a log whose lines name their ranks: the same lists in the same order."""
-    if log.signals:
-        joined.signals += placed(log.signals, _explicit, log.pid_ranks)
     if log.watchdog:
         _join_ranked(node, log.watchdog, joined.watchdog, mentioned)
     if log.collectives:
@@ -168,7 +172,7 @@ def apply_joined_logs(
     if joined.steps:
         apply_step_summaries(node, joined.steps, parsed.ranks)
         parsed.step_lines = True
-    parsed.raw_signals += joined.signals
+    add_signal_part(parsed, joined.signals)
     parsed.watchdog += joined.watchdog
     parsed.collectives += joined.collectives
     parsed.peer_errors += joined.peer_errors

@@ -17,7 +17,7 @@ from analysis.parsers.nvidia_smi import GpuFacts
 from analysis.parsers.pyspy_samples import WindowSample
 from analysis.parsers.shell_init import ShellInitSetting
 from analysis.signals import Signal
-from analysis.signals.summary import SignalFacts
+from analysis.signals.summary import SignalFacts, SignalPart
 
 # Where ranks meet at start-up: a rank with another value never joins the others.
 RENDEZVOUS = frozenset({"MASTER_ADDR", "MASTER_PORT"})
@@ -64,6 +64,42 @@ class RankState:
     exited_at: datetime | None = None  # when the launcher says it failed
     window: WindowSample | None = None  # py-spy's sampling window: how much of it it waited
 
+    def copy(self) -> RankState:
+        """A copy (the same values, a list shared as a field's copy shares it): each field set
+        in turn, half the CPU of the constructor's 28 arguments; the merge copies a joined
+        node's states, 32,000 of them at fleet scale. tests/analysis/test_node_join.py checks
+        it copies every field."""
+        new = object.__new__(RankState)
+        new.rank = self.rank
+        new.node = self.node
+        new.pid = self.pid
+        new.ppid = self.ppid
+        new.state = self.state
+        new.local_rank = self.local_rank
+        new.local_world_size = self.local_world_size
+        new.world_size = self.world_size
+        new.stack_signature = self.stack_signature
+        new.innermost_frame = self.innermost_frame
+        new.stack = self.stack
+        new.last_step = self.last_step
+        new.last_step_at = self.last_step_at
+        new.exit_code = self.exit_code
+        new.process_seen = self.process_seen
+        new.frame_kind = self.frame_kind
+        new.frame_name = self.frame_name
+        new.step_time = self.step_time
+        new.log_period = self.log_period
+        new.stack_error = self.stack_error
+        new.exit_line = self.exit_line
+        new.gpu = self.gpu
+        new.gpu_util = self.gpu_util
+        new.gpu_memory_mib = self.gpu_memory_mib
+        new.started_at = self.started_at
+        new.stopped_by_launcher = self.stopped_by_launcher
+        new.exited_at = self.exited_at
+        new.window = self.window
+        return new
+
 
 @dataclass
 class StepSummary:
@@ -92,7 +128,7 @@ class JoinedLogs:
     mentioned: tuple[int, ...]  # in the order the merge would add them
     steps: list[StepSummary]  # every log's, in log order
     step_lines: bool
-    signals: list[Signal]  # placed
+    signals: SignalPart  # placed, and summed per rank (`signals.summary.signal_part`)
     watchdog: list[tuple[str, int | None, WatchdogFact]]
     collectives: list[tuple[str, int | None, CollectiveFact]]
     peer_errors: list[tuple[str, int | None, PeerFact]]
@@ -117,7 +153,8 @@ class JoinedProcesses:
     problems: list[tuple[str, str]]  # (source, text): the py-spy readers', in process order
     unknown_stacks: list[int]  # pids py-spy dumped with no environment read
     ranks_identified: bool
-    kernel_signals: list[Signal] | None  # the node's kernel lines' (None: the merge's to read)
+    # the node's kernel lines' signals, summed (None: the merge's to read)
+    kernel_signals: SignalPart | None
 
 
 @dataclass
@@ -185,7 +222,9 @@ class ParsedSnapshot:
     # What the line reader (analysis.signals) found, summed per rank and node: when each
     # rank's log last moved, its first failure, the peers it reports; NCCL RAS per node.
     signals: SignalFacts = field(default_factory=SignalFacts)
-    # Every signal placed so far, and each node's ncclras output, until `signals` is built.
+    # Every signal placed so far, and each node's ncclras output, until `signals` is built:
+    # the parts summed already (a joined node's), then those placed one at a time since.
+    signal_parts: list[SignalPart] = field(default_factory=list)
     raw_signals: list[Signal] = field(default_factory=list)
     ras_outputs: list[tuple[str, str]] = field(default_factory=list)
     step_lines: bool = False  # any log held a step line (placed or not)

@@ -8,10 +8,8 @@ rank, turned into a global one with the node's LOCAL_RANK -> RANK map), or from 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from datetime import datetime
-from operator import attrgetter
 
 from analysis.evidence import SnapshotEvidence
 from analysis.nodemap import (
@@ -47,7 +45,8 @@ from analysis.rankmodel import (
 )
 from analysis.schedulers.attach import scheduler_log, scheduler_ranks, scheduler_world_size
 from analysis.signals import LineSource
-from analysis.signals.place import host_map, kernel_signals, snapshot_signals
+from analysis.signals.place import add_signal_part, host_map, kernel_signals, snapshot_signals
+from analysis.signals.summary import SignalPart
 
 __all__ = [
     "COMMS_PREFIXES",
@@ -242,11 +241,6 @@ def _merge_processes(
     return facts, rank_pids, taken
 
 
-# A RankState's fields in order, read in one C call: a copy made through the constructor keeps
-# the object's fast attribute layout (one given a __dict__ reads 2x slower in the facts).
-_RANK_FIELDS = attrgetter(*(f.name for f in dataclasses.fields(RankState)))
-
-
 def _adopt_rank_processes(
     node: str, taken: JoinedProcesses, parsed: ParsedSnapshot, world_sizes: list[int], problem
 ) -> dict[int, int]:
@@ -255,7 +249,7 @@ def _adopt_rank_processes(
     steps change the states)."""
     ranks = parsed.ranks
     for made in taken.states:
-        ranks[made.rank] = RankState(*_RANK_FIELDS(made))
+        ranks[made.rank] = made.copy()
     parsed.env.update(taken.env)
     world_sizes += taken.world_sizes
     for source, text in taken.problems:
@@ -347,7 +341,7 @@ def _merge_node(
     problem,
     hosts: dict[str, str],
     single_node: bool,
-    kernel_found: list | None = None,
+    kernel_found: SignalPart | None = None,
 ) -> None:
     """The node's logs, dumps and kernel lines applied to the snapshot's ranks.
     `kernel_found`: the kernel lines' signals as the node's join read them, when it holds."""
@@ -368,7 +362,7 @@ def _merge_node(
     facts.log_pids = launched
     lines = facts.kernel
     if kernel_found is not None:
-        parsed.raw_signals += kernel_found
+        add_signal_part(parsed, kernel_found)
     elif lines.oom_kills or lines.xids or lines.segfaults or lines.links:  # most nodes: none
         kernel = LineSource("dmesg.txt", node, facts.rank_pids, hosts, node_parse.when)
         pids = {**launched, **facts.rank_pids}
@@ -431,7 +425,10 @@ def _local_to_global(facts: ParsedNode, ranks: dict[int, RankState]) -> dict[int
 def _bounded_world(parsed: ParsedSnapshot, claimed: int | None) -> int | None:
     """A world size or rank number is a claim of the evidence (a manifest, WORLD_SIZE, a log
     line), and the analysis is linear in it: past MAX_WORLD ranks it is not believed."""
-    huge = [rank for rank in parsed.ranks if not 0 <= rank < MAX_WORLD]
+    ranks = parsed.ranks
+    huge = []
+    if ranks and not 0 <= min(ranks) <= max(ranks) < MAX_WORLD:  # in C: mostly none
+        huge = [rank for rank in ranks if not 0 <= rank < MAX_WORLD]
     for rank in huge:
         del parsed.ranks[rank]
         parsed.env.pop(rank, None)

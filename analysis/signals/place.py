@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from operator import attrgetter, itemgetter
 
 from analysis.ncclconf import node_addresses
 from analysis.parsers.dmesg import KernelFacts
@@ -20,9 +21,10 @@ from analysis.parsers.ncclras import RasReport, parse_ncclras
 from analysis.signals.model import TEXT_CAP, LineSource, Signal
 from analysis.signals.ras import ras_signals
 from analysis.signals.reader import read_text
-from analysis.signals.summary import SignalFacts, summarise
+from analysis.signals.summary import SignalFacts, SignalPart, signal_part, summarise_parts
 
 Resolve = Callable[[int | None, int | None], int | None]
+_LAST_STEP_AT, _AT = attrgetter("last_step_at"), itemgetter(1)  # a datetime is never false
 
 
 def host_map(nodes: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -98,6 +100,16 @@ def _unique_pids(parsed) -> dict[int, int]:
     return {pid: rank for pid, rank in seen.items() if rank is not None}
 
 
+def add_signal_part(parsed, part: SignalPart) -> None:
+    """A part of the snapshot's signals, after those placed one at a time so far (each rank's
+    tally reads its signals in the merge's order)."""
+    if parsed.raw_signals:
+        parsed.signal_parts.append(signal_part(parsed.raw_signals))
+        parsed.raw_signals = []
+    if part.signals:
+        parsed.signal_parts.append(part)
+
+
 def snapshot_signals(parsed, world: int | None) -> SignalFacts:
     """Every signal of a ParsedSnapshot summed per rank and node, RAS read last: its hosts
     are addresses, which NCCL's configuration lines tie to nodes."""
@@ -111,8 +123,10 @@ def snapshot_signals(parsed, world: int | None) -> SignalFacts:
             if report is not None:
                 reports.append((node, report))
                 ras += found
-    steps = [(r, s.last_step_at) for r, s in parsed.ranks.items() if s.last_step_at is not None]
-    signals = summarise(parsed.raw_signals + ras, reports, ras, world, steps)
-    parsed.raw_signals = []
+    ranks = parsed.ranks  # (rank, its last step's time) for each that has one, in C
+    steps = list(filter(_AT, zip(ranks, map(_LAST_STEP_AT, ranks.values()), strict=True)))
+    add_signal_part(parsed, signal_part(ras))
+    signals = summarise_parts(parsed.signal_parts, reports, ras, world, steps)
+    parsed.signal_parts = []
     parsed.ras_outputs = []
     return signals

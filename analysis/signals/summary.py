@@ -199,6 +199,45 @@ def _moved(steps: Iterable[tuple[int, datetime]], world: int | None) -> dict[int
     return moved
 
 
+@dataclass(frozen=True)
+class SignalPart:
+    """A run of a snapshot's signals summed alone (`signal_part`): a node's logs' signals, made
+    in its join from the node alone, so the merge adds each rank's tally instead of walking the
+    signals. Never changed by a merge (the join serves every merge of the parse)."""
+
+    signals: tuple[Signal, ...] = ()  # in reading order: for a rank another part names too
+    by_rank: Mapping[int, RankSignals] = field(default_factory=dict)  # no step line's time
+    node_failures: tuple[Signal, ...] = ()  # failures tied to a node and no rank, in order
+
+
+def signal_part(signals: Iterable[Signal]) -> SignalPart:
+    """The signals' tally per rank (every rank, whatever the world) and their nodes' failures."""
+    signals = tuple(signals)
+    ranks = _tallies(signals, None)
+    node_failures = tuple(
+        s for s in signals if s.rank is None and s.node and s.kind in FAILURE_KINDS
+    )
+    return SignalPart(
+        signals, {rank: tally.done(rank) for rank, tally in ranks.items()}, node_failures
+    )
+
+
+def _tallies(signals: Iterable[Signal], ranks: set[int] | None) -> dict[int, _RankTally]:
+    """A tally for each rank the signals name (only `ranks`, when given), in reading order."""
+    tallies: dict[int, _RankTally] = {}
+    tallied = _TALLIED
+    for signal in signals:
+        rank = signal.rank
+        if rank is None or (ranks is not None and rank not in ranks):
+            continue
+        tally = tallies.get(rank)
+        if tally is None:
+            tally = tallies[rank] = _RankTally()
+        if signal.at is not None or signal.kind in tallied:  # else it only names the rank
+            tally.add(signal)
+    return tallies
+
+
 def summarise(
     signals: Iterable[Signal],
     ras: Iterable[tuple[str, RasReport]] = (),
@@ -209,32 +248,62 @@ def summarise(
     """Sum every signal of a snapshot per rank (ranks past `world` ignored) and per node.
     `steps` are (rank, time) of step lines the log reader's fast path took without the line
     reader (the lab's own step line): they move a rank's log too."""
+    return summarise_parts([signal_part(signals)], ras, ras_signals, world, steps)
+
+
+def summarise_parts(
+    parts: list[SignalPart],
+    ras: Iterable[tuple[str, RasReport]] = (),
+    ras_signals: Iterable[Signal] = (),
+    world: int | None = None,
+    steps: Iterable[tuple[int, datetime]] = (),
+) -> SignalFacts:
+    """`summarise` of the parts' signals read one part after the other: each rank's tally as
+    its one part made it, a rank two parts name tallied again over their signals in order."""
     moved = _moved(steps, world)  # most ranks of a big job only moved: no tally for them
-    ranks: dict[int, _RankTally] = {}
-    nodes: dict[str, list[Signal]] = {}
-    tallied = _TALLIED
-    for signal in signals:
-        rank = signal.rank
-        if rank is not None and (world is None or 0 <= rank < world):
-            tally = ranks.get(rank)
-            if tally is None:
-                tally = ranks[rank] = _RankTally()
-            if signal.at is not None or signal.kind in tallied:  # else it only names the rank
-                tally.add(signal)
-        elif signal.rank is None and signal.node and signal.kind in FAILURE_KINDS:
-            kept = nodes.setdefault(signal.node, [])
-            if len(kept) < MAX_NODE_SIGNALS:
-                kept.append(signal)
+    found: dict[int, RankSignals] = {}
+    again: set[int] = set()
+    for part in parts:
+        if found.keys().isdisjoint(part.by_rank):  # in C: a node's ranks are its own
+            found.update(part.by_rank)
+        else:
+            again.update(found.keys() & part.by_rank.keys())
+            found.update((r, s) for r, s in part.by_rank.items() if r not in found)
+    if again:
+        _tally_again(parts, again, found)
+    if world is not None and found and not 0 <= min(found) <= max(found) < world:
+        found = {rank: s for rank, s in found.items() if 0 <= rank < world}
     signalled: dict[int, RankSignals] = {}
-    for rank in sorted(ranks):
-        tally, at = ranks[rank], moved.get(rank)
-        if at is not None and (tally.moved is None or at >= tally.moved):
-            tally.moved = at  # a step line's time first, as if read before the signals
-        signalled[rank] = tally.done(rank)
+    for rank in sorted(found):
+        summed, at = found[rank], moved.get(rank)
+        if at is not None and (summed.last_moved_at is None or at >= summed.last_moved_at):
+            # a step line's time first, as if read before the signals
+            summed = RankSignals(
+                rank, at, summed.last_progress, summed.first_failure, summed.failures,
+                summed.peers, summed.progress, summed.checkpoint,
+            )  # fmt: skip
+        signalled[rank] = summed
     return SignalFacts(
         by_rank=_ByRank(signalled, moved),
-        by_node={node: tuple(kept) for node, kept in sorted(nodes.items())},
+        by_node=_by_node(parts),
         ras=tuple(ras),
         ras_signals=tuple(ras_signals),
         signalled=signalled,
     )
+
+
+def _tally_again(parts: list[SignalPart], ranks: set[int], found: dict[int, RankSignals]) -> None:
+    """The ranks several parts name, each tallied over every part's signals in order."""
+    read = [s for part in parts if not ranks.isdisjoint(part.by_rank) for s in part.signals]
+    for rank, tally in _tallies(read, ranks).items():
+        found[rank] = tally.done(rank)
+
+
+def _by_node(parts: list[SignalPart]) -> dict[str, tuple[Signal, ...]]:
+    nodes: dict[str, list[Signal]] = {}
+    for part in parts:
+        for signal in part.node_failures:
+            kept = nodes.setdefault(signal.node, [])
+            if len(kept) < MAX_NODE_SIGNALS:
+                kept.append(signal)
+    return {node: tuple(kept) for node, kept in sorted(nodes.items())}

@@ -124,3 +124,16 @@ def test_alike_environments_are_one_object_across_nodes():
     distinct = {tuple(env.items()) for env in envs}
     assert len(distinct) == 2
     assert len({id(env) for env in envs}) == len(distinct)
+
+
+def test_a_rank_states_copy_holds_every_field():
+    """The merge copies a joined node's states (`RankState.copy`, field by field): a field
+    added to RankState and left out of the copy would come back as missing."""
+    from analysis.rankmodel import RankState
+
+    values = {f.name: object() for f in dataclasses.fields(RankState)}
+    made = RankState(**values)
+    copied = made.copy()
+    assert copied is not made and type(copied) is RankState
+    assert all(getattr(copied, name) is value for name, value in values.items())
+    assert copied == made and copied.__dict__ == made.__dict__
