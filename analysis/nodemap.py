@@ -44,9 +44,10 @@ from analysis.parsers.ps import PsRow, parse_ps
 from analysis.parsers.pyspy import main_thread, parse_pyspy
 from analysis.parsers.pyspy_samples import WindowSample, parse_samples
 from analysis.parsers.shell_init import ShellInitSetting, parse_shell_init
-from analysis.ranklogs import join_logs, summarize_steps
+from analysis.ranklogs import apply_step_summaries, join_logs, summarize_steps
 from analysis.rankmodel import (
     RENDEZVOUS,
+    JoinedLogs,
     JoinedProcesses,
     NodeJoin,
     RankState,
@@ -350,11 +351,27 @@ def join_node(parse: NodeParse) -> NodeJoin:
         for entry in parse.logs:
             launched.update(entry.facts.pid_ranks)
     processes = _join_processes(parse, launched)
-    beyond = []
+    others: list[StepSummary] = []
     if processes is not None:
         own = processes.env  # by rank
-        beyond = [s.rank for entry in parse.logs for s in entry.steps if s.rank not in own]
-    return NodeJoin(logs=logs, processes=processes, steps_beyond=beyond)
+        others = [s for entry in parse.logs for s in entry.steps if s.rank not in own]
+        _make_ahead(parse.node, processes, logs)
+    return NodeJoin(
+        logs=logs,
+        processes=processes,
+        steps_beyond=[s.rank for s in others],
+        steps_of_others=others,
+    )
+
+
+def _make_ahead(node: str, processes: JoinedProcesses, logs: JoinedLogs | None) -> None:
+    """The states the first merge takes (its copies of `states`, made here, ahead of the last
+    node), with the node's own ranks' step summaries on them when its logs are joined: what
+    the merge's `apply_joined_logs` would leave on them."""
+    ahead = {state.rank: state.copy() for state in processes.states}
+    if logs is not None:
+        apply_step_summaries(node, [s for s in logs.steps if s.rank in ahead], ahead)
+    processes.made_ahead, processes.stepped = ahead, logs is not None
 
 
 def _join_processes(parse: NodeParse, launched: dict[int, int]) -> JoinedProcesses | None:

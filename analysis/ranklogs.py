@@ -159,10 +159,17 @@ def _join_reported(node: str, facts, target: list, mentioned: list[int]) -> None
 
 
 def apply_joined_logs(
-    node: str, joined: JoinedLogs, parsed: ParsedSnapshot, world_sizes: list[int], problem
+    node: str,
+    joined: JoinedLogs,
+    parsed: ParsedSnapshot,
+    world_sizes: list[int],
+    problem,
+    steps: list[StepSummary],
 ) -> dict[int, int]:
     """A node's joined logs on the snapshot: what the merge's loop and `apply_log` do for each
-    of its logs, one extend a kind. Returns the launchers' pid -> rank."""
+    of its logs, one extend a kind, and `steps` (its step summaries the merge still has to
+    apply: all, or those of ranks beyond the node's own states). Returns the launchers'
+    pid -> rank."""
     parsed.logs += joined.logs
     parsed.mentioned.update(joined.mentioned)
     for path, text in joined.problems:
@@ -170,8 +177,9 @@ def apply_joined_logs(
     world_sizes += joined.world_sizes
     parsed.logs_of_note += joined.of_note
     if joined.steps:
-        apply_step_summaries(node, joined.steps, parsed.ranks)
         parsed.step_lines = True
+    if steps:
+        apply_step_summaries(node, steps, parsed.ranks)
     add_signal_part(parsed, joined.signals)
     parsed.watchdog += joined.watchdog
     parsed.collectives += joined.collectives

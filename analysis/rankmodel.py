@@ -155,6 +155,11 @@ class JoinedProcesses:
     ranks_identified: bool
     # the node's kernel lines' signals, summed (None: the merge's to read)
     kernel_signals: SignalPart | None
+    # Copies of `states` by rank, made ahead (on the reader, as the node comes in), with the
+    # node's own step summaries on them when its logs are joined (`stepped`): the first merge
+    # takes them as its own (`snapshot_parse._adopt_rank_processes`), a later one copies.
+    made_ahead: dict[int, RankState] | None = None
+    stepped: bool = False
 
 
 @dataclass
@@ -166,6 +171,9 @@ class NodeJoin:
     # The ranks the logs' step summaries name beyond the node's own processes' (whose
     # adopted states no step line has moved yet): what `fresh_for_steps` still has to ask.
     steps_beyond: list[int] = field(default_factory=list)
+    # The logs' step summaries of those ranks, in order: all the merge applies of the node's
+    # steps when it took states made ahead with their steps on them.
+    steps_of_others: list[StepSummary] = field(default_factory=list)
 
 
 @dataclass

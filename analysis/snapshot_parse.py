@@ -170,16 +170,21 @@ def merge_parses(
             node_parse.collected_at or collected_at
         ):
             node_parse = reparse(index, None)
-        facts, rank_pids, taken = _merge_processes(node_parse, parsed, world_sizes, problem)
+        facts, rank_pids, taken, stepped = _merge_processes(
+            node_parse, parsed, world_sizes, problem
+        )
         if not still_holds(node_parse, hosts, rank_pids):
+            stepped = _unstep(parsed.ranks, taken, stepped)
             node_parse, taken = reparse(index, rank_pids), None
         if not _fresh_for_steps(parsed.ranks, node_parse, taken):
+            stepped = _unstep(parsed.ranks, taken, stepped)
             node_parse, taken = reparse(index, rank_pids, False), None
         dumps = node_parse.dumps if flight_recorder else []
         kernel = taken.kernel_signals if taken is not None else None
         _merge_node(
-            node_parse, dumps, facts, parsed, world_sizes, problem, hosts, single_node, kernel
-        )
+            node_parse, dumps, facts, parsed, world_sizes, problem, hosts, single_node, kernel,
+            stepped,
+        )  # fmt: skip
 
     world_sizes += [fact.nranks for _, fact in parsed.comm_inits]
     expected = expected_world_size or scheduler_world_size(scheduler)
@@ -199,15 +204,16 @@ def merge_parses(
 
 def _merge_processes(
     node_parse: NodeParse, parsed: ParsedSnapshot, world_sizes: list[int], problem
-) -> tuple[ParsedNode, dict[int, int], JoinedProcesses | None]:
+) -> tuple[ParsedNode, dict[int, int], JoinedProcesses | None, bool]:
     """The node's rank processes joined to the snapshot's ranks (a RANK a live process of an
-    earlier node holds stays that one's); its ParsedNode, and the node's joined processes
-    when the merge took them as they are (no earlier node named any of their ranks)."""
+    earlier node holds stays that one's); its ParsedNode, the node's joined processes when
+    the merge took them as they are (no earlier node named any of their ranks), and whether
+    the states it took carry the node's own step summaries already."""
     node, status = node_parse.node, node_parse.status
     _reading_problems(node_parse, problem)
-    taken = joined(node_parse).processes
+    taken, stepped = joined(node_parse).processes, False
     if taken is not None and parsed.ranks.keys().isdisjoint(taken.env):
-        rank_pids = _adopt_rank_processes(node, taken, parsed, world_sizes, problem)
+        rank_pids, stepped = _adopt_rank_processes(node, taken, parsed, world_sizes, problem)
         unknown_stacks, identified = taken.unknown_stacks, taken.ranks_identified
     else:
         taken = None
@@ -238,23 +244,39 @@ def _merge_processes(
         rank_pids=rank_pids,
         gpu_series=node_parse.gpu_series,
     )
-    return facts, rank_pids, taken
+    return facts, rank_pids, taken, stepped
 
 
 def _adopt_rank_processes(
     node: str, taken: JoinedProcesses, parsed: ParsedSnapshot, world_sizes: list[int], problem
-) -> dict[int, int]:
+) -> tuple[dict[int, int], bool]:
     """`_join_rank_processes` for ranks no earlier node named: each state a copy of the one
     the node's join made (the join serves every merge of the parse, and the merge's later
-    steps change the states)."""
-    ranks = parsed.ranks
-    for made in taken.states:
-        ranks[made.rank] = made.copy()
+    steps change the states), the copies made ahead for the first merge, which takes them.
+    Whether they carry the node's own step summaries."""
+    made, taken.made_ahead = taken.made_ahead, None
+    if made is not None:
+        parsed.ranks.update(made)  # in C, in process order
+    else:
+        ranks = parsed.ranks
+        for state in taken.states:
+            ranks[state.rank] = state.copy()
     parsed.env.update(taken.env)
     world_sizes += taken.world_sizes
     for source, text in taken.problems:
         problem(node, source, text)
-    return dict(taken.rank_pids)
+    return dict(taken.rank_pids), made is not None and taken.stepped
+
+
+def _unstep(ranks: dict[int, RankState], taken: JoinedProcesses | None, stepped: bool) -> bool:
+    """A node parsed again, whose states were taken with its step summaries on them (its
+    new parse's logs move them, and ask whether anything did): their step fields as a fresh
+    state holds them. False: the states carry no step summaries now."""
+    if stepped and taken is not None:
+        for rank in taken.env:
+            state = ranks[rank]
+            state.last_step = state.last_step_at = state.step_time = state.log_period = None
+    return False
 
 
 def _fresh_for_steps(
@@ -342,14 +364,18 @@ def _merge_node(
     hosts: dict[str, str],
     single_node: bool,
     kernel_found: SignalPart | None = None,
+    stepped: bool = False,
 ) -> None:
     """The node's logs, dumps and kernel lines applied to the snapshot's ranks.
-    `kernel_found`: the kernel lines' signals as the node's join read them, when it holds."""
+    `kernel_found`: the kernel lines' signals as the node's join read them, when it holds;
+    `stepped`: its own ranks' states carry its step summaries already."""
     node = node_parse.node
     parsed.nodes[node] = facts
-    ready = joined(node_parse).logs
+    join = joined(node_parse)
+    ready = join.logs
     if ready is not None:  # every line names its rank: the node's lists as they are
-        launched = apply_joined_logs(node, ready, parsed, world_sizes, problem)
+        steps = join.steps_of_others if stepped else ready.steps
+        launched = apply_joined_logs(node, ready, parsed, world_sizes, problem, steps)
     else:
         launched = _merge_logs(node_parse, facts, parsed, world_sizes, problem, single_node)
     for dump in dumps:

@@ -207,18 +207,24 @@ class SignalPart:
 
     signals: tuple[Signal, ...] = ()  # in reading order: for a rank another part names too
     by_rank: Mapping[int, RankSignals] = field(default_factory=dict)  # no step line's time
-    node_failures: tuple[Signal, ...] = ()  # failures tied to a node and no rank, in order
+    # failures tied to a node and no rank, by node: its first MAX_NODE_SIGNALS, in order
+    node_failures: Mapping[str, tuple[Signal, ...]] = field(default_factory=dict)
 
 
 def signal_part(signals: Iterable[Signal]) -> SignalPart:
     """The signals' tally per rank (every rank, whatever the world) and their nodes' failures."""
     signals = tuple(signals)
     ranks = _tallies(signals, None)
-    node_failures = tuple(
-        s for s in signals if s.rank is None and s.node and s.kind in FAILURE_KINDS
-    )
+    nodes: dict[str, list[Signal]] = {}
+    for signal in signals:
+        if signal.rank is None and signal.node and signal.kind in FAILURE_KINDS:
+            kept = nodes.setdefault(signal.node, [])
+            if len(kept) < MAX_NODE_SIGNALS:
+                kept.append(signal)
     return SignalPart(
-        signals, {rank: tally.done(rank) for rank, tally in ranks.items()}, node_failures
+        signals,
+        {rank: tally.done(rank) for rank, tally in ranks.items()},
+        {node: tuple(kept) for node, kept in nodes.items()},
     )
 
 
@@ -300,10 +306,12 @@ def _tally_again(parts: list[SignalPart], ranks: set[int], found: dict[int, Rank
 
 
 def _by_node(parts: list[SignalPart]) -> dict[str, tuple[Signal, ...]]:
-    nodes: dict[str, list[Signal]] = {}
+    nodes: dict[str, tuple[Signal, ...]] = {}
     for part in parts:
-        for signal in part.node_failures:
-            kept = nodes.setdefault(signal.node, [])
-            if len(kept) < MAX_NODE_SIGNALS:
-                kept.append(signal)
-    return {node: tuple(kept) for node, kept in sorted(nodes.items())}
+        for node, found in part.node_failures.items():
+            kept = nodes.get(node)
+            if kept is None:
+                nodes[node] = found
+            elif len(kept) < MAX_NODE_SIGNALS:
+                nodes[node] = (*kept, *found)[:MAX_NODE_SIGNALS]
+    return dict(sorted(nodes.items()))

@@ -82,7 +82,8 @@ def test_the_corpus_holds_nodes_of_both_ways():
 
 def test_the_read_back_joins_each_parse_and_no_merge_changes_it():
     """A provisional verdict and the final one merge the same parses read back: the second
-    merge gives what the first gave, and every join is as it was read."""
+    merge gives what the first gave, and every join is as it was read (but the states made
+    ahead, which the first merge takes: the second copies the join's)."""
     evidence = split_nodes(load_snapshot("outside"), ranks_per_node=2)
     stored = [
         json.dumps(nodemap.to_json(nodemap.map_node(n, hosts={}, snapshot_collected_at=None)))
@@ -90,16 +91,26 @@ def test_the_read_back_joins_each_parse_and_no_merge_changes_it():
     ]
     parses = [nodemap.from_json(json.loads(text)) for text in stored]
     assert all(p.join is not None and p.join.processes is not None for p in parses)
-    before = [json.dumps(dataclasses.asdict(p.join), default=str) for p in parses]
+    assert all(p.join.processes.made_ahead and p.join.processes.stepped for p in parses)
+
+    def as_read(join) -> str:
+        """The join as every merge reads it: all but the states made ahead for the first."""
+        kept = dataclasses.replace(join.processes, made_ahead=None)
+        return json.dumps(
+            dataclasses.asdict(dataclasses.replace(join, processes=kept)), default=str
+        )
+
+    before = [as_read(p.join) for p in parses]
 
     def reparse(index, rank_pids, step_summaries=True):
         raise AssertionError("every stored parse holds")
 
     head = dataclasses.replace(evidence, nodes=[])
     first = diagnose_parses(head, parses, reparse).to_json()
-    second = diagnose_parses(head, parses, reparse).to_json()
+    assert all(p.join.processes.made_ahead is None for p in parses)  # the first merge's own
+    second = diagnose_parses(head, parses, reparse).to_json()  # its copies of the states
     assert first == second
-    assert [json.dumps(dataclasses.asdict(p.join), default=str) for p in parses] == before
+    assert [as_read(p.join) for p in parses] == before
 
 
 def test_alike_environments_are_one_object_across_nodes():
@@ -137,3 +148,39 @@ def test_a_rank_states_copy_holds_every_field():
     assert copied is not made and type(copied) is RankState
     assert all(getattr(copied, name) is value for name, value in values.items())
     assert copied == made and copied.__dict__ == made.__dict__
+
+
+@pytest.mark.parametrize("per_node", [1, 2])
+def test_a_node_parsed_again_after_its_states_were_taken_merges_as_with_copies(per_node):
+    """The first merge takes the states made ahead with the node's step summaries on them; a
+    node then parsed again (what its parse was told no longer holds) is merged as if its
+    states had been copies of the join's: the same snapshot either way."""
+    from analysis.snapshot_parse import merge_parses
+
+    evidence = split_nodes(load_snapshot("outside"), ranks_per_node=per_node)
+    at = evidence.collected_at
+
+    def reparse(index, rank_pids, step_summaries=True):
+        node = evidence.nodes[index]
+        return nodemap.map_node(
+            node, hosts={}, snapshot_collected_at=at, rank_pids=rank_pids,
+            step_summaries=step_summaries,
+        )  # fmt: skip
+
+    def merged(ahead: bool):
+        parses = [reparse(i, None) for i in range(len(evidence.nodes))]
+        for parse in parses:
+            parse.asked_hosts = {"elsewhere": "a node of another snapshot"}
+            processes = nodemap.joined(parse).processes
+            assert processes.made_ahead and processes.stepped
+            if not ahead:
+                processes.made_ahead = None
+        parsed = merge_parses(
+            parses, expected_world_size=evidence.expected_world_size, collected_at=at,
+            scheduler=None, scheduler_lines=False, flight_recorder=True, reparse=reparse,
+        )  # fmt: skip
+        return parsed, (list(parsed.ranks), list(parsed.env), list(parsed.mentioned))
+
+    taken, copied = merged(True), merged(False)
+    assert taken == copied
+    assert any(state.last_step is not None for state in taken[0].ranks.values())
