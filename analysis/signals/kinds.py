@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from analysis.signals import cluster, comms
-from analysis.signals.triggers import TRIGGERS, may_say_anything, trie_pattern
+from analysis.signals.triggers import TRIGGERS, holds_any, may_say_anything, trie_pattern
 
 Found = tuple[str, int | None, int | None]  # (kind, code, peer)
 __all__ = ["READERS", "TRIGGERS", "classify", "exit_status", "may_say_anything"]
@@ -99,7 +99,7 @@ def _signal_kind(number: int) -> str:
 def exits(message: str, low: str) -> list[Found]:
     """Exit codes and signals: `exited with exitcode 137 (signal 9)`, `exitcode: -11`,
     `Exited with exit code 1`, `died with <Signals.SIGKILL: 9>`, `Killed`, `Segmentation fault`."""
-    if any(word in low for word in _TEARDOWN):
+    if holds_any(low, _TEARDOWN):
         return []
     found: list[Found] = []
     code = _EXIT_CODE.search(low)
@@ -125,7 +125,7 @@ def exits(message: str, low: str) -> list[Found]:
         found.append(("exit", -15, None))  # srun's "tasks 0-57: Terminated" (SIGTERM)
     if not found and ("cancelled at" in low or ("*** " in low and " due to " in low)):
         found.append(_cancelled(low))
-    if not found and (any(word in low for word in _DIED) or "non-zero exit" in low):
+    if not found and (holds_any(low, _DIED) or "non-zero exit" in low):
         found.append(("exit", None, None))
     return found
 
