@@ -63,17 +63,20 @@ _SUBJECT = re.compile(
 )
 _SETTING_UP = re.compile(r"\[(\d{1,7})\] is setting up NCCL communicator")
 # Not `--local_rank=0` of a command line (DeepSpeed logs the last command it spawned).
-_LOCAL_SUBJECT = re.compile(r"(?<![-\w])(?:local_rank|LOCAL_RANK)[=: ]{1,3}(\d{1,7})\b")
+_LOCAL_SUBJECT = re.compile(r"(?:l(?<![-\w]l)ocal_rank|L(?<![-\w]L)OCAL_RANK)[=: ]{1,3}(\d{1,7})\b")
 # torchrun's failure summary: `rank      : 3 (local_rank: 3)`.
 _SUMMARY_RANK = re.compile(r"\s{0,12}rank\s{0,12}:\s{0,4}(\d{1,7}) ")
+# The failure lines' own expressions led by a letter, not by `\b` (`\bon` as `o(?<!\wo)n`, the
+# same boundary): the search skips every position whose character no alternative starts with.
 _HOST_IN_MESSAGE = re.compile(
-    r"\bon node ([\w.:-]{1,255})|Worker IP address: ([\w.:-]{1,255})|\bip=([\w.:-]{1,64})"
-    r"|\bhost=([\w.-]{1,255})|^srun: error: ([\w.-]{1,255}): |\bON ([\w.-]{1,255}) CANCELLED AT"
+    r"o(?<!\wo)n node ([\w.:-]{1,255})|Worker IP address: ([\w.:-]{1,255})"
+    r"|i(?<!\wi)p=([\w.:-]{1,64})|h(?<!\wh)ost=([\w.-]{1,255})|^srun: error: ([\w.-]{1,255}): "
+    r"|O(?<!\wO)N ([\w.-]{1,255}) CANCELLED AT"
 )
 _PID = re.compile(
-    r"\b(?:pid|PID)[=: ]{1,3}(\d{1,9})\b|\bwith pid (\d{1,9})\b"
+    r"(?:p(?<!\wp)id|P(?<!\wP)ID)[=: ]{1,3}(\d{1,9})\b|w(?<!\ww)ith pid (\d{1,9})\b"
     r"|Killed process (\d{1,9})|\[(\d{1,9})\]: segfault at"
-    r"|\bprocess (\d{1,9}) (?:on node|managing|exited|terminated)|: line \d{1,9}: +(\d{1,9}) "
+    r"|p(?<!\wp)rocess (\d{1,9}) (?:on node|managing|exited|terminated)|: line \d{1,9}: +(\d{1,9}) "
 )
 _FILE_RANK = re.compile(r"rank[_-]?(\d{1,7})(?!\d)", re.IGNORECASE)
 _ATTEMPT_DIR = re.compile(r"attempt_\d{1,6}/(\d{1,7})/(?:stdout|stderr|error)")
