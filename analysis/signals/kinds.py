@@ -29,9 +29,10 @@ _EXIT_CODE = re.compile(
     r"terminated with code|with exit code)[\s:=()]{0,12}(-?\d{1,4})\b"
 )
 _SIGNAL_NUMBER = re.compile(
-    r"\bsignal:? (\d{1,2})\b|\bsignals\.sig[a-z]{2,6}: (\d{1,2})\b|received (\d{1,2}) death signal"
+    r"s(?<!\ws)ignal:? (\d{1,2})\b|s(?<!\ws)ignals\.sig[a-z]{2,6}: (\d{1,2})\b"
+    r"|received (\d{1,2}) death signal"
 )
-_SIGNAL_NAME = re.compile(r"\bsig(kill|segv|abrt|bus|fpe|ill|term|int|hup|quit|pipe)\b")
+_SIGNAL_NAME = re.compile(r"s(?<!\ws)ig(kill|segv|abrt|bus|fpe|ill|term|int|hup|quit|pipe)\b")
 _SIGNAL_NUMBERS = {
     "kill": 9,
     "segv": 11,

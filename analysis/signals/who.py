@@ -56,7 +56,9 @@ _IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 _RANK_TAG = re.compile(
     r"\[rank(\d{1,7})\]|\[Rank (\d{1,7})\]|R(?<!\wR)ank (\d{1,7})\]|r(?<!\wr)ank=(\d{1,7})\b"
 )
-_RANK_ENV = re.compile(r"\b(?:global_rank|RANK|world_rank)[=: ]{1,3}(\d{1,7})\b")
+_RANK_ENV = re.compile(
+    r"(?:g(?<!\wg)lobal_rank|R(?<!\wR)ANK|w(?<!\ww)orld_rank)[=: ]{1,3}(\d{1,7})\b"
+)
 # Whom a message speaks of when nobody's prefix says who wrote it.
 _SUBJECT = re.compile(
     r"\b(?:[Rr]ank|RANK|[Ww]orker|[Tt]asks?|process rank)[ =:#]{1,3}(\d{1,7})\b(?!\s?/)"
