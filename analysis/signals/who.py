@@ -219,8 +219,12 @@ def writer(line: str) -> Writer:
 
 def _prefix_follows(line: str, at: int) -> bool:
     """After a leading time, a launcher's prefix: `[rank4]:`, `[1,0]<stdout>:`, `host:pid:tid`."""
-    rest = line[at : at + 300]
-    return rest.startswith("[") or bool(_NCCL_PREFIX.match(rest)) or bool(_SRUN_LABEL.match(rest))
+    end = at + 300  # the expressions matched in place: neither looks behind its start
+    return (
+        line.startswith("[", at)
+        or _NCCL_PREFIX.match(line, at, end) is not None
+        or _SRUN_LABEL.match(line, at, end) is not None
+    )
 
 
 def _tag_in_message(line: str, at: int, found: Writer) -> None:
@@ -234,7 +238,7 @@ def _tag_in_message(line: str, at: int, found: Writer) -> None:
         return
     tag = _RANK_TAG.search(head)
     if tag:
-        found.rank = int(next(g for g in tag.groups() if g is not None))
+        found.rank = int(tag.group(tag.lastindex))  # one group an alternative: the one matched
         return
     env = _RANK_ENV.search(head)
     if env:
@@ -285,14 +289,14 @@ def named_host(message: str) -> str | None:
     match = _HOST_IN_MESSAGE.search(message[:4096])
     if not match:
         return None
-    return next(g for g in match.groups() if g is not None).rstrip(".:")
+    return match.group(match.lastindex).rstrip(".:")  # one group an alternative
 
 
 def named_pid(message: str) -> int | None:
     match = _PID.search(message[:4096])
     if not match:
         return None
-    return int(next(g for g in match.groups() if g is not None))
+    return int(match.group(match.lastindex))  # one group an alternative
 
 
 def file_rank(path: str) -> tuple[int | None, int | None]:
