@@ -333,8 +333,9 @@ def from_json(data: object) -> NodeParse:
 
 def joined(parse: NodeParse) -> NodeJoin:
     """The parse's `join`, made when it has none. Every part of it depends on the parse alone,
-    and a merge only copies out of it: one join serves every merge of the parse (a
-    provisional verdict's, then the final one's)."""
+    and a merge only copies out of it (but the states made ahead, which the first merge takes
+    as its own): one join serves every merge of the parse (a provisional verdict's, then the
+    final one's)."""
     if parse.join is None:
         parse.join = join_node(parse)
     return parse.join
