@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import weakref
 from datetime import timedelta
 
 import pytest
@@ -100,6 +101,29 @@ def test_the_readers_verdict_is_the_analysis_workers_and_reads_each_parse_once(c
     assert sorted(reads) == sorted(snapshot.collections.values_list("pk", flat=True))
     # The lease released with the verdict stored.
     assert (snapshot.reader, snapshot.reader_until) == ("", None)
+
+
+def test_what_the_reader_held_is_freed_apart_once_its_verdict_is_stored(cluster, bob, monkeypatch):
+    incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
+    snapshot = _collecting(incident, _evidence("tp-rank-stall"), bob)
+    seen = []
+    original = read_ahead._free
+
+    def spy(held):
+        parses, spent, _ = held
+        stored = spent[-1]  # the stored snapshot, the verdict's diagnosis on it
+        seen.append((parses, spent, len(parses), stored.status, weakref.ref(stored)))
+        del stored
+        original(held)
+
+    monkeypatch.setattr(read_ahead, "_free", spy)
+    nodes = _Nodes(lambda: _last_node_in(snapshot))
+    assert read_ahead.parses_read_ahead(snapshot_id=snapshot.pk, sleep=nodes) == "verdict"
+    assert read_ahead.freed(timeout=60)
+    ((parses, spent, held, status, stored),) = seen
+    assert held == snapshot.collections.count() and status == SnapshotStatus.DONE
+    assert parses == {} and spent == []
+    assert stored() is None  # the thread held the last reference: nothing outlives it
 
 
 def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads, monkeypatch):
