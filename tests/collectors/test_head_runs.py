@@ -3,10 +3,12 @@ stored JSON is smaller, and every reader of the field reads the head that was ma
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
 from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +20,7 @@ from incidents.services import incident_open
 from tests.pages.fleet import fleet_diagnosis
 
 WORLD = 3000
+migration = importlib.import_module("collectors.migrations.0018_diagnosis_rank_runs")
 
 
 def _whole_world(diagnosis: dict) -> dict:
@@ -96,6 +99,18 @@ def test_a_head_with_a_runs_key_of_its_own_is_stored_as_it_is(made):
     assert headruns.RUNS not in stored
     assert len(stored["stack_groups"][0]["rank_list"]) == WORLD - 1
     assert Snapshot.objects.get(pk=snapshot.pk).whole_diagnosis() == diagnosis
+
+
+@pytest.mark.django_db
+def test_migrated_back_the_heads_stored_as_runs_are_lists_again(made):
+    snapshot, diagnosis = made
+    Snapshot.objects.filter(pk=snapshot.pk).update(diagnosis=diagnosis)
+    assert headruns.RUNS in json.loads(_stored_text(snapshot.pk))
+    before = MigrationLoader(connection).project_state(("collectors", "0017_artifact_lz4"))
+    migration.lists_again(before.apps, None)
+    stored = json.loads(_stored_text(snapshot.pk))
+    assert headruns.RUNS not in stored
+    assert stored == {k: v for k, v in diagnosis.items() if k != "per_rank"}
 
 
 def test_only_long_strictly_ascending_lists_of_ints_worth_it_become_runs():
