@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import zlib
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
-from operator import is_, methodcaller
 
 import orjson
 
@@ -47,7 +45,7 @@ def chunks(rows: list) -> list[Chunk]:
     made = []
     for first in range(0, len(rows), CHUNK_ROWS):
         part = rows[first : first + CHUNK_ROWS]
-        ranks = _ranks_of(part)
+        ranks = [r["rank"] for r in part if isinstance(r, dict) and isinstance(r.get("rank"), int)]
         text = rows_json(part)
         made.append(
             Chunk(
@@ -59,16 +57,6 @@ def chunks(rows: list) -> list[Chunk]:
             )
         )
     return made
-
-
-def _ranks_of(rows: list) -> list[int]:
-    """The rows' ranks: each dict row's int `rank` (a column at a time when every row is a
-    dict whose rank is an int, as RankRow's are; else row by row)."""
-    if _DICT.issuperset(map(type, rows)):
-        ranks = list(map(_RANK, rows))
-        if _INT.issuperset(map(type, ranks)):
-            return ranks
-    return [r["rank"] for r in rows if isinstance(r, dict) and isinstance(r.get("rank"), int)]
 
 
 def rows_json(rows: list) -> bytes:
@@ -87,25 +75,12 @@ def rows_json(rows: list) -> bytes:
 
 
 _SCALARS = frozenset((str, int, bool, type(None)))
-_SCALARS_OR_FLOAT = _SCALARS | {float}
-_DICT = frozenset({dict})
-_INT = frozenset({int})
-_RANK = methodcaller("get", "rank")
-_STR_OR_NONE = frozenset({str, type(None)})
 
 
 def _plain(rows: list) -> bool:
     """Only exact strings, ints, booleans, None, lists, dicts and floats that json writes
-    without an exponent (orjson writes 1e-05 as 0.00001, NaN as null) or zero. Rows of
-    scalars (RankRow's) are looked at a column of types at a time, each distinct float
-    once; any other row's own values inline (a call for each cost as much as json's
-    encoding)."""
-    if _DICT.issuperset(map(type, rows)):
-        values = list(chain.from_iterable(map(dict.values, rows)))
-        kinds = list(map(type, values))
-        if _SCALARS_OR_FLOAT.issuperset(kinds):
-            floats = set(compress(values, map(is_, kinds, repeat(float))))
-            return all(value == 0.0 or 1e-4 <= abs(value) < 1e16 for value in floats)
+    without an exponent (orjson writes 1e-05 as 0.00001, NaN as null) or zero. The rows'
+    own values looked at inline: a call for each of them cost as much as json's encoding."""
     for row in rows:
         if type(row) is not dict:
             if not _plain_value(row):
@@ -147,12 +122,6 @@ def rows_of(stored: bytes | memoryview) -> list:
 
 def field_values(rows: list, names=VALUE_FIELDS) -> dict[str, list]:
     """The distinct non-null values each named field takes over the rows (first seen order)."""
-    if _DICT.issuperset(map(type, rows)):
-        columns = {name: list(map(methodcaller("get", name), rows)) for name in names}
-        if all(_STR_OR_NONE.issuperset(map(type, column)) for column in columns.values()):
-            # Strings (RankRow's ISO times) are their own keys: first seen order, nulls out.
-            return {name: [v for v in dict.fromkeys(column) if v is not None]
-                    for name, column in columns.items()}  # fmt: skip
     found: dict[str, dict] = {name: {} for name in names}
     for row in rows:
         if not isinstance(row, dict):
