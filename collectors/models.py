@@ -3,7 +3,9 @@
 The diagnosis is stored as JSON (`Diagnosis.to_json()`): its head in `Snapshot.diagnosis`, its
 per-rank table (`per_rank`, 13 MB of the JSON at 32,000 ranks) apart in `RankChunk` rows
 (collectors/rankstore.py), both written by one UPDATE (`SnapshotQuerySet.update`) in one
-transaction. It is read back typed (`Snapshot.read_diagnosis()`), whatever version stored it.
+transaction; the head's long lists of ranks are stored as runs (`DiagnosisField`,
+collectors/headruns.py) and read back as made. It is read back typed
+(`Snapshot.read_diagnosis()`), whatever version stored it.
 Beside it, `rank_overview` (analysis/rankview.py): what a page shows of the table without
 reading it (counts and ranges per status, the chart's groups, the suspect, missing and first
 rows); pages read the head (`Snapshot.objects.for_pages()`) and the table a page at a time

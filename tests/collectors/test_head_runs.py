@@ -11,11 +11,13 @@ from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from rest_framework.test import APIClient
 
 from analysis.diagnosis import Diagnosis
 from collectors import headruns
 from collectors.models import SNAPSHOT_FLOW, Snapshot, SnapshotStatus
 from collectors.services import rank_overview
+from core.services import api_token_create
 from incidents.services import incident_open
 from tests.pages.fleet import fleet_diagnosis
 
@@ -78,6 +80,38 @@ def test_the_verdicts_head_is_stored_as_runs_and_read_back_as_made(made):
     assert page.read_diagnosis().stack_groups == Diagnosis.from_json(head).stack_groups
     assert Snapshot.objects.filter(pk=snapshot.pk).values_list("diagnosis", flat=True).get() == head
     assert read.classification == diagnosis["classification"]  # generated from the stored head
+
+
+def _stored_as_lists(pk: int, head: dict) -> None:
+    """The head written as the code before this one stored it (no runs), past the field."""
+    sql = "UPDATE collectors_snapshot SET diagnosis = %s WHERE id = %s"
+    if connection.vendor == "postgresql":
+        sql = "UPDATE collectors_snapshot SET diagnosis = %s::jsonb WHERE id = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [json.dumps(head), pk])
+
+
+@pytest.mark.django_db
+def test_the_api_serves_a_head_stored_as_runs_as_it_serves_one_stored_as_lists(made, carol):
+    snapshot, diagnosis = made
+    SNAPSHOT_FLOW.move(
+        Snapshot.objects.filter(pk=snapshot.pk), SnapshotStatus.DONE,
+        diagnosis=diagnosis, rank_overview=rank_overview(diagnosis),
+    )  # fmt: skip
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token_create(user=carol, name='t')[1]}")
+    url = f"/api/v1/snapshots/{snapshot.pk}/diagnosis/"
+    as_runs = client.get(url).json()
+    _stored_as_lists(snapshot.pk, {k: v for k, v in diagnosis.items() if k != "per_rank"})
+    assert headruns.RUNS not in _stored_text(snapshot.pk)
+    assert client.get(url).json() == as_runs
+    stop = as_runs["flight_recorder"]["stops"][0]
+    assert (
+        stop["victims"]
+        == stop["collectives"][0]["rank_list"]
+        == [r for r in range(WORLD) if r != 1733]
+    )
+    assert as_runs["flight_recorder"]["first_mismatch"] == stop
 
 
 @pytest.mark.django_db
