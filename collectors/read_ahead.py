@@ -176,6 +176,7 @@ def _read_until_done(snapshot_id, ahead, read_for_s, clock, sleep, token) -> str
                 return "finished elsewhere"
             if clock() >= until:
                 return "read long enough"
+            ahead.spent.clear()  # a first verdict's records: freed now, while it waits
             if read_at is None or clock() - read_at >= READ_S:
                 last, read_at = _read_new(snapshot_id, ahead, last), clock()
                 if not compared:

@@ -55,6 +55,9 @@ def _last_node_in(snapshot: Snapshot) -> None:
     Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.ANALYSING)
 
 
+_ReadAhead = services.ReadAhead
+
+
 class _Nodes:
     """The reader's sleep: what happens between two of its looks, one step a look."""
 
@@ -143,12 +146,16 @@ def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads
     read_ahead.lease_release(snapshot.pk, "r" * 32)
 
     reads.clear()
-    shown = []
+    shown, held, spent = [], [], []
+    monkeypatch.setattr(services, "ReadAhead", lambda: held.append(_ReadAhead()) or held[-1])
     nodes = _Nodes(
-        lambda: shown.append(Snapshot.objects.get(pk=snapshot.pk).provisional),
-        lambda: _last_node_in(snapshot),
-    )
+        lambda: (shown.append(Snapshot.objects.get(pk=snapshot.pk).provisional),
+                 spent.append(len(held[0].spent))),
+        lambda: (spent.append(len(held[0].spent)), _last_node_in(snapshot)),
+    )  # fmt: skip
     assert read_ahead.parses_read_ahead(snapshot_id=snapshot.pk, sleep=nodes) == "verdict"
+    # What the first verdict was made of is held past its store, freed at the next look.
+    assert spent[0] >= 3 and spent[1] == 0
     made = shown[0]
     assert {k: v for k, v in made.items() if k != "at"} == {
         k: v for k, v in expected.items() if k != "at"
