@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -363,6 +363,15 @@ def join_node(parse: NodeParse) -> NodeJoin:
         steps_beyond=[s.rank for s in others],
         steps_of_others=others,
     )
+
+
+def make_ahead_again(parses: Iterable[NodeParse]) -> None:
+    """The states made ahead again for the parses a merge took them from (a first verdict's,
+    on the reader while it waits): the final verdict's merge then takes its own too."""
+    for parse in parses:
+        join = parse.join
+        if join is not None and join.processes is not None and join.processes.made_ahead is None:
+            _make_ahead(parse.node, join.processes, join.logs)
 
 
 def _make_ahead(node: str, processes: JoinedProcesses, logs: JoinedLogs | None) -> None:

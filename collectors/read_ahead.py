@@ -38,6 +38,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analysis.diagnosis import no_cyclic_gc
+from analysis.nodemap import make_ahead_again
 from hangdesk.budget import TIME_BUDGET
 
 from . import gpuclick, node_work, nodeparse, provisional, selectors, services
@@ -187,6 +188,8 @@ def _read_until_done(snapshot_id, ahead, read_for_s, clock, sleep, token) -> str
                     # reader (reading every parse back there cost ~2 s of CPU at 4,000
                     # nodes, beside the last nodes' stores and then the final verdict).
                     provisional.snapshot_provisional_analyse(snapshot_id=snapshot_id, ahead=ahead)
+                    # Its merge took the states the join made ahead: made again for the final.
+                    make_ahead_again(parse for _, parse in ahead.parses.values())
             sleep(LOOK_S)
     return "handed over"
 

@@ -111,6 +111,10 @@ def test_the_read_back_joins_each_parse_and_no_merge_changes_it():
     second = diagnose_parses(head, parses, reparse).to_json()  # its copies of the states
     assert first == second
     assert [as_read(p.join) for p in parses] == before
+    nodemap.make_ahead_again(parses)  # as the reader does after a first verdict
+    assert all(p.join.processes.made_ahead and p.join.processes.stepped for p in parses)
+    assert diagnose_parses(head, parses, reparse).to_json() == first
+    assert [as_read(p.join) for p in parses] == before
 
 
 def test_alike_environments_are_one_object_across_nodes():
