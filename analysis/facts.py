@@ -20,6 +20,7 @@ from analysis import jobtime
 from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
 from analysis.departures import Departure, departures_of
 from analysis.envdiff import env_diffs, shell_init_findings
+from analysis.failure_index import FailureIndex
 from analysis.gpushape import GpuSeries, RankGpuHint, join
 from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
@@ -77,6 +78,7 @@ class Facts:
     in_init: tuple[int, ...]
     with_stack: int
     job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
+    failures: FailureIndex  # the signalled ranks' failures by kind and peer, read once
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
     # rank -> its GPU's series and how it was joined (pid, CUDA_VISIBLE_DEVICES, LOCAL_RANK).
@@ -147,10 +149,11 @@ def job_kills(node: ParsedNode, job_started: datetime | None) -> list:
 
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
     walk = _RankWalk(snap)
-    departures = departures_of(snap)
+    failures = FailureIndex(snap.signals)
+    departures = departures_of(snap, failures)
     quiet = quiet_in_shared_log(snap)
-    not_ready = not_ready_ranks(snap)
-    observed = _observed(snap, walk.seen) | set(quiet)
+    not_ready = not_ready_ranks(snap, failures)
+    observed = _observed(snap, walk.seen, failures) | set(quiet)
     if not_ready:
         observed |= set(range(snap.world_size))
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures, walk)
@@ -193,6 +196,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         in_init=tuple(sorted(map(_RANK, by_kind["init"]))),
         with_stack=walk.with_stack,
         job_started=started,
+        failures=failures,
         ops=_ops(collective),
         signatures=Counter(map(attrgetter("stack_signature"), collective)),
         fr=fr,
@@ -291,7 +295,7 @@ def _gpu_by_rank(snap: ParsedSnapshot) -> dict[int, tuple[GpuSeries, str]]:
 # ------------------------------------------------------------------ observed / missing
 
 
-def _observed(snap: ParsedSnapshot, seen: set[int]) -> set[int]:
+def _observed(snap: ParsedSnapshot, seen: set[int], failures: FailureIndex) -> set[int]:
     """A rank with a live process, a stack, a dump or any log line naming it was observed; so
     was every rank of the job when NCCL's RAS reported on a job-wide communicator or named a
     rank against the others (RAS hears from every process of the job). `seen`: the ranks
@@ -299,12 +303,7 @@ def _observed(snap: ParsedSnapshot, seen: set[int]) -> set[int]:
     seen.update(snap.mentioned)
     seen.update(filter(partial(is_not, None), map(_RANK, snap.dumps)))  # in C: a dump a rank
     # A rank another rank's line names (the one it waits for, or lost) was observed by it.
-    seen.update(
-        s.peer
-        for found in snap.signals.signalled.values()
-        for s in found.failures
-        if s.peer is not None and 0 <= s.peer < MAX_WORLD
-    )
+    seen.update(s.peer for _, s in failures.with_peer() if 0 <= s.peer < MAX_WORLD)
     world = snap.world_size
     reached = any(comm.size == world for _, report in snap.signals.ras for comm in report.comms)
     reached = reached or any(s.kind == "ras_ok" for s in snap.signals.ras_signals)
@@ -354,10 +353,11 @@ def _missing_and_unobserved(
     return sorted(missing), sorted(absent)
 
 
+_DESYNC = ("desync",)
 _READY = re.compile(r"\[ready ranks: (\d{1,6}(?:, ?\d{1,6}){0,4095})\]")
 
 
-def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
+def not_ready_ranks(snap: ParsedSnapshot, failures: FailureIndex) -> dict[int, Signal]:
     """A stall report lists, per stalled tensor, the ranks that submitted it; within a stated
     world the others never reached the collective. (Every rank of the world is then accounted
     for: ready, or left out.)"""
@@ -365,9 +365,8 @@ def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
     if not world:
         return {}
     # The stall reports only, in reading order (a fleet's ranks hold 64,000 other failures).
-    signalled, by_node = snap.signals.signalled.values(), snap.signals.by_node.values()
-    reports = [s for found in signalled for s in found.failures if s.kind == "desync"]
-    reports += [s for found in by_node for s in found if s.kind == "desync"]
+    reports = [s for _, s in failures.of_kinds(_DESYNC)]
+    reports += failures.nodes_of_kinds(_DESYNC)
     out: dict[int, Signal] = {}
     for signal in reports:
         match = _READY.search(signal.text)
