@@ -13,7 +13,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from functools import cached_property, partial
 from operator import attrgetter, is_not
 
 from analysis import jobtime
@@ -115,6 +115,19 @@ class Facts:
         steps = map(_LAST_STEP, filter(_KNOWN, states))
         return max(filter(_KNOWN, steps), default=None)
 
+    @cached_property
+    def waiting_step(self) -> int | None:
+        """The highest last step of the ranks waiting in a collective, or of every rank when
+        none waits: what the rules' texts say "after step N" of (asked by several, read once)."""
+        if not self.in_collective:
+            return self.step_range[1] if self.step_range else None
+        return self.step_of(self.in_collective)
+
+    @cached_property
+    def latest_step_at(self) -> datetime | None:
+        """When the job's latest step was logged, of any rank (in C, once for the rules)."""
+        return max(filter(None, map(_LAST_STEP_AT, self.snap.ranks.values())), default=None)
+
     def main_op(self) -> str | None:
         return self.ops.most_common(1)[0][0] if self.ops else None
 
@@ -209,6 +222,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
 
 _RANK = attrgetter("rank")  # 32,000 states read by C, not a generator's frame each
 _LAST_STEP = attrgetter("last_step")
+_LAST_STEP_AT = attrgetter("last_step_at")  # a datetime or None (a datetime is never false)
 _KNOWN = partial(is_not, None)
 
 
