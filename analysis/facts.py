@@ -24,7 +24,7 @@ from analysis.failure_index import FailureIndex
 from analysis.gpushape import GpuSeries, RankGpuHint, join
 from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
-from analysis.progress import Progress, progress_of
+from analysis.progress import Progress, RankTimes, job_step_time, progress_of
 from analysis.signals import Signal
 from analysis.snapshot_parse import (
     MAX_WORLD,
@@ -79,6 +79,7 @@ class Facts:
     with_stack: int
     job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
     failures: FailureIndex  # the signalled ranks' failures by kind and peer, read once
+    rank_times: RankTimes  # every rank's step time and log period, each node's latest step
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
     # rank -> its GPU's series and how it was joined (pid, CUDA_VISIBLE_DEVICES, LOCAL_RANK).
@@ -123,10 +124,15 @@ class Facts:
             return self.step_range[1] if self.step_range else None
         return self.step_of(self.in_collective)
 
-    @cached_property
+    @property
     def latest_step_at(self) -> datetime | None:
-        """When the job's latest step was logged, of any rank (in C, once for the rules)."""
-        return max(filter(None, map(_LAST_STEP_AT, self.snap.ranks.values())), default=None)
+        """When the job's latest step was logged, of any rank."""
+        return max(self.rank_times.node_latest.values(), default=None)
+
+    @cached_property
+    def step_time(self) -> float | None:
+        """The job's median step time (analysis.progress.job_step_time), read once."""
+        return job_step_time(self.snap, self.rank_times)
 
     def main_op(self) -> str | None:
         return self.ops.most_common(1)[0][0] if self.ops else None
@@ -192,7 +198,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
             for node, fact in snap.unplaced_exits
             if not fact.stopped_by_launcher and fact.exit_code not in (0, *TERMINATED_BY_LAUNCHER)
         ),
-        progress=progress_of(snap, prev),
+        progress=progress_of(snap, prev, walk.times),
         flight_recorder=fr.to_json() if fr and fr.dump_ranks else None,
         group_stops=fr.stops if fr else (),
         watchdog=read_watchdog(snap.watchdog),
@@ -210,6 +216,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         with_stack=walk.with_stack,
         job_started=started,
         failures=failures,
+        rank_times=walk.times,
         ops=_ops(collective),
         signatures=Counter(map(attrgetter("stack_signature"), collective)),
         fr=fr,
@@ -222,7 +229,6 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
 
 _RANK = attrgetter("rank")  # 32,000 states read by C, not a generator's frame each
 _LAST_STEP = attrgetter("last_step")
-_LAST_STEP_AT = attrgetter("last_step_at")  # a datetime or None (a datetime is never false)
 _KNOWN = partial(is_not, None)
 
 
@@ -243,12 +249,23 @@ class _RankWalk:
         self.local_maps: dict[str, dict[int, int]] = {}  # node -> local rank -> global rank
         self.held: dict[int, str] = {}  # rank -> "T" / "D", as Facts.held
         self.steps: list[int | None] = []  # every rank's last step
-        by_kind, per_node, local_maps = self.by_kind, self.per_node, self.local_maps
+        # What progress reads of every rank (analysis.progress.RankTimes).
+        self.times = RankTimes([], [], {})
+        by_kind, per_node = self.by_kind, self.per_node
+        local_maps: dict[str, dict[int, int]] = defaultdict(dict)
         rank_node, seen, started, steps = self.rank_node, self.seen, self.started, self.steps
+        step_times, log_periods, node_latest = self.times
         widest = 0
         for rank, state in snap.ranks.items():
             node = rank_node[rank] = state.node
             per_node[node] += 1
+            step_times.append(state.step_time)
+            log_periods.append(state.log_period)
+            at = state.last_step_at
+            if at is not None:
+                latest = node_latest.get(node)
+                if latest is None or at > latest:
+                    node_latest[node] = at
             if state.stack_signature:
                 self.with_stack += 1
                 kind = by_kind.get(state.frame_kind)
@@ -266,12 +283,11 @@ class _RankWalk:
             if local_rank is not None or state.local_world_size:
                 widest = max(widest, state.local_world_size or 0, (local_rank or 0) + 1)
             if local_rank is not None:
-                local = local_maps.get(node)
-                if local is None:
-                    local = local_maps[node] = {}
+                local = local_maps[node]
                 if state.process_seen or local_rank not in local:
                     local[local_rank] = rank
         self.widest = widest
+        self.local_maps = dict(local_maps)  # a plain dict: the rules ask it of any node
         self.steps = [step for step in steps if step is not None]
 
 

@@ -17,7 +17,7 @@ from analysis.facts import Facts
 from analysis.findings import Context, StuckSignal
 from analysis.parsers.flight_recorder import FrEntry
 from analysis.parsers.logs import parse_timestamp
-from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
+from analysis.progress import HEALTHY_STEP_MULTIPLE
 from analysis.verdict import ranks_text
 
 # The combiner needs to know whether there is any; quoting a few is enough.
@@ -62,7 +62,7 @@ def _unmatched(facts: Facts) -> list[StuckSignal]:
     if not stops:
         return []
     issued = _issued_at(facts, {(s.pg, s.seq) for s in stops})
-    pace = job_step_time(facts.snap)
+    pace = facts.step_time
     latest = facts.latest_step_at
     return [
         StuckSignal("unmatched", None, None, quotes.flight_recorder(stop.mismatch).text)
