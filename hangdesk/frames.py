@@ -161,12 +161,19 @@ class FrameReader:
         self.total += len(data)
         if self.ended or self.error is not None:
             return
+        at = 0
         if not self.started:
-            self._buf += data
-            if not self._seek_start():
-                return
-            data, self._buf = bytes(self._buf), bytearray()
-        view, at = memoryview(data), 0
+            found = data.find(self.marker) if not self._buf else -1
+            if found < 0:
+                self._buf += data
+                if not self._seek_start():
+                    return
+                data, self._buf = bytes(self._buf), bytearray()
+            else:  # the start marker within this read: its frames read from it, not copied
+                self.noise += data[:found][: max(0, _MAX_NOISE - len(self.noise))]
+                self.started = True
+                at = found + len(self.marker)
+        view = memoryview(data)
         while at < len(data) and self.error is None and not self.ended and not self.over_cap:
             at = self._read_header(data, at) if self._key is None else self._read_body(view, at)
 

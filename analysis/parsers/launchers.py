@@ -105,7 +105,7 @@ _SUMMARY_RANK = re.compile(r"^(\d{1,18}) \(local_rank: (\d{1,18})\)")
 _SUMMARY_EXIT = re.compile(r"^(-?\d{1,18}) \(pid: (\d{1,18})\)")
 _SUMMARY_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
 _INT_LIST = re.compile(r"\[([\d, ]*)\]")
-_GROUP_RANK = re.compile(r"\bgroup_rank=(\d{1,18})")
+_GROUP_RANK = re.compile(r"g(?<!\wg)roup_rank=(\d{1,18})")
 
 # DeepSpeed (deepspeed/launcher/launch.py)
 _DS_EXIT = re.compile(r"exits with return code = (-?\d{1,18})")
@@ -117,9 +117,9 @@ _PDSH_PREFIX = re.compile(r"([\w.-]{1,255}): \[")
 _DS_LOCAL_ARG = re.compile(r"'--local_rank=(\d{1,18})'")
 
 # Ray Train (ray/train/_internal/utils.py, backend_executor.py, v2 worker_group/poll.py)
-_RAY_FAILED = re.compile(r"\bWorker (\d{1,18}) has failed\.")
+_RAY_FAILED = re.compile(r"W(?<!\wW)orker (\d{1,18}) has failed\.")
 _RAY_WORKER = re.compile(
-    r"\bip=([\w.:-]{1,255}), pid=(\d{1,18})\) (?:world_)?rank=(\d{1,18}), "
+    r"i(?<!\wi)p=([\w.:-]{1,255}), pid=(\d{1,18})\) (?:world_)?rank=(\d{1,18}), "
     r"local_rank=(\d{1,18}), node_rank=(\d{1,18})"
 )
 _RAY_RANKS = re.compile(r"^\[Rank ([\d, ]+)(?: Error Snippet)?\]:$")

@@ -47,15 +47,15 @@ __all__ = [
 
 _RANK_TAG = re.compile(r"\[rank(\d{1,18})\]", re.IGNORECASE)
 _LOCAL_PREFIX = re.compile(r"^\[(?:[A-Za-z_][\w-]*?)(\d{1,18})\]:")
-_RANK_WORD = re.compile(r"(?:\bRank (\d{1,18})\]|\brank=(\d{1,18})\b)")
+_RANK_WORD = re.compile(r"(?:R(?<!\wR)ank (\d{1,18})\]|r(?<!\wr)ank=(\d{1,18})\b)")
 _FILE_RANK = re.compile(r"rank[_-]?(\d{1,18})(?:\D*)$", re.IGNORECASE)
 _TIMESTAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
-_STEP = re.compile(r"\bstep[= ](\d{1,18})\b")
-_STEP_TIME = re.compile(r"\bstep_time=([\d.]+)s?")
-_HOST = re.compile(r"\bhost=(\S+)")
-_ITERATION = re.compile(r"\biteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
+_STEP = re.compile(r"s(?<!\ws)tep[= ](\d{1,18})\b")
+_STEP_TIME = re.compile(r"s(?<!\ws)tep_time=([\d.]+)s?")
+_HOST = re.compile(r"h(?<!\wh)ost=(\S+)")
+_ITERATION = re.compile(r"i(?<!\wi)teration\s+(\d{1,18})\s*/\s*(\d{1,18})")
 _ITER_MS = re.compile(r"elapsed time per iteration \(ms\):\s*([\d.]+)")
-_WORLD = re.compile(r"\bworld_size[=: ]\s*(\d{1,18})")
+_WORLD = re.compile(r"w(?<!\ww)orld_size[=: ]\s*(\d{1,18})")
 _WD_OLD = re.compile(
     r"Watchdog caught collective operation timeout: Work\w*\(SeqNum=(\d{1,18}), OpType=(\w+)"
 )
@@ -85,7 +85,7 @@ _NCCL = re.compile(
     r"^(?:\[\d+\] )?(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] "
     r"NCCL (?P<lvl>INFO|WARN) (?P<msg>.*)"
 )
-_NCCL_ENV = re.compile(r"\b(NCCL_\w+) set by environment to (\S+)")
+_NCCL_ENV = re.compile(r"(N(?<!\wN)CCL_\w+) set by environment to (\S+)")
 _ERROR_HINTS = (
     "Traceback",
     "Error",

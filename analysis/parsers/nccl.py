@@ -578,7 +578,10 @@ _PEER_GUARDS = (
 
 def peer_fact(line: str) -> PeerFact | None:
     """The peer (rank, address or host) this line blames, with the reason in plain words."""
-    if not any(guard in line for guard in _PEER_GUARDS):
+    for guard in _PEER_GUARDS:  # a plain loop: any() of a generator costs more per line
+        if guard in line:
+            break
+    else:
         return None
     if "monitoredBarrier" in line or "ncclUniqueId from [" in line:
         fact = _rank_peer(line)

@@ -89,9 +89,10 @@ class Blocks:
 
     def kinds(self, low: str, found: set[str]) -> list[tuple[str, int | None, int | None]]:
         """What the block makes of a line that says nothing by itself."""
-        node_bad = any(bad in low for bad in _NODE_BAD)
-        if self.node is not None and "node_state" not in found and node_bad:
-            return [("node_state", None, None)]
+        if self.node is not None and "node_state" not in found:
+            for bad in _NODE_BAD:  # read only inside a node's block: most lines are in none
+                if bad in low:
+                    return [("node_state", None, None)]
         if self.hca is not None and "link" not in found:
             match = _PORT_STATE.match(low)
             if match and match.group(1) in _PORT_BAD:

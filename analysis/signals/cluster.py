@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from analysis.parsers import nccl
 from analysis.signals import nodes
-from analysis.signals.triggers import LINK_TOPIC
+from analysis.signals.triggers import LINK_TOPIC, holds_any
 
 Found = tuple[str, int | None, int | None]  # (kind, code, peer)
 
@@ -39,13 +39,13 @@ _IB_RETRY = ("status=12", "retry_exc_err", "transport retry counter exceeded", "
 
 
 def link(message: str, low: str) -> list[Found]:
-    if any(stem in low for stem in _IB_RETRY):
+    if holds_any(low, _IB_RETRY):
         return [("link", None, None)]
-    if not any(topic in low for topic in LINK_TOPIC):
+    if not holds_any(low, LINK_TOPIC):
         return []
     if "nccl info" in low:
         return []  # "NET/IB : Using [0]mlx5_0:1/IB": configuration, not a fault
-    return [("link", None, None)] if any(state in low for state in _LINK_STATE) else []
+    return [("link", None, None)] if holds_any(low, _LINK_STATE) else []
 
 
 _NODE_STATE = (
@@ -78,9 +78,9 @@ _NODE_TOPIC = ("node", "slurmctld", "kubelet", "raylet", "host")
 
 
 def node_state(message: str, low: str) -> list[Found]:
-    if not any(state in low for state in _NODE_STATE):
+    if not holds_any(low, _NODE_STATE):
         return []
-    if any(t in low for t in _NODE_TOPIC) or "kill task failed" in low:
+    if holds_any(low, _NODE_TOPIC) or "kill task failed" in low:
         return [("node_state", None, None)]
     return []
 
@@ -101,7 +101,7 @@ _EVICTED = (
 
 
 def evicted(message: str, low: str) -> list[Found]:
-    return [("evicted", None, None)] if any(stem in low for stem in _EVICTED) else []
+    return [("evicted", None, None)] if holds_any(low, _EVICTED) else []
 
 
 # --- what is not a failure: checkpoints, NCCL's configuration ----------------------------------
@@ -125,11 +125,11 @@ _CHECKPOINT_DONE = ("saved", "finished", "completed", "done", "success", "load",
 
 
 def checkpoint(message: str, low: str) -> list[Found]:
-    if not any(topic in low for topic in _CHECKPOINT_TOPIC):
+    if not holds_any(low, _CHECKPOINT_TOPIC):
         return []
-    if not any(word in low for word in _CHECKPOINT_BEGINS):
+    if not holds_any(low, _CHECKPOINT_BEGINS):
         return []
-    if any(word in low for word in _CHECKPOINT_DONE) or ("took" in low and "sav" in low):
+    if holds_any(low, _CHECKPOINT_DONE) or ("took" in low and "sav" in low):
         return []  # the save is over (a phase of it that took a while is not)
     return [("checkpoint", None, None)]
 
@@ -142,7 +142,7 @@ def nccl_config(message: str, low: str) -> list[Found]:
     the lack of one: `NET/IB : No device found.` sends it over sockets)."""
     if "set by environment to" in low or nccl.nccl_config_fact(message) is not None:
         return [("nccl_config", None, None)]
-    if "nccl info" in low and any(word in low for word in _CONFIG_WORDS):
+    if "nccl info" in low and holds_any(low, _CONFIG_WORDS):
         return [("nccl_config", None, None)]
     return []
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from analysis.parsers import nccl
+from analysis.signals.triggers import holds_any
 
 Found = tuple[str, int | None, int | None]  # (kind, code, peer)
 
@@ -168,9 +169,9 @@ _UNWIND = re.compile(r"\b(?:init|bootstrap|proxy|transport|group)\.cc:\d{1,6} ->
 
 
 def rendezvous(message: str, low: str) -> list[Found]:
-    if not any(topic in low for topic in _RENDEZVOUS):
+    if not holds_any(low, _RENDEZVOUS):
         return []
-    if not any(word in low for word in _FAILED):
+    if not holds_any(low, _FAILED):
         return []  # "Rendezvous complete for workers": the rendezvous worked
     fact = nccl.peer_fact(message) if "ncclUniqueId from [" in message else None
     return [("rendezvous", None, fact.peer_rank if fact else None)]
@@ -181,24 +182,17 @@ def rendezvous(message: str, low: str) -> list[Found]:
 _SETUP_WARN = re.compile(r"\b(?:init|bootstrap)\.cc:\d{1,6} nccl warn ")
 
 
-def _holds(low: str, words: tuple[str, ...]) -> bool:
-    for word in words:  # noqa: SIM110 (a plain loop: any() of a generator costs more)
-        if word in low:
-            return True
-    return False
-
-
 def communicator_init(message: str, low: str) -> list[Found]:
     """NCCL's set-up of a communicator failing: its internal and system errors, bootstrap and
     socket set-up, ncclCommInitRank. A line needs both NCCL and a failure in it; NCCL's own
     socket functions name NCCL by themselves (a paste that dropped the `NCCL WARN` prefix)."""
-    if "nccl" not in low and not any(name in low for name in _NCCL_SOCKET_CALLS):
+    if "nccl" not in low and not holds_any(low, _NCCL_SOCKET_CALLS):
         return []
     if " -> " in low and _UNWIND.search(low):
         return [("init", None, None)]
     if "nccl warn" in low and _SETUP_WARN.search(low):
         return [("init", None, None)]
-    if "nccl warn" not in low and not _holds(low, _FAILED):
+    if "nccl warn" not in low and not holds_any(low, _FAILED):
         return []
     for stem in _INIT:
         if stem in low:
@@ -229,7 +223,7 @@ def desync(message: str, low: str) -> list[Found]:
     if missing:
         ranks = missing.group(1).replace(",", " ").split()[:16]
         return [("desync", None, int(r)) for r in ranks]
-    if any(stem in low for stem in _STALLED):
+    if holds_any(low, _STALLED):
         return [("desync", None, None)]
     if "waiting for send/recv from rank" in low:
         return [("desync", None, _peer_rank(message))]

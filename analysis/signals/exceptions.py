@@ -10,10 +10,13 @@ Names are read with `str.find` and a bounded walk back over the name's character
 
 from __future__ import annotations
 
+import re
+
 _SUFFIXES = ("Error", "Exception", "Interrupt", "Exit", "Failure", "Timeout")
 _BARE = frozenset({"StopIteration", "KeyboardInterrupt", "SystemExit", "GeneratorExit"})
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.")
 _BEFORE = frozenset(" \t[(:'\"")
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.]*")  # _NAME_CHARS, as one match
 _NOT_EXCEPTIONS = ("Traceback", "During handling", "The above exception", "raise ", 'File "')
 _MAX_NAME = 300
 _RENDEZVOUS_FRAMES = (
@@ -66,9 +69,7 @@ def exception_line(message: str) -> str | None:
     if message.startswith(_NOT_EXCEPTIONS):
         return None
     head = message[:_MAX_NAME]
-    end = 0
-    while end < len(head) and head[end] in _NAME_CHARS:
-        end += 1
+    end = _NAME_RUN.match(head).end()  # the name's characters from the start
     if end and _followed_by_message(message, end):
         name = _name_before(message, end)
         if name:

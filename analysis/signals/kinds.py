@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from analysis.signals import cluster, comms
-from analysis.signals.triggers import TRIGGERS, may_say_anything, trie_pattern
+from analysis.signals.triggers import TRIGGERS, holds_any, may_say_anything, trie_pattern
 
 Found = tuple[str, int | None, int | None]  # (kind, code, peer)
 __all__ = ["READERS", "TRIGGERS", "classify", "exit_status", "may_say_anything"]
@@ -29,9 +29,10 @@ _EXIT_CODE = re.compile(
     r"terminated with code|with exit code)[\s:=()]{0,12}(-?\d{1,4})\b"
 )
 _SIGNAL_NUMBER = re.compile(
-    r"\bsignal:? (\d{1,2})\b|\bsignals\.sig[a-z]{2,6}: (\d{1,2})\b|received (\d{1,2}) death signal"
+    r"s(?<!\ws)ignal:? (\d{1,2})\b|s(?<!\ws)ignals\.sig[a-z]{2,6}: (\d{1,2})\b"
+    r"|received (\d{1,2}) death signal"
 )
-_SIGNAL_NAME = re.compile(r"\bsig(kill|segv|abrt|bus|fpe|ill|term|int|hup|quit|pipe)\b")
+_SIGNAL_NAME = re.compile(r"s(?<!\ws)ig(kill|segv|abrt|bus|fpe|ill|term|int|hup|quit|pipe)\b")
 _SIGNAL_NUMBERS = {
     "kill": 9,
     "segv": 11,
@@ -99,7 +100,7 @@ def _signal_kind(number: int) -> str:
 def exits(message: str, low: str) -> list[Found]:
     """Exit codes and signals: `exited with exitcode 137 (signal 9)`, `exitcode: -11`,
     `Exited with exit code 1`, `died with <Signals.SIGKILL: 9>`, `Killed`, `Segmentation fault`."""
-    if any(word in low for word in _TEARDOWN):
+    if holds_any(low, _TEARDOWN):
         return []
     found: list[Found] = []
     code = _EXIT_CODE.search(low)
@@ -125,7 +126,7 @@ def exits(message: str, low: str) -> list[Found]:
         found.append(("exit", -15, None))  # srun's "tasks 0-57: Terminated" (SIGTERM)
     if not found and ("cancelled at" in low or ("*** " in low and " due to " in low)):
         found.append(_cancelled(low))
-    if not found and (any(word in low for word in _DIED) or "non-zero exit" in low):
+    if not found and (holds_any(low, _DIED) or "non-zero exit" in low):
         found.append(("exit", None, None))
     return found
 

@@ -268,7 +268,8 @@ class SignalReader:
         self.blocks.see(message, indented)
         is_progress, step = progress(message) if _may_progress(low) else (False, None)
         failures = classify(message) if triggered else []
-        failures += self.blocks.kinds(low, {kind for kind, _, _ in failures})
+        if self.blocks.node is not None or self.blocks.hca is not None:  # inside a block
+            failures += self.blocks.kinds(low, {kind for kind, _, _ in failures})
         failures = self.blocks.adjust(message, low, failures)
         failures = self._data_path(line, low, failures)
         event = self._ras_event(message)

@@ -56,24 +56,29 @@ _IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 _RANK_TAG = re.compile(
     r"\[rank(\d{1,7})\]|\[Rank (\d{1,7})\]|R(?<!\wR)ank (\d{1,7})\]|r(?<!\wr)ank=(\d{1,7})\b"
 )
-_RANK_ENV = re.compile(r"\b(?:global_rank|RANK|world_rank)[=: ]{1,3}(\d{1,7})\b")
+_RANK_ENV = re.compile(
+    r"(?:g(?<!\wg)lobal_rank|R(?<!\wR)ANK|w(?<!\ww)orld_rank)[=: ]{1,3}(\d{1,7})\b"
+)
 # Whom a message speaks of when nobody's prefix says who wrote it.
 _SUBJECT = re.compile(
     r"\b(?:[Rr]ank|RANK|[Ww]orker|[Tt]asks?|process rank)[ =:#]{1,3}(\d{1,7})\b(?!\s?/)"
 )
 _SETTING_UP = re.compile(r"\[(\d{1,7})\] is setting up NCCL communicator")
 # Not `--local_rank=0` of a command line (DeepSpeed logs the last command it spawned).
-_LOCAL_SUBJECT = re.compile(r"(?<![-\w])(?:local_rank|LOCAL_RANK)[=: ]{1,3}(\d{1,7})\b")
+_LOCAL_SUBJECT = re.compile(r"(?:l(?<![-\w]l)ocal_rank|L(?<![-\w]L)OCAL_RANK)[=: ]{1,3}(\d{1,7})\b")
 # torchrun's failure summary: `rank      : 3 (local_rank: 3)`.
 _SUMMARY_RANK = re.compile(r"\s{0,12}rank\s{0,12}:\s{0,4}(\d{1,7}) ")
+# The failure lines' own expressions led by a letter, not by `\b` (`\bon` as `o(?<!\wo)n`, the
+# same boundary): the search skips every position whose character no alternative starts with.
 _HOST_IN_MESSAGE = re.compile(
-    r"\bon node ([\w.:-]{1,255})|Worker IP address: ([\w.:-]{1,255})|\bip=([\w.:-]{1,64})"
-    r"|\bhost=([\w.-]{1,255})|^srun: error: ([\w.-]{1,255}): |\bON ([\w.-]{1,255}) CANCELLED AT"
+    r"o(?<!\wo)n node ([\w.:-]{1,255})|Worker IP address: ([\w.:-]{1,255})"
+    r"|i(?<!\wi)p=([\w.:-]{1,64})|h(?<!\wh)ost=([\w.-]{1,255})|^srun: error: ([\w.-]{1,255}): "
+    r"|O(?<!\wO)N ([\w.-]{1,255}) CANCELLED AT"
 )
 _PID = re.compile(
-    r"\b(?:pid|PID)[=: ]{1,3}(\d{1,9})\b|\bwith pid (\d{1,9})\b"
+    r"(?:p(?<!\wp)id|P(?<!\wP)ID)[=: ]{1,3}(\d{1,9})\b|w(?<!\ww)ith pid (\d{1,9})\b"
     r"|Killed process (\d{1,9})|\[(\d{1,9})\]: segfault at"
-    r"|\bprocess (\d{1,9}) (?:on node|managing|exited|terminated)|: line \d{1,9}: +(\d{1,9}) "
+    r"|p(?<!\wp)rocess (\d{1,9}) (?:on node|managing|exited|terminated)|: line \d{1,9}: +(\d{1,9}) "
 )
 _FILE_RANK = re.compile(r"rank[_-]?(\d{1,7})(?!\d)", re.IGNORECASE)
 _ATTEMPT_DIR = re.compile(r"attempt_\d{1,6}/(\d{1,7})/(?:stdout|stderr|error)")
@@ -214,8 +219,12 @@ def writer(line: str) -> Writer:
 
 def _prefix_follows(line: str, at: int) -> bool:
     """After a leading time, a launcher's prefix: `[rank4]:`, `[1,0]<stdout>:`, `host:pid:tid`."""
-    rest = line[at : at + 300]
-    return rest.startswith("[") or bool(_NCCL_PREFIX.match(rest)) or bool(_SRUN_LABEL.match(rest))
+    end = at + 300  # the expressions matched in place: neither looks behind its start
+    return (
+        line.startswith("[", at)
+        or _NCCL_PREFIX.match(line, at, end) is not None
+        or _SRUN_LABEL.match(line, at, end) is not None
+    )
 
 
 def _tag_in_message(line: str, at: int, found: Writer) -> None:
@@ -229,7 +238,7 @@ def _tag_in_message(line: str, at: int, found: Writer) -> None:
         return
     tag = _RANK_TAG.search(head)
     if tag:
-        found.rank = int(next(g for g in tag.groups() if g is not None))
+        found.rank = int(tag.group(tag.lastindex))  # one group an alternative: the one matched
         return
     env = _RANK_ENV.search(head)
     if env:
@@ -280,14 +289,14 @@ def named_host(message: str) -> str | None:
     match = _HOST_IN_MESSAGE.search(message[:4096])
     if not match:
         return None
-    return next(g for g in match.groups() if g is not None).rstrip(".:")
+    return match.group(match.lastindex).rstrip(".:")  # one group an alternative
 
 
 def named_pid(message: str) -> int | None:
     match = _PID.search(message[:4096])
     if not match:
         return None
-    return int(next(g for g in match.groups() if g is not None))
+    return int(match.group(match.lastindex))  # one group an alternative
 
 
 def file_rank(path: str) -> tuple[int | None, int | None]:

@@ -74,3 +74,20 @@ def test_a_stream_without_end_is_partial():
     evidence = parse_probe_output("n", STREAM[: STREAM.index(b"HD1 log.1 ")], nonce="abc")
     assert evidence.status == stopped_short("probe output ended early")
     assert evidence.hostname == "gpu-3"
+
+
+def test_the_output_before_the_marker_is_kept_the_same_however_it_is_split():
+    # The marker found in the read that holds it (no copy of that read), or across reads.
+    noisy = b"motd line\n" * 2000 + STREAM  # 20 KB of noise: more than the 16 KiB kept
+    readers = []
+    for size in (len(noisy), 7_000, 4_096, 13):
+        reader = FrameReader("abc", frame_cap=10_000, total_cap=100_000)
+        for i in range(0, len(noisy), size):
+            reader.feed(noisy[i : i + size])
+        readers.append(reader)
+    whole = readers[0]
+    assert whole.ended and whole.frames["hostname"] == b"gpu-3"
+    assert len(whole.noise) == 16 * 1024 and whole.noise.startswith(b"motd line\n")
+    for reader in readers[1:]:
+        assert reader.frames == whole.frames
+        assert (reader.noise, reader.total) == (whole.noise, whole.total)
