@@ -220,6 +220,7 @@ def diagnose_parses(
     reparse: Reparse,
     previous: SnapshotEvidence | ParsedSnapshot | None = None,
     keep_going: Callable[[], bool] | None = None,
+    kept: list | None = None,
 ) -> Diagnosis:
     """The reduce: `diagnose` from each node's parse (`analysis.nodemap.map_node`, made with
     the scheduler's lines), as the workers that collected the nodes stored them. `head`: the
@@ -227,7 +228,9 @@ def diagnose_parses(
     parses a node again from its evidence when what its parse assumed no longer holds.
     `previous`: an earlier snapshot's evidence, or it parsed already as `diagnose` parses it
     (`parse_snapshot(previous, flight_recorder=False)`: from its own stored parses).
-    `keep_going`: asked during the merge and between its steps; False raises Abandoned."""
+    `keep_going`: asked during the merge and between its steps; False raises Abandoned.
+    `kept`: the merge and the facts are added to it, for the caller to free once its verdict
+    is stored (freeing them here came before the store: 0.05 s at 32,000 ranks)."""
     with _no_cyclic_gc():
         snap = merge_parses(
             parses,
@@ -244,6 +247,8 @@ def diagnose_parses(
             prev = parse_snapshot(previous, flight_recorder=False)
         _ask(keep_going, "before the facts")
         facts = build_facts(snap, prev)
+        if kept is not None:
+            kept += (snap, prev, facts)
         _ask(keep_going, "before the rules")
         return diagnose_facts(facts)
 

@@ -56,7 +56,9 @@ def masked_diagnosis(diagnosis: Diagnosis) -> dict:
     if not isinstance(rows, list):
         return mask_json(data)
     rest = mask_json({**data, "per_rank": []})
-    rest["per_rank"] = masked_rank_rows(rows)
+    # The rows are this call's own (to_json made them): kept as they are where nothing in
+    # them is masked (copying 32,000 of them, then freeing the originals, cost 0.03 s).
+    rest["per_rank"] = _masked_rows(rows, copied=False)
     return rest
 
 
@@ -77,11 +79,17 @@ _HASH = re.compile(r"[0-9a-f]{0,40}")
 
 
 def masked_rank_rows(rows: list) -> list:
-    """The per-rank table (`RankRow.to_json()` rows) with every secret masked."""
+    """The per-rank table (`RankRow.to_json()` rows) with every secret masked (new rows:
+    the ones given are left as they are)."""
+    return _masked_rows(rows, copied=True)
+
+
+def _masked_rows(rows: list, *, copied: bool) -> list:
+    """`masked_rank_rows`; `copied` False: a row with nothing to mask may be the one given."""
     if _all_made_here(rows):
         texts = list(chain.from_iterable(map(_texts, rows)))
         if _STR_OR_NONE.issuperset(map(type, texts)):
-            return _masked_made_rows(rows, texts)
+            return _masked_made_rows(rows, texts, copied=copied)
     shown: dict[str, str] = {}
 
     def text(value):
@@ -148,13 +156,14 @@ def _all_made_here(rows: list) -> bool:
     return all(_HASH.fullmatch(signature) for signature in set(signatures))
 
 
-def _masked_made_rows(rows: list, texts: list) -> list:
+def _masked_made_rows(rows: list, texts: list, *, copied: bool) -> list:
     """Rows of RankRow's shape (`_all_made_here`) whose texts read from evidence (`texts`,
     their node, frame and state in a row) are strings or None: each distinct one masked
     once (a fleet's rows share a few nodes' names, frames and states)."""
     shown = {text: mask_text(text) for text in set(texts) - {None}}
     if all(masked == text for text, masked in shown.items()):
-        return list(map(dict, rows))  # no secret in any (the usual case): the rows as they are
+        # No secret in any (the usual case): the rows as they are.
+        return list(map(dict, rows)) if copied else list(rows)
     shown[None] = None
     out = []
     for row in rows:

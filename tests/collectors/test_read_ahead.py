@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import weakref
 from datetime import timedelta
 
 import pytest
@@ -52,6 +53,9 @@ def _collecting(incident, evidence, bob) -> Snapshot:
 
 def _last_node_in(snapshot: Snapshot) -> None:
     Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.ANALYSING)
+
+
+_ReadAhead = services.ReadAhead
 
 
 class _Nodes:
@@ -102,6 +106,29 @@ def test_the_readers_verdict_is_the_analysis_workers_and_reads_each_parse_once(c
     assert (snapshot.reader, snapshot.reader_until) == ("", None)
 
 
+def test_what_the_reader_held_is_freed_apart_once_its_verdict_is_stored(cluster, bob, monkeypatch):
+    incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
+    snapshot = _collecting(incident, _evidence("tp-rank-stall"), bob)
+    seen = []
+    original = read_ahead._free
+
+    def spy(held):
+        parses, spent, _ = held
+        stored = spent[-1]  # the stored snapshot, the verdict's diagnosis on it
+        seen.append((parses, spent, len(parses), stored.status, weakref.ref(stored)))
+        del stored
+        original(held)
+
+    monkeypatch.setattr(read_ahead, "_free", spy)
+    nodes = _Nodes(lambda: _last_node_in(snapshot))
+    assert read_ahead.parses_read_ahead(snapshot_id=snapshot.pk, sleep=nodes) == "verdict"
+    assert read_ahead.freed(timeout=60)
+    ((parses, spent, held, status, stored),) = seen
+    assert held == snapshot.collections.count() and status == SnapshotStatus.DONE
+    assert parses == {} and spent == []
+    assert stored() is None  # the thread held the last reference: nothing outlives it
+
+
 def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads, monkeypatch):
     incident = incident_open(cluster=cluster, title="ahead", opened_by=bob)
     snapshot = _collecting(incident, _evidence("tp-rank-stall"), bob)
@@ -119,12 +146,16 @@ def test_the_first_verdict_is_the_readers_from_what_it_holds(cluster, bob, reads
     read_ahead.lease_release(snapshot.pk, "r" * 32)
 
     reads.clear()
-    shown = []
+    shown, held, spent = [], [], []
+    monkeypatch.setattr(services, "ReadAhead", lambda: held.append(_ReadAhead()) or held[-1])
     nodes = _Nodes(
-        lambda: shown.append(Snapshot.objects.get(pk=snapshot.pk).provisional),
-        lambda: _last_node_in(snapshot),
-    )
+        lambda: (shown.append(Snapshot.objects.get(pk=snapshot.pk).provisional),
+                 spent.append(len(held[0].spent))),
+        lambda: (spent.append(len(held[0].spent)), _last_node_in(snapshot)),
+    )  # fmt: skip
     assert read_ahead.parses_read_ahead(snapshot_id=snapshot.pk, sleep=nodes) == "verdict"
+    # What the first verdict was made of is held past its store, freed at the next look.
+    assert spent[0] >= 3 and spent[1] == 0
     made = shown[0]
     assert {k: v for k, v in made.items() if k != "at"} == {
         k: v for k, v in expected.items() if k != "at"
