@@ -13,17 +13,18 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from functools import cached_property, partial
 from operator import attrgetter, is_not
 
 from analysis import jobtime
 from analysis.alignment import FlightRecorderReading, GroupStop, read_dumps, read_watchdog
 from analysis.departures import Departure, departures_of
 from analysis.envdiff import env_diffs, shell_init_findings
+from analysis.failure_index import FailureIndex
 from analysis.gpushape import GpuSeries, RankGpuHint, join
 from analysis.groups import CollectiveRecord, collective_records
 from analysis.ncclconf import nccl_config_diffs, node_addresses
-from analysis.progress import Progress, progress_of
+from analysis.progress import Progress, RankTimes, job_step_time, progress_of
 from analysis.signals import Signal
 from analysis.snapshot_parse import (
     MAX_WORLD,
@@ -77,6 +78,8 @@ class Facts:
     in_init: tuple[int, ...]
     with_stack: int
     job_started: datetime | None  # when the job's first rank started (ps), once per diagnosis
+    failures: FailureIndex  # the signalled ranks' failures by kind and peer, read once
+    rank_times: RankTimes  # every rank's step time and log period, each node's latest step
     ops: Counter = field(default_factory=Counter)
     signatures: Counter = field(default_factory=Counter)
     # rank -> its GPU's series and how it was joined (pid, CUDA_VISIBLE_DEVICES, LOCAL_RANK).
@@ -113,6 +116,24 @@ class Facts:
         steps = map(_LAST_STEP, filter(_KNOWN, states))
         return max(filter(_KNOWN, steps), default=None)
 
+    @cached_property
+    def waiting_step(self) -> int | None:
+        """The highest last step of the ranks waiting in a collective, or of every rank when
+        none waits: what the rules' texts say "after step N" of (asked by several, read once)."""
+        if not self.in_collective:
+            return self.step_range[1] if self.step_range else None
+        return self.step_of(self.in_collective)
+
+    @property
+    def latest_step_at(self) -> datetime | None:
+        """When the job's latest step was logged, of any rank."""
+        return max(self.rank_times.node_latest.values(), default=None)
+
+    @cached_property
+    def step_time(self) -> float | None:
+        """The job's median step time (analysis.progress.job_step_time), read once."""
+        return job_step_time(self.snap, self.rank_times)
+
     def main_op(self) -> str | None:
         return self.ops.most_common(1)[0][0] if self.ops else None
 
@@ -147,10 +168,11 @@ def job_kills(node: ParsedNode, job_started: datetime | None) -> list:
 
 def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Facts:
     walk = _RankWalk(snap)
-    departures = departures_of(snap)
+    failures = FailureIndex(snap.signals)
+    departures = departures_of(snap, failures)
     quiet = quiet_in_shared_log(snap)
-    not_ready = not_ready_ranks(snap)
-    observed = _observed(snap, walk.seen) | set(quiet)
+    not_ready = not_ready_ranks(snap, failures)
+    observed = _observed(snap, walk.seen, failures) | set(quiet)
     if not_ready:
         observed |= set(range(snap.world_size))
     missing, unobserved = _missing_and_unobserved(snap, prev, observed, departures, walk)
@@ -176,7 +198,7 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
             for node, fact in snap.unplaced_exits
             if not fact.stopped_by_launcher and fact.exit_code not in (0, *TERMINATED_BY_LAUNCHER)
         ),
-        progress=progress_of(snap, prev),
+        progress=progress_of(snap, prev, walk.times),
         flight_recorder=fr.to_json() if fr and fr.dump_ranks else None,
         group_stops=fr.stops if fr else (),
         watchdog=read_watchdog(snap.watchdog),
@@ -193,6 +215,8 @@ def build_facts(snap: ParsedSnapshot, prev: ParsedSnapshot | None = None) -> Fac
         in_init=tuple(sorted(map(_RANK, by_kind["init"]))),
         with_stack=walk.with_stack,
         job_started=started,
+        failures=failures,
+        rank_times=walk.times,
         ops=_ops(collective),
         signatures=Counter(map(attrgetter("stack_signature"), collective)),
         fr=fr,
@@ -225,12 +249,23 @@ class _RankWalk:
         self.local_maps: dict[str, dict[int, int]] = {}  # node -> local rank -> global rank
         self.held: dict[int, str] = {}  # rank -> "T" / "D", as Facts.held
         self.steps: list[int | None] = []  # every rank's last step
-        by_kind, per_node, local_maps = self.by_kind, self.per_node, self.local_maps
+        # What progress reads of every rank (analysis.progress.RankTimes).
+        self.times = RankTimes([], [], {})
+        by_kind, per_node = self.by_kind, self.per_node
+        local_maps: dict[str, dict[int, int]] = defaultdict(dict)
         rank_node, seen, started, steps = self.rank_node, self.seen, self.started, self.steps
+        step_times, log_periods, node_latest = self.times
         widest = 0
         for rank, state in snap.ranks.items():
             node = rank_node[rank] = state.node
             per_node[node] += 1
+            step_times.append(state.step_time)
+            log_periods.append(state.log_period)
+            at = state.last_step_at
+            if at is not None:
+                latest = node_latest.get(node)
+                if latest is None or at > latest:
+                    node_latest[node] = at
             if state.stack_signature:
                 self.with_stack += 1
                 kind = by_kind.get(state.frame_kind)
@@ -248,12 +283,11 @@ class _RankWalk:
             if local_rank is not None or state.local_world_size:
                 widest = max(widest, state.local_world_size or 0, (local_rank or 0) + 1)
             if local_rank is not None:
-                local = local_maps.get(node)
-                if local is None:
-                    local = local_maps[node] = {}
+                local = local_maps[node]
                 if state.process_seen or local_rank not in local:
                     local[local_rank] = rank
         self.widest = widest
+        self.local_maps = dict(local_maps)  # a plain dict: the rules ask it of any node
         self.steps = [step for step in steps if step is not None]
 
 
@@ -291,7 +325,7 @@ def _gpu_by_rank(snap: ParsedSnapshot) -> dict[int, tuple[GpuSeries, str]]:
 # ------------------------------------------------------------------ observed / missing
 
 
-def _observed(snap: ParsedSnapshot, seen: set[int]) -> set[int]:
+def _observed(snap: ParsedSnapshot, seen: set[int], failures: FailureIndex) -> set[int]:
     """A rank with a live process, a stack, a dump or any log line naming it was observed; so
     was every rank of the job when NCCL's RAS reported on a job-wide communicator or named a
     rank against the others (RAS hears from every process of the job). `seen`: the ranks
@@ -299,12 +333,7 @@ def _observed(snap: ParsedSnapshot, seen: set[int]) -> set[int]:
     seen.update(snap.mentioned)
     seen.update(filter(partial(is_not, None), map(_RANK, snap.dumps)))  # in C: a dump a rank
     # A rank another rank's line names (the one it waits for, or lost) was observed by it.
-    seen.update(
-        s.peer
-        for found in snap.signals.signalled.values()
-        for s in found.failures
-        if s.peer is not None and 0 <= s.peer < MAX_WORLD
-    )
+    seen.update(s.peer for _, s in failures.with_peer() if 0 <= s.peer < MAX_WORLD)
     world = snap.world_size
     reached = any(comm.size == world for _, report in snap.signals.ras for comm in report.comms)
     reached = reached or any(s.kind == "ras_ok" for s in snap.signals.ras_signals)
@@ -354,10 +383,11 @@ def _missing_and_unobserved(
     return sorted(missing), sorted(absent)
 
 
+_DESYNC = ("desync",)
 _READY = re.compile(r"\[ready ranks: (\d{1,6}(?:, ?\d{1,6}){0,4095})\]")
 
 
-def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
+def not_ready_ranks(snap: ParsedSnapshot, failures: FailureIndex) -> dict[int, Signal]:
     """A stall report lists, per stalled tensor, the ranks that submitted it; within a stated
     world the others never reached the collective. (Every rank of the world is then accounted
     for: ready, or left out.)"""
@@ -365,9 +395,8 @@ def not_ready_ranks(snap: ParsedSnapshot) -> dict[int, Signal]:
     if not world:
         return {}
     # The stall reports only, in reading order (a fleet's ranks hold 64,000 other failures).
-    signalled, by_node = snap.signals.signalled.values(), snap.signals.by_node.values()
-    reports = [s for found in signalled for s in found.failures if s.kind == "desync"]
-    reports += [s for found in by_node for s in found if s.kind == "desync"]
+    reports = [s for _, s in failures.of_kinds(_DESYNC)]
+    reports += failures.nodes_of_kinds(_DESYNC)
     out: dict[int, Signal] = {}
     for signal in reports:
         match = _READY.search(signal.text)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from analysis.records import as_opt_float, as_opt_int, as_str
 from analysis.snapshot_parse import WARMUP_STEPS, ParsedSnapshot
@@ -83,32 +83,46 @@ class Progress:
 _STEP_TIME, _LOG_PERIOD = attrgetter("step_time"), attrgetter("log_period")
 
 
-def job_step_time(snap: ParsedSnapshot) -> float | None:
+class RankTimes(NamedTuple):
+    """What progress reads of every rank, gathered by the facts' one walk of the ranks
+    (`facts._RankWalk`) instead of a walk of its own each."""
+
+    step_times: list[float | None]  # every rank's step time, in rank order
+    log_periods: list[float | None]  # every rank's log period, in rank order
+    node_latest: dict[str, datetime]  # node -> its ranks' latest step line's time
+
+
+def job_step_time(snap: ParsedSnapshot, ranks: RankTimes | None = None) -> float | None:
     """The job's own median step time, warm-up steps excluded; None when unknown."""
-    times = sorted(filter(None, map(_STEP_TIME, snap.ranks.values())))  # the known, non-zero
+    steps = ranks.step_times if ranks is not None else map(_STEP_TIME, snap.ranks.values())
+    times = sorted(filter(None, steps))  # the known, non-zero
     if not times:
         # A straggler detector's round trip is the step time as the framework measures it.
         times = sorted(took for _, took in snap.heartbeats if took)
     return times[len(times) // 2] if times else None
 
 
-def job_log_period(snap: ParsedSnapshot) -> float | None:
+def job_log_period(snap: ParsedSnapshot, ranks: RankTimes | None = None) -> float | None:
     """How often the job writes a step line (every step, or every N): the silence to expect
     between two lines. Falls back to the step time."""
-    periods = sorted(filter(None, map(_LOG_PERIOD, snap.ranks.values())))
+    found = ranks.log_periods if ranks is not None else map(_LOG_PERIOD, snap.ranks.values())
+    periods = sorted(filter(None, found))
     if periods:
-        return max(periods[len(periods) // 2], job_step_time(snap) or 0.0)
-    return job_step_time(snap)
+        return max(periods[len(periods) // 2], job_step_time(snap, ranks) or 0.0)
+    return job_step_time(snap, ranks)
 
 
-def progress_of(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
+def progress_of(
+    snap: ParsedSnapshot, prev: ParsedSnapshot | None, ranks: RankTimes | None = None
+) -> Progress:
+    """`ranks`: what the facts' walk of the ranks read of them, else read here."""
     if prev is not None:
         return _two_snapshots(snap, prev)
-    ages = _step_ages(snap)
+    ages = _step_ages(snap, ranks.node_latest if ranks is not None else None)
     if not ages:
         return Progress("none", None, note="no timed step line")
     age = round(min(ages), 1)
-    pace = job_log_period(snap)
+    pace = job_log_period(snap, ranks)
     if pace is None:
         # One step and silence proves nothing: no step time to compare the silence with.
         return Progress("last_step_age", None, age_s=age, note="no step time to compare with")
@@ -139,17 +153,13 @@ def progress_of(snap: ParsedSnapshot, prev: ParsedSnapshot | None) -> Progress:
     )
 
 
-def _step_ages(snap: ParsedSnapshot) -> list[float]:
+def _step_ages(snap: ParsedSnapshot, latest: dict[str, datetime] | None = None) -> list[float]:
     """Seconds since each node's latest step line, as its clock read it when the console
     came (the snapshot's time for ranks whose node gave none); heartbeats too. (A node's
-    latest line is its ranks' youngest age: what is read of these is the youngest.)"""
-    latest: dict[str, datetime] = {}
-    for state in snap.ranks.values():
-        at = state.last_step_at
-        if at is not None:
-            seen = latest.get(state.node)
-            if seen is None or at > seen:
-                latest[state.node] = at
+    latest line is its ranks' youngest age: what is read of these is the youngest.)
+    `latest`: node -> its latest step line's time, when the facts' walk read it."""
+    if latest is None:
+        latest = node_latest_steps(snap.ranks.values())
     ages = []
     for name, at in latest.items():
         node = snap.nodes.get(name)
@@ -159,6 +169,18 @@ def _step_ages(snap: ParsedSnapshot) -> list[float]:
     if snap.collected_at is not None:
         ages += [max(0.0, (snap.collected_at - at).total_seconds()) for at, _ in snap.heartbeats]
     return ages
+
+
+def node_latest_steps(states) -> dict[str, datetime]:
+    """node -> the latest step line's time of its ranks (those with one)."""
+    latest: dict[str, datetime] = {}
+    for state in states:
+        at = state.last_step_at
+        if at is not None:
+            seen = latest.get(state.node)
+            if seen is None or at > seen:
+                latest[state.node] = at
+    return latest
 
 
 def _past_warmup(snap: ParsedSnapshot) -> bool:

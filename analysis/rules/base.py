@@ -10,6 +10,8 @@ from analysis.findings import Finding
 Rule = Callable[[Facts], Finding | None]
 
 
-def step_text(facts: Facts, ranks) -> str:
-    step = facts.step_of(ranks)
+def step_text(facts: Facts) -> str:
+    """ " after step N": the highest last step of the ranks waiting in a collective, or of
+    every rank when none waits."""
+    step = facts.waiting_step
     return f" after step {step}" if step is not None else ""

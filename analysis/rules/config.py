@@ -78,7 +78,7 @@ def same_collective(facts: Facts) -> Finding | None:
             ]
     lead = (
         f"All {len(waiting)} ranks are present and wait in the same {facts.main_op()}"
-        f"{step_text(facts, waiting)}; nobody is missing."
+        f"{step_text(facts)}; nobody is missing."
     )
     if found:
         confidence = 0.75

@@ -220,7 +220,7 @@ def _lost(facts: Facts, lost_ranks: list[int], rule: str) -> Finding:
         "A",
         0.95 if strong else 0.8 if waiting else 0.65,
         f"Rank {first} did not come: {quotes.why_lost(facts, first)}{where}{more}{rest}"
-        f"{step_text(facts, waiting or list(facts.ranks))}. "
+        f"{step_text(facts)}. "
         f"Read rank {first}'s log tail and {node or 'its node'}'s dmesg.",
         suspects=tuple(culprits or [r for r in ordered if r not in waited]),
         suspect_nodes=tuple(sorted({facts.oom_by_pid[p][0] for p in _pids(facts, ordered)})),

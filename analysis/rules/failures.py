@@ -34,6 +34,7 @@ DECISIVE = frozenset({"killed", "segfault", "oom", "gpu_oom", "xid", "evicted"})
 # Failures this close to the first one are the same event.
 SAME_FAILURE_S = 5.0
 QUOTED = 4
+_XID, _RAS, _DESYNC = ("xid",), ("ras",), ("desync",)
 
 
 def _first_cause(facts: Facts, rank: int, found: RankSignals) -> Signal | None:
@@ -62,7 +63,9 @@ def failed_first(facts: Facts) -> Finding | None:
     the ranks that report waiting are their victims."""
     # signalled: the ranks with a failure of their own (a rank only a step moved has none)
     signalled = facts.snap.signals.signalled
-    firsts = {r: s for r, found in signalled.items() if (s := _first_cause(facts, r, found))}
+    # Only a rank with a failure of a cause's kind can have one (a few of 32,000 ranks).
+    candidates = dict.fromkeys(rank for rank, _ in facts.failures.of_kinds(CAUSES))
+    firsts = {r: s for r in candidates if (s := _first_cause(facts, r, signalled[r]))}
     if not firsts:
         return None
     culprits = _earliest(firsts)
@@ -124,12 +127,7 @@ def _what(signal: Signal) -> str:
 def gpu_fault(facts: Facts) -> Finding | None:
     """A kernel Xid line naming a rank's process (its pid in the rank's environ): that rank's
     GPU faulted under it."""
-    hit = {
-        r: s
-        for r, found in facts.snap.signals.signalled.items()
-        for s in found.failures
-        if s.kind == "xid" and s.code is not None
-    }
+    hit = {r: s for r, s in facts.failures.of_kinds(_XID) if s.code is not None}
     if not hit:
         return None
     ranks = sorted(hit)
@@ -155,8 +153,8 @@ def ras_named(facts: Facts) -> Finding | None:
     """NCCL's RAS names ranks it cannot reach, that are dead or behind: the others wait."""
     signals = facts.snap.signals
     lines = [s for s in signals.ras_signals if s.kind == "ras"]
-    lines += [s for found in signals.by_node.values() for s in found if s.kind == "ras"]
-    lines += [s for found in signals.signalled.values() for s in found.failures if s.kind == "ras"]
+    lines += facts.failures.nodes_of_kinds(_RAS)
+    lines += [s for _, s in facts.failures.of_kinds(_RAS)]
     if not lines:
         return None  # no RAS line: nothing named (and no map of every node's pids)
     pids = {
@@ -274,15 +272,13 @@ def peers_named(facts: Facts) -> Finding | None:
     stall report, a monitored barrier, a lost peer): the named are the suspects, the
     reporters their victims."""
     named: dict[int, list[tuple[int, Signal]]] = {}
-    for rank, found in facts.snap.signals.signalled.items():
-        for signal in found.failures:
-            if signal.peer is not None and signal.peer != rank:
-                named.setdefault(signal.peer, []).append((rank, signal))
+    for rank, signal in facts.failures.with_peer():
+        if signal.peer != rank:
+            named.setdefault(signal.peer, []).append((rank, signal))
     # A report no rank prefix ties to its writer (a coordinator's stdout) still names the peer.
-    for signals in facts.snap.signals.by_node.values():
-        for signal in signals:
-            if signal.peer is not None:
-                named.setdefault(signal.peer, []).append((-1, signal))
+    for signal in facts.failures.node_signals:
+        if signal.peer is not None:
+            named.setdefault(signal.peer, []).append((-1, signal))
     # Left out of a stall report's ready ranks: the line is about the rank it leaves out.
     not_ready = {id(line) for line in facts.not_ready.values()}
     for peer, line in facts.not_ready.items():
@@ -328,10 +324,10 @@ def stalled_apart(facts: Facts) -> Finding | None:
     and the lists share no op: each waits in a collective the others never issue (B)."""
     missing: dict[int, set[str]] = {}
     lines: dict[int, Signal] = {}
-    reports = [s for found in facts.snap.signals.signalled.values() for s in found.failures]
-    reports += [s for signals in facts.snap.signals.by_node.values() for s in signals]
+    reports = [s for _, s in facts.failures.of_kinds(_DESYNC)]
+    reports += facts.failures.nodes_of_kinds(_DESYNC)
     for signal in reports:
-        listed = _LISTED_OPS.match(signal.text) if signal.kind == "desync" else None
+        listed = _LISTED_OPS.match(signal.text)
         if listed and signal.peer is not None:
             names = listed.group(1).split(", ")[:64]
             # PyTorch's names lead with the op (`allreduce.c_d1.bias`); TensorFlow's are

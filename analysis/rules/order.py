@@ -140,7 +140,7 @@ def outside_collective(facts: Facts) -> Finding | None:
         0.9 if agrees else 0.8,
         f"{capitalised(ranks_text(outside))} did not come: alive but stuck outside any "
         f"collective in {state.innermost_frame}, while {ranks_text(waiting)} wait in "
-        f"{facts.main_op()}{step_text(facts, waiting)}. Look at {', '.join(nodes[:5])}: data "
+        f"{facts.main_op()}{step_text(facts)}. Look at {', '.join(nodes[:5])}: data "
         "loading, I/O, locks.",
         suspects=tuple(outside),
         evidence=tuple(evidence),

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 from analysis import jobtime, quotes
 from analysis.facts import Facts
 from analysis.findings import Context, StuckSignal
 from analysis.parsers.flight_recorder import FrEntry
 from analysis.parsers.logs import parse_timestamp
-from analysis.progress import HEALTHY_STEP_MULTIPLE, job_step_time
+from analysis.progress import HEALTHY_STEP_MULTIPLE
 from analysis.verdict import ranks_text
-
-_LAST_STEP = attrgetter("last_step_at")  # a datetime or None (a datetime is never false)
 
 # The combiner needs to know whether there is any; quoting a few is enough.
 SIGNALS_KEPT = 32
@@ -64,8 +62,8 @@ def _unmatched(facts: Facts) -> list[StuckSignal]:
     if not stops:
         return []
     issued = _issued_at(facts, {(s.pg, s.seq) for s in stops})
-    pace = job_step_time(facts.snap)
-    latest = max(filter(None, map(_LAST_STEP, facts.ranks.values())), default=None)  # in C
+    pace = facts.step_time
+    latest = facts.latest_step_at
     return [
         StuckSignal("unmatched", None, None, quotes.flight_recorder(stop.mismatch).text)
         for stop in stops
@@ -151,7 +149,7 @@ def _latest_steps(facts: Facts) -> Callable[[int | None], datetime | None]:
     """rank -> when its latest step was logged, else the job's latest. Asked of a few lines'
     ranks: one walk in C for the job's latest, no map of every rank."""
     ranks = facts.ranks
-    job = max(filter(None, map(_LAST_STEP, ranks.values())), default=None)
+    job = facts.latest_step_at
 
     def step_at(rank: int | None) -> datetime | None:
         state = ranks.get(rank) if rank is not None else None
