@@ -85,6 +85,7 @@ def rebuilt(table: list[FrEntry], ids: list[int], dumps: list[FrDump]) -> list[F
         raise CodecError("NodeParse.fr_entry_ids: an index outside the entries")
     if len(set(ids)) != size:
         raise CodecError("NodeParse.fr_entries: an entry no dump holds")
+    table = across_nodes(table)
     lists: dict[tuple[int, ...], list[FrEntry]] = {}
     start = 0
     for dump in dumps:
@@ -96,9 +97,60 @@ def rebuilt(table: list[FrEntry], ids: list[int], dumps: list[FrDump]) -> list[F
         if entries is None:
             if len(set(key)) != len(key):
                 raise CodecError("NodeParse.fr_entry_ids: an entry twice in one dump")
-            entries = lists[key] = list(map(table.__getitem__, key))
+            entries = lists[key] = _shared_list(list(map(table.__getitem__, key)))
         dump.entries = entries
         start = end
     if start != len(ids):
         raise CodecError("NodeParse.fr_entry_ids: one index a time of the dumps expected")
     return dumps
+
+
+# --- alike across nodes, at read-back ---------------------------------------------------------
+
+# One object for entries (and entry lists) alike across the nodes read back: a job's 4,000
+# nodes issue the same collectives, so the reading (`analysis.alignment`) reads a few lists,
+# not one a node, and compares them by identity first. Bounded (a node's parse is untrusted:
+# one with many distinct entries empties the tables, it never grows them past their cap);
+# nothing changes an entry or a dump's list after the map.
+_ENTRIES: dict[tuple, FrEntry] = {}
+_LISTS: dict[tuple[int, ...], list[FrEntry]] = {}
+ENTRIES_CACHED = 16_384
+LISTS_CACHED = 4_096
+# The typed fields by value (the codec checked their exact types); the untyped ones (shapes,
+# frames) by identity: the codec gives one object for one stored text (`codec._cached_tuple`,
+# `_cached_plain`), so 1, 1.0 and true are never one. The key's entry keeps those objects
+# alive while the key is held, so an id in it is never another object's.
+_TYPED = attrgetter(*(f for f in VALUE_FIELDS if f not in ("in_shapes", "out_shapes")))
+
+
+def _across_key(entry: FrEntry) -> tuple:
+    return (_TYPED(entry), id(entry.in_shapes), id(entry.out_shapes), id(entry.raw_frames))
+
+
+def across_nodes(table: list[FrEntry]) -> list[FrEntry]:
+    """The node's distinct entries as the objects of alike entries of nodes read before. A
+    node's alike entries stay distinct objects (the k-th alike one is the k-th shared one):
+    a dump's times are found by its entries' identity."""
+    if len(_ENTRIES) + len(table) > ENTRIES_CACHED:
+        _ENTRIES.clear()
+        _LISTS.clear()
+        if len(table) > ENTRIES_CACHED:
+            return table  # more than the cap by itself: its own objects
+    occurrences: dict[tuple, int] = {}
+    shared = []
+    for entry in table:
+        key = _across_key(entry)
+        nth = occurrences.get(key, 0)
+        occurrences[key] = nth + 1
+        shared.append(_ENTRIES.setdefault((key, nth), entry))
+    return shared
+
+
+def _shared_list(entries: list[FrEntry]) -> list[FrEntry]:
+    key = tuple(map(id, entries))
+    known = _LISTS.get(key)
+    if known is None:
+        if len(_LISTS) >= LISTS_CACHED:
+            _LISTS.clear()
+        known = _LISTS[key] = entries
+    return known
