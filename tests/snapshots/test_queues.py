@@ -161,3 +161,11 @@ def test_gpu_reads_holding_every_early_process_do_not_delay_a_verdict(celery_wor
             gpuclick.READING
         }
         assert done.diagnosis["classification"]
+    # The server closed, both reads end and store their state: waited for here, so that no
+    # task still writes while the test's teardown empties the tables (a TRUNCATE beside a
+    # worker's UPDATE deadlocked there once).
+    wait_for(
+        lambda: not Snapshot.objects.filter(pk__in=held, gpu_metrics=gpuclick.READING).exists(),
+        timeout=60,
+        what="both held GPU reads ended",
+    )
