@@ -29,8 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
 
 FIXED = datetime(2026, 12, 3, 10, 0, 0, tzinfo=UTC)
 READ = 64 * 1024  # bytes a channel read gives at most (collectors/remote.py reads 256 KiB)
@@ -43,6 +41,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--label", default="")
     args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.dev")
     import django
 
     django.setup()
@@ -59,12 +59,9 @@ def main() -> None:
         )
 
 
-def _world(world: int, count: int) -> tuple[dict[str, float], int, str]:
-    from analysis import nodemap
-    from analysis.evidence import EvidenceStatus
-    from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
-    from hangdesk.frames import FrameReader, evidence_from_frames, frame_cap_of
-    from hangdesk.plan import CollectionPlan
+def farm_answers(world: int, count: int) -> list[bytes]:
+    """What `count` farm nodes of a `world`-rank job (rank-gone, 8 ranks a node) answer the
+    probe, gzipped as it sends them, stamped at FIXED: the same bytes from every tree."""
     from lab import farm_nodes
 
     class _Fixed(datetime):  # the farm's stamps, so two trees' answers are the same bytes
@@ -76,7 +73,17 @@ def _world(world: int, count: int) -> tuple[dict[str, float], int, str]:
     addresses = [f"127.9.{i // 250}.{i % 250 + 1}" for i in range(max(world // 8, count + 1))]
     nodes = farm_nodes.farm_nodes("rank-gone", addresses)
     answers = farm_nodes.NodeAnswers(farm_nodes.Capture("rank-exit"), nodes, 8, dump_world=world)
-    outputs = [answers.probe(nodes[i], "n", zip_min=2048) for i in range(1, count + 1)]
+    return [answers.probe(nodes[i], "n", zip_min=2048) for i in range(1, count + 1)]
+
+
+def _world(world: int, count: int) -> tuple[dict[str, float], int, str]:
+    from analysis import nodemap
+    from analysis.evidence import EvidenceStatus
+    from hangdesk.artifacts import artifacts_from_evidence, evidence_from_artifacts
+    from hangdesk.frames import FrameReader, evidence_from_frames, frame_cap_of
+    from hangdesk.plan import CollectionPlan
+
+    outputs = farm_answers(world, count)
     plan = CollectionPlan()
     cpu = dict.fromkeys(STAGES, 0.0)
     digest = hashlib.sha256()

@@ -143,6 +143,31 @@ def _count(out_file: Path) -> int:
     raise SystemExit(f"no total in {out_file}")
 
 
+def counted(script: Path, flags: list[str], *, keep: str | None = None) -> tuple[int, str]:
+    """`script --child --workdir=DIR FLAGS` run under callgrind with its instrumentation off
+    until the child's markers switch it on (the hash seed fixed): the instructions counted,
+    and what the child printed. `keep`: where callgrind's output file is kept."""
+    with tempfile.TemporaryDirectory(prefix=f"{script.stem}-") as workdir:
+        out_file = Path(keep or Path(workdir) / "callgrind.out")
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out_file}",
+            sys.executable,
+            str(script.resolve()),
+            "--child",
+            f"--workdir={workdir}",
+            *flags,
+        ]
+        environment = dict(os.environ, PYTHONHASHSEED="0")
+        done = subprocess.run(command, env=environment, capture_output=True, text=True)
+        if done.returncode:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(done.returncode)
+        return _count(out_file), done.stdout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", type=int, default=512)
@@ -159,31 +184,12 @@ def main() -> None:
     if args.child:
         _child(args)
         return
-    with tempfile.TemporaryDirectory(prefix="callgrind-analysis-") as workdir:
-        out_file = Path(args.keep or Path(workdir) / "callgrind.out")
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={out_file}",
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--child",
-            f"--workdir={workdir}",
-            f"--ranks={args.ranks}",
-            f"--nodes={args.nodes}",
-            f"--repo={args.repo}",
-        ]
-        command += ["--map-only"] if args.map_only else []
-        command += ["--reduce"] if args.reduce else []
-        command += ["--read-back"] if args.read_back else []
-        command += ["--whole-world"] if args.whole_world else []
-        environment = dict(os.environ, PYTHONHASHSEED="0")
-        done = subprocess.run(command, env=environment, capture_output=True, text=True)
-        if done.returncode:
-            sys.stderr.write(done.stderr)
-            raise SystemExit(done.returncode)
-        count = _count(out_file)
+    flags = [f"--ranks={args.ranks}", f"--nodes={args.nodes}", f"--repo={args.repo}"]
+    flags += ["--map-only"] if args.map_only else []
+    flags += ["--reduce"] if args.reduce else []
+    flags += ["--read-back"] if args.read_back else []
+    flags += ["--whole-world"] if args.whole_world else []
+    count, _ = counted(Path(__file__), flags, keep=args.keep)
     what = "map_node of every node" if args.map_only else "diagnose + to_json"
     what = "the reduce (read back + diagnose_parses + to_json)" if args.reduce else what
     what = "the read back (zlib + JSON + decode)" if args.read_back else what

@@ -27,16 +27,15 @@ import gc
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import zlib
-from datetime import UTC, datetime
 from pathlib import Path
 
+# This script's own folder is on the path: its neighbours' runner and farm answers.
+from bench_node_stages import FIXED, READ, farm_answers
+from callgrind_analysis import counted
+
 HERE = Path(__file__).resolve().parents[1]
-FIXED = datetime(2026, 12, 3, 10, 0, 0, tzinfo=UTC)
-READ = 64 * 1024
 WARM = 2
 STAGES = ("all", "frames", "map", "json")
 
@@ -52,7 +51,6 @@ def _child(args: argparse.Namespace) -> None:
 
     if Path(nodemap.__file__).resolve().parents[1] != repo:
         raise SystemExit(f"analysis imported from {nodemap.__file__}, not {repo}")
-    sys.path.insert(0, str(HERE / "bench"))
     from callgrind_analysis import _markers
 
     markers = _markers(Path(args.workdir))
@@ -83,19 +81,8 @@ class _Steps:
 
     def __init__(self, world: int, count: int) -> None:
         from hangdesk.plan import CollectionPlan
-        from lab import farm_nodes
 
-        class _Fixed(datetime):  # the farm's stamps, so two trees' answers are the same bytes
-            @classmethod
-            def now(cls, tz=None):
-                return FIXED
-
-        farm_nodes.datetime = _Fixed
-        addresses = [f"127.9.{i // 250}.{i % 250 + 1}" for i in range(max(world // 8, count + 1))]
-        nodes = farm_nodes.farm_nodes("rank-gone", addresses)
-        capture = farm_nodes.Capture("rank-exit")
-        answers = farm_nodes.NodeAnswers(capture, nodes, 8, dump_world=world)
-        self.outputs = [answers.probe(nodes[i], "n", zip_min=2048) for i in range(1, count + 1)]
+        self.outputs = farm_answers(world, count)
         self.plan = CollectionPlan()
 
     def frames(self, output: bytes):
@@ -138,13 +125,6 @@ class _Steps:
             digest.update(name.encode() + hashlib.sha256(stream).digest())
 
 
-def _count(out_file: Path) -> int:
-    for line in out_file.read_text().splitlines():
-        if line.startswith("totals:"):  # "summary:" stays 0 after ZERO_STATS
-            return int(line.split()[1])
-    raise SystemExit(f"no total in {out_file}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stage", choices=STAGES, default="all")
@@ -158,21 +138,9 @@ def main() -> None:
     if args.child:
         _child(args)
         return
-    with tempfile.TemporaryDirectory(prefix="callgrind-node-") as workdir:
-        out_file = Path(args.keep or Path(workdir) / "callgrind.out")
-        command = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no",
-            f"--callgrind-out-file={out_file}", sys.executable, str(Path(__file__).resolve()),
-            "--child", f"--workdir={workdir}", f"--stage={args.stage}", f"--nodes={args.nodes}",
-            f"--world={args.world}", f"--repo={args.repo}",
-        ]  # fmt: skip
-        environment = dict(os.environ, PYTHONHASHSEED="0")
-        done = subprocess.run(command, env=environment, capture_output=True, text=True)
-        if done.returncode:
-            sys.stderr.write(done.stderr)
-            raise SystemExit(done.returncode)
-        count = _count(out_file)
-    digest = next((ln for ln in done.stdout.splitlines() if ln.startswith("digest")), "")
+    flags = [f"--stage={args.stage}", f"--nodes={args.nodes}", f"--world={args.world}"]
+    count, printed = counted(Path(__file__), [*flags, f"--repo={args.repo}"], keep=args.keep)
+    digest = next((ln for ln in printed.splitlines() if ln.startswith("digest")), "")
     print(
         f"{args.repo}: {args.stage}, {args.nodes} farm nodes of a {args.world}-rank job: "
         f"{count / args.nodes / 1e6:.2f} M instructions a node ({count:,} in all) {digest}"
