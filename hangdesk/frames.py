@@ -170,8 +170,7 @@ class FrameReader:
                     return
                 data, self._buf = bytes(self._buf), bytearray()
             else:  # the start marker within this read: its frames read from it, not copied
-                self.noise += data[:found][: max(0, _MAX_NOISE - len(self.noise))]
-                self.started = True
+                self._begin(data, found)
                 at = found + len(self.marker)
         view = memoryview(data)
         while at < len(data) and self.error is None and not self.ended and not self.over_cap:
@@ -185,10 +184,15 @@ class FrameReader:
             self.noise += spill[: max(0, _MAX_NOISE - len(self.noise))]
             del self._buf[: len(spill)]
             return False
-        self.noise += self._buf[:at][: max(0, _MAX_NOISE - len(self.noise))]
+        self._begin(self._buf, at)
         del self._buf[: at + len(self.marker)]
-        self.started = True
         return True
+
+    def _begin(self, read: bytes | bytearray, marker_at: int) -> None:
+        """The start marker found at `marker_at` of `read`: what came before it kept as noise
+        (up to its cap), the frames read from after it."""
+        self.noise += read[: min(marker_at, max(0, _MAX_NOISE - len(self.noise)))]
+        self.started = True
 
     def _read_header(self, data: bytes, at: int) -> int:
         """Reads a header from data[at:] (its start may be held from the last read); returns
